@@ -1,0 +1,4 @@
+//! The OCI Distribution model shared by the agent, the storage replicas and `d8 mirror`.
+//!
+//! Pure: no tokio, no sockets, no filesystem. Everything here is a function of its inputs, so it
+//! is unit-, property- and fuzz-tested in isolation.

@@ -1,0 +1,1 @@
+//! Real parts for tests.
