@@ -2,3 +2,7 @@
 //!
 //! Pure: no tokio, no sockets, no filesystem. Everything here is a function of its inputs, so it
 //! is unit-, property- and fuzz-tested in isolation.
+
+pub mod digest;
+
+pub use digest::{Algorithm, Digest, DigestError, DigestMismatch, Hasher, Verifier};
