@@ -1,0 +1,206 @@
+//! Child processes for real components: found on `PATH` or a clear failure naming the Debian
+//! package, logs kept in a file, stopped on drop, log printed when the test fails.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Finds `tool` on `PATH`; panics with the Debian package to install when it is missing.
+///
+/// Tests never skip silently: a missing tool is a failure that says how to fix it.
+pub fn require_tool(tool: &str, package: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|dir| dir.join(tool))
+        .find(|candidate| is_executable(candidate))
+        .unwrap_or_else(|| {
+            panic!(
+                "`{tool}` is not installed: run `apt-get install -y --no-install-recommends \
+                 {package}` (or `.ci/run`, which installs every tool the tests use)"
+            )
+        })
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// A free TCP port on 127.0.0.1, for tools that take an address rather than a listener.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// A running child process whose output goes to a log file.
+///
+/// On drop it is sent SIGTERM, then SIGKILL if it has not exited within five seconds. When the
+/// current thread is panicking (a failing test), the log's tail is printed to stderr first.
+#[derive(Debug)]
+pub struct Service {
+    name: String,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Service {
+    /// Spawns `command` with stdout and stderr appended to `log`.
+    pub fn spawn(name: &str, mut command: Command, log: PathBuf) -> std::io::Result<Self> {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let err = out.try_clone()?;
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()?;
+        Ok(Self {
+            name: name.to_owned(),
+            child: Some(child),
+            log,
+        })
+    }
+
+    /// The log file.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// The whole log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Panics with the log when the process has exited: used while waiting for readiness.
+    pub fn assert_running(&mut self) {
+        if let Some(child) = self.child.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            panic!(
+                "{} exited early ({status}); its log:\n{}",
+                self.name,
+                self.log()
+            );
+        }
+    }
+
+    /// Stops the process: SIGTERM, then SIGKILL after five seconds.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let pid = child.id();
+        signal(pid, "TERM");
+        let (done, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = child.wait();
+            let _ = done.send(());
+        });
+        if wait.recv_timeout(Duration::from_secs(5)).is_err() {
+            signal(pid, "KILL");
+            let _ = wait.recv_timeout(Duration::from_secs(5));
+        }
+    }
+
+    /// Kills the process with SIGKILL at once, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn signal(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = self.log();
+            let tail: Vec<&str> = log.lines().rev().take(200).collect();
+            eprintln!("----- {} log ({}) -----", self.name, self.log.display());
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+            eprintln!("----- end of {} log -----", self.name);
+        }
+        self.stop();
+    }
+}
+
+/// Polls `ready` every 50 ms until it returns true, the service dies, or `timeout` passes.
+pub async fn wait_until<F, Fut>(service: &mut Service, timeout: Duration, mut ready: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        service.assert_running();
+        if ready().await {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!(
+                "{} not ready after {timeout:?}; its log:\n{}",
+                service.name,
+                service.log()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "apt-get install -y --no-install-recommends no-such-package")]
+    fn missing_tool_names_the_package() {
+        require_tool("d8-no-such-tool", "no-such-package");
+    }
+
+    #[test]
+    fn present_tool_is_found() {
+        assert!(require_tool("sh", "dash").ends_with("sh"));
+    }
+
+    #[tokio::test]
+    async fn stop_terminates_and_log_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo started; exec sleep 60"]);
+        let mut service = Service::spawn("sleeper", cmd, dir.path().join("log")).unwrap();
+        wait_until(&mut service, Duration::from_secs(5), || {
+            let log = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+            async move { log.contains("started") }
+        })
+        .await;
+        let pid = service.pid().unwrap();
+        service.stop();
+        assert!(!Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid));
+        assert_eq!(service.log(), "started\n");
+    }
+
+    fn is_zombie(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+    }
+}
