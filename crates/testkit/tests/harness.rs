@@ -1,0 +1,105 @@
+//! The harness end to end against real components: an image built here, pushed by skopeo into a
+//! token-auth `docker-registry`, pulled by containerd straight from it.
+
+use testkit::containerd::PullOptions;
+use testkit::image::{Format, Index, Layout};
+use testkit::skopeo::{Access, Copy};
+use testkit::{Certs, Containerd, ImageBuilder, Upstream, UpstreamOptions};
+
+#[tokio::test]
+async fn skopeo_pushes_into_token_auth_upstream_and_containerd_pulls_it() {
+    let upstream = Upstream::start(UpstreamOptions::default().token_auth("pusher", "pw")).await;
+    let layout = Layout::new(&upstream.scratch_dir().join("layout")).unwrap();
+    let image = ImageBuilder::new("harness")
+        .files(&[("etc/hello.txt", b"hello\n")])
+        .layers(&[300_000, 2 << 20])
+        .build(&layout);
+    layout.tag(&image.manifest, "v1").unwrap();
+
+    let destination = format!("docker://{}/test/app:v1", upstream.host());
+    Copy::new(&layout.skopeo_ref("v1"), &destination)
+        .destination_access(Access::of(&upstream))
+        .run()
+        .await
+        .expect_success("skopeo push");
+    let issued_by_push = upstream.token_server().unwrap().issued();
+    assert!(issued_by_push >= 1, "skopeo went through the token flow");
+
+    let containerd = Containerd::start().await;
+    containerd.use_upstream(&upstream);
+    let reference = format!("{}/test/app:v1", upstream.host());
+
+    // Without credentials containerd is refused by the token server.
+    let refused = containerd.pull(&reference).await;
+    assert!(
+        !refused.success,
+        "anonymous pull must fail:\n{}",
+        refused.stderr
+    );
+
+    let options = PullOptions {
+        credentials: upstream.credentials().cloned(),
+        ..PullOptions::default()
+    };
+    let pulled = containerd
+        .pull_with(&reference, &options)
+        .await
+        .expect_success("ctr pull");
+    assert!(upstream.token_server().unwrap().issued() > issued_by_push);
+    assert!(pulled.stdout.contains(image.digest()) || pulled.stderr.contains(image.digest()));
+    assert_eq!(containerd.images().await, vec![reference]);
+    let content = containerd.content().await;
+    for blob in image.blobs() {
+        assert!(
+            content.contains(&blob.digest),
+            "{} missing from {content:?}",
+            blob.digest
+        );
+    }
+}
+
+#[tokio::test]
+async fn containerd_pulls_a_docker_manifest_list_over_tls_through_a_mirror_entry() {
+    let ca = Certs::new("harness CA");
+    let upstream = Upstream::start(UpstreamOptions::default().tls(&ca).basic_auth("u", "p")).await;
+    let layout = Layout::new(&upstream.scratch_dir().join("layout")).unwrap();
+    let amd = ImageBuilder::new("multi-amd64")
+        .layer(10_000)
+        .docker()
+        .build(&layout);
+    let arm = ImageBuilder::new("multi-arm64")
+        .layer(10_000)
+        .docker()
+        .platform("linux", "arm64")
+        .build(&layout);
+    let index = Index::build(&layout, Format::Docker, &[amd.clone(), arm.clone()]);
+    testkit::push::Registry::of(&upstream)
+        .push_index("test/multi", "v1", &index)
+        .await
+        .unwrap();
+
+    let containerd = Containerd::start().await;
+    // The upstream acts as the mirror for a made-up registry name; the fallback is pinned to it
+    // as well, so nothing leaves the machine.
+    containerd.use_mirror(&upstream.url(), upstream.ca_pem(), &upstream.url());
+    let options = PullOptions {
+        credentials: upstream.credentials().cloned(),
+        platform: Some("linux/arm64".into()),
+        ..PullOptions::default()
+    };
+    containerd
+        .pull_with("registry.example.invalid/test/multi:v1", &options)
+        .await
+        .expect_success("ctr pull of an index");
+    let content = containerd.content().await;
+    assert!(content.contains(&index.digest().to_owned()));
+    assert!(content.contains(&arm.digest().to_owned()));
+    assert!(
+        !content.contains(&amd.layers[0].digest),
+        "only the requested platform's layers"
+    );
+    assert!(
+        upstream.log().contains("ns=registry.example.invalid"),
+        "containerd sent ?ns="
+    );
+}
