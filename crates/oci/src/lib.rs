@@ -4,5 +4,7 @@
 //! is unit-, property- and fuzz-tested in isolation.
 
 pub mod digest;
+pub mod reference;
 
 pub use digest::{Algorithm, Digest, DigestError, DigestMismatch, Hasher, Verifier};
+pub use reference::{Reference, ReferenceError, RegistryHost, Repository, RepositoryError, Tag};
