@@ -4,6 +4,7 @@
 //! is unit-, property- and fuzz-tested in isolation.
 
 pub mod digest;
+pub mod media_type;
 pub mod reference;
 
 pub use digest::{Algorithm, Digest, DigestError, DigestMismatch, Hasher, Verifier};
