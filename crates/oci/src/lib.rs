@@ -4,8 +4,12 @@
 //! is unit-, property- and fuzz-tested in isolation.
 
 pub mod digest;
+pub mod error;
+pub mod header;
 pub mod media_type;
 pub mod reference;
 
 pub use digest::{Algorithm, Digest, DigestError, DigestMismatch, Hasher, Verifier};
+pub use error::{ErrorBody, ErrorCode, ErrorInfo};
+pub use media_type::{AcceptList, ManifestMediaType, Negotiation};
 pub use reference::{Reference, ReferenceError, RegistryHost, Repository, RepositoryError, Tag};
