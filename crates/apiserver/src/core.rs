@@ -1,0 +1,680 @@
+//! The object semantics of the API server, independent of HTTP: create, update, patch,
+//! delete with finalizers, the status subresource, generation, schema checks and the hook.
+//!
+//! Everything here is synchronous (redb is); the HTTP layer calls it on blocking threads.
+
+use crate::error::ApiError;
+use crate::meta;
+use crate::patch::{self, PatchType};
+use crate::resources::{self, Registry, ResourceDef};
+use crate::schema::Cause;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::store::{Change, Committed, Key, Store, prefix};
+use crate::validate::{GroupVersionKind, Validator};
+use crate::watch::EventType;
+use base64::Engine as _;
+use serde_json::{Value, json};
+use std::sync::{Arc, RwLock};
+
+const CRD_GROUP: &str = "apiextensions.k8s.io";
+const CRD_PLURAL: &str = "customresourcedefinitions";
+/// The finalizer Kubernetes puts on CRDs so their objects are removed first.
+pub(crate) const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
+/// The finalizer of foreground cascading deletion.
+pub(crate) const FOREGROUND: &str = "foregroundDeletion";
+/// The finalizer of orphaning deletion.
+pub(crate) const ORPHAN: &str = "orphan";
+
+/// How unknown fields in a write are treated (`fieldValidation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum FieldValidation {
+    Ignore,
+    #[default]
+    Warn,
+    Strict,
+}
+
+/// Options of a write.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct WriteOpts {
+    pub(crate) field_validation: FieldValidation,
+    pub(crate) dry_run: bool,
+}
+
+/// A completed write.
+#[derive(Debug)]
+pub(crate) struct Written {
+    pub(crate) object: Value,
+    pub(crate) warnings: Vec<String>,
+    pub(crate) created: bool,
+}
+
+/// Cascading deletion policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Propagation {
+    Background,
+    Foreground,
+    Orphan,
+}
+
+/// Options of a delete.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeleteOpts {
+    pub(crate) propagation: Option<Propagation>,
+    pub(crate) uid: Option<String>,
+    pub(crate) resource_version: Option<String>,
+    pub(crate) dry_run: bool,
+}
+
+/// The outcome of a delete.
+#[derive(Debug)]
+pub(crate) enum Deleted {
+    /// Finalizers remain: the object is marked with `deletionTimestamp`.
+    Pending(Value),
+    /// The object is gone; its last state.
+    Gone(Value),
+}
+
+/// A page of a list.
+#[derive(Debug)]
+pub(crate) struct Page {
+    pub(crate) items: Vec<Value>,
+    pub(crate) resource_version: u64,
+    pub(crate) continue_token: Option<String>,
+}
+
+/// Query of a list.
+#[derive(Debug, Default)]
+pub(crate) struct ListQuery {
+    pub(crate) namespace: Option<String>,
+    pub(crate) labels: LabelSelector,
+    pub(crate) fields: FieldSelector,
+    pub(crate) limit: Option<usize>,
+    pub(crate) continue_token: Option<String>,
+}
+
+/// The API server's state and semantics.
+pub(crate) struct Core {
+    pub(crate) store: Store,
+    registry: RwLock<Arc<Registry>>,
+    validator: Box<dyn Validator>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").field("store", &self.store).finish_non_exhaustive()
+    }
+}
+
+fn conflict(def: &ResourceDef, name: &str) -> ApiError {
+    ApiError::conflict(
+        &def.group,
+        &def.plural,
+        name,
+        "the object has been modified; please apply your changes to the latest version and try again",
+    )
+}
+
+/// Whether the object is marked for deletion and nothing holds it any more.
+fn finalized(obj: &Value) -> bool {
+    meta::deleting(obj)
+        && meta::finalizers(obj).is_empty()
+        && obj.pointer("/spec/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty)
+}
+
+impl Core {
+    /// A core over `store`, serving built-ins and the CRDs stored in it.
+    pub(crate) fn new(store: Store, validator: Box<dyn Validator>) -> Result<Self, crate::Error> {
+        let core = Self { store, registry: RwLock::new(Arc::new(Registry::default())), validator };
+        core.refresh_registry()?;
+        Ok(core)
+    }
+
+    /// The current resource registry.
+    pub(crate) fn registry(&self) -> Arc<Registry> {
+        self.registry.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Rebuilds the registry from the stored CRDs.
+    pub(crate) fn refresh_registry(&self) -> Result<(), crate::Error> {
+        let mut crds = Vec::new();
+        self.store.scan(&prefix(CRD_GROUP, CRD_PLURAL, None), None, |_, v| {
+            crds.push(v);
+            true
+        })?;
+        let (reg, errors) = Registry::build(&crds);
+        for (name, e) in errors {
+            tracing::warn!(crd = %name, error = %e, "stored CRD is not served");
+        }
+        *self.registry.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(reg);
+        Ok(())
+    }
+
+    /// The storage key of an object.
+    pub(crate) fn key(def: &ResourceDef, namespace: Option<&str>, name: &str) -> Key {
+        let ns = if def.namespaced { namespace.unwrap_or_default() } else { "" };
+        Key::new(&def.group, &def.plural, ns, name)
+    }
+
+    /// The object as seen through `version`.
+    pub(crate) fn to_version(def: &ResourceDef, version: &str, mut obj: Value) -> Value {
+        if let Value::Object(m) = &mut obj {
+            m.insert("apiVersion".into(), Value::String(def.api_version(version)));
+            m.insert("kind".into(), Value::String(def.kind.clone()));
+        }
+        obj
+    }
+
+    fn storage_version(def: &ResourceDef) -> &str {
+        def.versions.iter().find(|v| v.storage).or(def.versions.first()).map(|v| v.name.as_str()).unwrap_or("v1")
+    }
+
+    fn commit(
+        &self,
+        def: &ResourceDef,
+        key: &Key,
+        dry_run: bool,
+        decide: impl FnOnce(Option<Value>) -> Result<Change, ApiError>,
+    ) -> Result<Committed, ApiError> {
+        if dry_run {
+            let current = self.store.get(key)?;
+            return match decide(current.clone())? {
+                Change::Put(object) => Ok(Committed {
+                    object,
+                    event: Some(if current.is_some() { EventType::Modified } else { EventType::Added }),
+                }),
+                Change::Delete => Ok(Committed {
+                    object: current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.name))?,
+                    event: Some(EventType::Deleted),
+                }),
+                Change::Unchanged => Ok(Committed {
+                    object: current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.name))?,
+                    event: None,
+                }),
+            };
+        }
+        let committed = self.store.mutate(key, decide)?;
+        if def.group == CRD_GROUP && def.plural == CRD_PLURAL && committed.event.is_some() {
+            self.refresh_registry()?;
+        }
+        Ok(committed)
+    }
+
+    /// Reads one object.
+    pub(crate) fn get(&self, def: &ResourceDef, version: &str, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        self.store
+            .get(&Self::key(def, ns, name))?
+            .map(|o| Self::to_version(def, version, o))
+            .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))
+    }
+
+    /// Lists objects, filtered and paginated.
+    pub(crate) fn list(&self, def: &ResourceDef, version: &str, q: &ListQuery) -> Result<Page, ApiError> {
+        let ns = if def.namespaced { q.namespace.as_deref() } else { Some("") };
+        let pfx = prefix(&def.group, &def.plural, ns);
+        let (token_rv, after) = match &q.continue_token {
+            Some(t) => {
+                let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(t)
+                    .map_err(|_| ApiError::bad_request("invalid continue token"))?;
+                let v: Value = serde_json::from_slice(&raw).map_err(|_| ApiError::bad_request("invalid continue token"))?;
+                let after = v.get("after").and_then(Value::as_str).unwrap_or_default().to_string();
+                if !after.starts_with(&pfx) {
+                    return Err(ApiError::bad_request("continue token does not belong to this list"));
+                }
+                (v.get("rv").and_then(Value::as_u64), Some(after))
+            }
+            None => (None, None),
+        };
+        let limit = q.limit.filter(|l| *l > 0);
+        let mut items = Vec::new();
+        let mut last_key = String::new();
+        let mut more = false;
+        let rv = self.store.scan(&pfx, after.as_deref(), |k, obj| {
+            if !(q.labels.matches(&obj) && q.fields.matches(&obj)) {
+                return true;
+            }
+            if limit.is_some_and(|l| items.len() >= l) {
+                more = true;
+                return false;
+            }
+            last_key = k.to_string();
+            items.push(Self::to_version(def, version, obj));
+            true
+        })?;
+        // Later pages report the revision of the first one: a watch from it sees every change.
+        let rv = token_rv.unwrap_or(rv);
+        let continue_token = more.then(|| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json!({"rv": rv, "after": last_key}).to_string())
+        });
+        Ok(Page { items, resource_version: rv, continue_token })
+    }
+
+    /// Schema, metadata, built-in rules and the hook: the checks of every write.
+    #[allow(clippy::too_many_arguments)]
+    fn admit(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        old: Option<&Value>,
+        mut new: Value,
+        opts: WriteOpts,
+        warnings: &mut Vec<String>,
+    ) -> Result<Change, ApiError> {
+        let name = meta::get(&new, "name").unwrap_or_default().to_string();
+        let mut causes = meta::validate_maps(&new);
+        if let Some(vdef) = def.version(version) {
+            if let Some(schema) = &vdef.schema {
+                schema.apply_defaults(&mut new);
+                let pruned = schema.prune(&mut new);
+                match opts.field_validation {
+                    FieldValidation::Strict if !pruned.is_empty() => {
+                        let list: Vec<String> = pruned.iter().map(|p| format!("unknown field {p:?}")).collect();
+                        return Err(ApiError::bad_request(format!(
+                            "{} in version {:?} cannot be handled as a {}: strict decoding error: {}",
+                            def.kind,
+                            def.api_version(version),
+                            def.kind,
+                            list.join(", ")
+                        )));
+                    }
+                    FieldValidation::Warn => {
+                        warnings.extend(pruned.iter().map(|p| format!("unknown field {p:?}")));
+                    }
+                    _ => {}
+                }
+                causes.extend(schema.validate(&new));
+            }
+            if let Some(w) = &vdef.deprecation_warning {
+                warnings.push(w.clone());
+            }
+        }
+        if def.group == CRD_GROUP && def.plural == CRD_PLURAL {
+            if let Err(e) = resources::from_crd(&new) {
+                let (field, message) = e.split_once(": ").unwrap_or(("", &e));
+                causes.push(Cause { reason: "FieldValueInvalid".into(), field: field.into(), message: message.into() });
+            }
+        }
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&def.group, &def.kind, &name, &causes));
+        }
+        let gvk = GroupVersionKind::new(&def.group, version, &def.kind);
+        match self.validator.validate(&gvk, old, &new) {
+            Ok(w) => warnings.extend(w),
+            Err(d) if d.code == 403 => return Err(ApiError::forbidden(d.message)),
+            Err(d) => {
+                let cause = Cause {
+                    reason: "FieldValueInvalid".into(),
+                    field: d.field.unwrap_or_default(),
+                    message: d.message,
+                };
+                return Err(ApiError::invalid(&def.group, &def.kind, &name, &[cause]));
+            }
+        }
+        if let Some(m) = new.as_object_mut() {
+            m.insert("apiVersion".into(), Value::String(def.api_version(Self::storage_version(def))));
+            m.insert("kind".into(), Value::String(def.kind.clone()));
+        }
+        if let Some(old) = old {
+            if finalized(&new) {
+                return Ok(Change::Delete);
+            }
+            let mut a = new.clone();
+            let mut b = old.clone();
+            meta::meta_mut(&mut a).remove("resourceVersion");
+            meta::meta_mut(&mut b).remove("resourceVersion");
+            if a == b {
+                return Ok(Change::Unchanged);
+            }
+        }
+        Ok(Change::Put(new))
+    }
+
+    fn check_namespace(&self, def: &ResourceDef, ns: Option<&str>, name: &str) -> Result<(), ApiError> {
+        if !def.namespaced {
+            return Ok(());
+        }
+        let ns = ns.filter(|n| !n.is_empty()).ok_or_else(|| {
+            ApiError::bad_request("the namespace of the object must be set for a namespaced resource")
+        })?;
+        match self.store.get(&Key::new("", "namespaces", "", ns))? {
+            None => Err(ApiError::not_found("", "namespaces", ns)),
+            Some(n) if meta::deleting(&n) => Err(ApiError::forbidden(format!(
+                "{} {name:?} is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                def.group_resource()
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn check_body(def: &ResourceDef, version: &str, body: &Value) -> Result<(), ApiError> {
+        if !body.is_object() {
+            return Err(ApiError::bad_request("the request body must be a JSON object"));
+        }
+        if let Some(k) = body.get("kind").and_then(Value::as_str) {
+            if k != def.kind {
+                return Err(ApiError::bad_request(format!(
+                    "the kind of the object ({k}) does not match the resource kind ({})",
+                    def.kind
+                )));
+            }
+        }
+        if let Some(av) = body.get("apiVersion").and_then(Value::as_str) {
+            if def.version(av.rsplit('/').next().unwrap_or_default()).is_none()
+                || (av.contains('/') != !def.group.is_empty())
+            {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({av}) does not match the expected API version ({})",
+                    def.api_version(version)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates an object (`generateName` supported).
+    pub(crate) fn create(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        ns: Option<&str>,
+        mut body: Value,
+        opts: WriteOpts,
+    ) -> Result<Written, ApiError> {
+        Self::check_body(def, version, &body)?;
+        let m = meta::meta_mut(&mut body);
+        if def.namespaced {
+            match (m.get("namespace").and_then(Value::as_str), ns) {
+                (Some(b), Some(u)) if !b.is_empty() && b != u => {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                (_, Some(u)) => {
+                    m.insert("namespace".into(), Value::String(u.into()));
+                }
+                _ => {}
+            }
+        } else {
+            m.remove("namespace");
+        }
+        let mut name = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+        if name.is_empty() {
+            if let Some(g) = m.get("generateName").and_then(Value::as_str).filter(|g| !g.is_empty()) {
+                name = format!("{g}{}", meta::name_suffix());
+                m.insert("name".into(), Value::String(name.clone()));
+            }
+        }
+        if name.is_empty() {
+            return Err(ApiError::invalid(&def.group, &def.kind, "", &[Cause {
+                reason: "FieldValueRequired".into(),
+                field: "metadata.name".into(),
+                message: "Required value: name or generateName is required".into(),
+            }]));
+        }
+        if let Some(c) = meta::validate_name(&name, def.plural == "namespaces") {
+            return Err(ApiError::invalid(&def.group, &def.kind, &name, &[c]));
+        }
+        let ns_value = m.get("namespace").and_then(Value::as_str).map(str::to_string);
+        self.check_namespace(def, ns_value.as_deref(), &name)?;
+        for f in ["uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"] {
+            m.remove(f);
+        }
+        m.insert("uid".into(), Value::String(meta::uuid()));
+        m.insert("creationTimestamp".into(), Value::String(meta::now()));
+        if def.generation {
+            m.insert("generation".into(), json!(1));
+        } else {
+            m.remove("generation");
+        }
+        if def.version(version).is_some_and(|v| v.status) {
+            if let Some(o) = body.as_object_mut() {
+                o.remove("status");
+            }
+        }
+        if def.group.is_empty() && def.plural == "namespaces" {
+            body["spec"] = json!({"finalizers": ["kubernetes"]});
+            body["status"] = json!({"phase": "Active"});
+        }
+        if def.group == CRD_GROUP && def.plural == CRD_PLURAL {
+            body["status"] = resources::crd_status(&body, &meta::now());
+            meta::set_finalizers(&mut body, &[CRD_CLEANUP.to_string()]);
+        }
+        let key = Self::key(def, ns_value.as_deref(), &name);
+        let mut warnings = Vec::new();
+        let committed = self.commit(def, &key, opts.dry_run, |current| {
+            if current.is_some() {
+                return Err(ApiError::already_exists(&def.group, &def.plural, &name));
+            }
+            self.admit(def, version, None, body, opts, &mut warnings)
+        })?;
+        Ok(Written { object: Self::to_version(def, version, committed.object), warnings, created: true })
+    }
+
+    /// The common path of PUT and PATCH once the desired object is known.
+    #[allow(clippy::too_many_arguments)]
+    fn update_from(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        name: &str,
+        old: Value,
+        mut new: Value,
+        subresource: Option<&str>,
+        opts: WriteOpts,
+        warnings: &mut Vec<String>,
+    ) -> Result<Change, ApiError> {
+        Self::check_body(def, version, &new)?;
+        let has_status = def.version(version).is_some_and(|v| v.status);
+        let old_rv = meta::get(&old, "resourceVersion").unwrap_or_default().to_string();
+        match meta::get(&new, "resourceVersion") {
+            Some(rv) if !rv.is_empty() && rv != old_rv => return Err(conflict(def, name)),
+            _ => {}
+        }
+        if let Some(n) = meta::get(&new, "name") {
+            if n != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+        }
+        match subresource {
+            Some("status") => {
+                if !has_status {
+                    return Err(ApiError::no_route());
+                }
+                let status = new.get("status").cloned();
+                new = old.clone();
+                match status {
+                    Some(s) => new["status"] = s,
+                    None => {
+                        if let Some(o) = new.as_object_mut() {
+                            o.remove("status");
+                        }
+                    }
+                }
+            }
+            Some(_) => return Err(ApiError::no_route()),
+            None => {
+                if has_status {
+                    match old.get("status") {
+                        Some(s) => new["status"] = s.clone(),
+                        None => {
+                            if let Some(o) = new.as_object_mut() {
+                                o.remove("status");
+                            }
+                        }
+                    }
+                }
+                if def.group.is_empty() && def.plural == "namespaces" {
+                    // spec.finalizers is changed only through the finalize subresource.
+                    new["spec"] = old.get("spec").cloned().unwrap_or(json!({}));
+                }
+                let om = old.get("metadata").cloned().unwrap_or(json!({}));
+                let m = meta::meta_mut(&mut new);
+                for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace"] {
+                    match om.get(f) {
+                        Some(v) => m.insert(f.into(), v.clone()),
+                        None => m.remove(f),
+                    };
+                }
+                m.insert("name".into(), Value::String(name.into()));
+                m.remove("managedFields");
+                if meta::deleting(&old) {
+                    let before = meta::finalizers(&old);
+                    if meta::finalizers(&new).iter().any(|f| !before.contains(f)) {
+                        return Err(ApiError::invalid(&def.group, &def.kind, name, &[Cause {
+                            reason: "FieldValueForbidden".into(),
+                            field: "metadata.finalizers".into(),
+                            message: "Forbidden: no new finalizers can be added if the object is being deleted".into(),
+                        }]));
+                    }
+                }
+            }
+        }
+        if def.generation {
+            let current_gen = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+            let bumped = meta::spec_part(&old, has_status) != meta::spec_part(&new, has_status);
+            meta::meta_mut(&mut new).insert("generation".into(), json!(if bumped { current_gen + 1 } else { current_gen }));
+        }
+        if def.group == CRD_GROUP && def.plural == CRD_PLURAL && subresource.is_none() {
+            new["status"] = resources::crd_status(&new, &meta::now());
+            if let Some(old_conds) = old.pointer("/status/conditions") {
+                new["status"]["conditions"] = old_conds.clone();
+            }
+        }
+        self.admit(def, version, Some(&old), new, opts, warnings)
+    }
+
+    /// Replaces an object (PUT), or its status.
+    pub(crate) fn update(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        ns: Option<&str>,
+        name: &str,
+        body: Value,
+        subresource: Option<&str>,
+        opts: WriteOpts,
+    ) -> Result<Written, ApiError> {
+        let key = Self::key(def, ns, name);
+        let mut warnings = Vec::new();
+        let committed = self.commit(def, &key, opts.dry_run, |current| {
+            let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            self.update_from(def, version, name, old, body, subresource, opts, &mut warnings)
+        })?;
+        Ok(Written { object: Self::to_version(def, version, committed.object), warnings, created: false })
+    }
+
+    /// Patches an object or its status; server-side apply creates a missing object.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn patch(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        ns: Option<&str>,
+        name: &str,
+        ty: PatchType,
+        body: &[u8],
+        subresource: Option<&str>,
+        opts: WriteOpts,
+    ) -> Result<Written, ApiError> {
+        let key = Self::key(def, ns, name);
+        if ty == PatchType::Apply && subresource.is_none() && self.store.get(&key)?.is_none() {
+            let mut obj = patch::parse_apply(body).map_err(ApiError::bad_request)?;
+            let m = meta::meta_mut(&mut obj);
+            m.insert("name".into(), Value::String(name.into()));
+            match self.create(def, version, ns, obj, opts) {
+                Err(e) if e.reason == "AlreadyExists" => {} // lost a race: patch it below
+                other => return other,
+            }
+        }
+        let mut warnings = Vec::new();
+        let committed = self.commit(def, &key, opts.dry_run, |current| {
+            let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            let mut doc = Self::to_version(def, version, old.clone());
+            patch::apply(ty, &mut doc, body, def.custom).map_err(|e| {
+                if ty == PatchType::Json && e.contains("test") {
+                    ApiError::conflict(&def.group, &def.plural, name, &e)
+                } else {
+                    ApiError::bad_request(e)
+                }
+            })?;
+            self.update_from(def, version, name, old, doc, subresource, opts, &mut warnings)
+        })?;
+        Ok(Written { object: Self::to_version(def, version, committed.object), warnings, created: false })
+    }
+
+    /// Deletes an object: marks it when finalizers remain, removes it otherwise.
+    pub(crate) fn delete(&self, def: &ResourceDef, ns: Option<&str>, name: &str, opts: &DeleteOpts) -> Result<Deleted, ApiError> {
+        let key = Self::key(def, ns, name);
+        let committed = self.commit(def, &key, opts.dry_run, |current| {
+            let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            if let Some(uid) = &opts.uid {
+                let have = meta::get(&old, "uid").unwrap_or_default();
+                if have != uid {
+                    return Err(ApiError::conflict(&def.group, &def.plural, name, &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                    )));
+                }
+            }
+            if let Some(rv) = &opts.resource_version {
+                let have = meta::get(&old, "resourceVersion").unwrap_or_default();
+                if have != rv {
+                    return Err(ApiError::conflict(&def.group, &def.plural, name, &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
+                    )));
+                }
+            }
+            let mut new = old.clone();
+            let mut fins = meta::finalizers(&old);
+            match opts.propagation {
+                Some(Propagation::Foreground) if !fins.iter().any(|f| f == FOREGROUND) => {
+                    fins.retain(|f| f != ORPHAN);
+                    fins.push(FOREGROUND.into());
+                }
+                Some(Propagation::Orphan) if !fins.iter().any(|f| f == ORPHAN) => {
+                    fins.retain(|f| f != FOREGROUND);
+                    fins.push(ORPHAN.into());
+                }
+                _ => {}
+            }
+            meta::set_finalizers(&mut new, &fins);
+            let ns_pending = def.group.is_empty() && def.plural == "namespaces";
+            if fins.is_empty() && !ns_pending {
+                return Ok(Change::Delete);
+            }
+            if !meta::deleting(&new) {
+                let m = meta::meta_mut(&mut new);
+                m.insert("deletionTimestamp".into(), Value::String(meta::now()));
+                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                if ns_pending {
+                    new["status"] = json!({"phase": "Terminating"});
+                }
+            }
+            if new == old { Ok(Change::Unchanged) } else { Ok(Change::Put(new)) }
+        })?;
+        let version = Self::storage_version(def);
+        let obj = Self::to_version(def, version, committed.object);
+        Ok(match committed.event {
+            Some(EventType::Deleted) => Deleted::Gone(obj),
+            _ => Deleted::Pending(obj),
+        })
+    }
+
+    /// Internal write used by controllers inside the server (GC, namespace and CRD cleanup):
+    /// re-reads the object, applies `edit`, and stores it (or removes it if finalized).
+    pub(crate) fn edit(&self, key: &Key, edit: impl FnOnce(&mut Value) -> bool) -> Result<(), ApiError> {
+        let reg = self.registry();
+        let Some(def) = reg.get(&key.group, &key.plural) else { return Ok(()) };
+        let r = self.commit(&def, key, false, |current| {
+            let Some(old) = current else { return Ok(Change::Unchanged) };
+            let mut new = old.clone();
+            if !edit(&mut new) || new == old {
+                return Ok(Change::Unchanged);
+            }
+            if finalized(&new) { Ok(Change::Delete) } else { Ok(Change::Put(new)) }
+        });
+        r.map(|_| ())
+    }
+}

@@ -1,0 +1,34 @@
+//! The embedded Kubernetes API server (`d8 apiserver`).
+//!
+//! Role: serve the Kubernetes REST subset the platform needs — discovery, CRUD, the `status`
+//! subresource, `resourceVersion` conflicts, `generation`, label and field selectors, watch
+//! with "too old" errors, finalizers, `ownerReferences` garbage collection, structural-schema
+//! validation and defaulting of custom resources, an injected validation hook, per-component
+//! credentials with RBAC-like rules — persisted in one redb file, so kube-rs clients and
+//! `kubectl` work against it unchanged on a single machine.
+//!
+//! Objects are stored as JSON (`serde_json::Value`): the server knows no Rust types of the
+//! kinds it serves. It must not depend on `kube` or `k8s-openapi` (they are test-only here),
+//! nor on the platform's API crate: that crate's validation is injected as a [`Validator`].
+
+mod auth;
+mod core;
+mod discovery;
+mod error;
+mod gc;
+mod meta;
+mod patch;
+mod path;
+mod pki;
+mod resources;
+mod schema;
+mod selector;
+mod store;
+mod table;
+mod validate;
+mod watch;
+
+pub use auth::{Credential, Rule, User};
+pub use error::{ApiError, Error};
+pub use schema::Cause;
+pub use validate::{AllowAll, Denial, GroupVersionKind, Validator};
