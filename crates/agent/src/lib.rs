@@ -8,3 +8,4 @@
 
 pub mod dropin;
 pub mod pki;
+pub mod source;
