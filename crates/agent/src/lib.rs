@@ -7,5 +7,6 @@
 //! layout source's edge.
 
 pub mod dropin;
+pub mod metrics;
 pub mod pki;
 pub mod source;

@@ -1,0 +1,185 @@
+//! The agent's metrics, with Deckhouse's names. Label values are bounded: routing kinds,
+//! results, configured target names and origins — never a repository, digest or credential.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::source::Origin;
+
+/// How a request ended (`result` label of `d8_registry_agent_requests_total`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Outcome {
+    /// A target answered (2xx/3xx, or a relayed 4xx other than 404).
+    served,
+    /// A target answered 404; relayed, never retried elsewhere.
+    not_found,
+    /// The answer was relayed but the transfer broke off.
+    unavailable,
+    /// No route: loop, no layout, no upstream for a sibling.
+    unroutable,
+    /// Every target failed.
+    all_failed,
+}
+
+/// Why the agent moved to the next target (`reason` label of `_failovers_total`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum FailoverReason {
+    /// Transport error or timeout.
+    unreachable,
+    /// 401/403 to our own credentials.
+    unauthorized,
+    /// 5xx with targets left.
+    server_error,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    kind: String,
+    result: Outcome,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailoverLabels {
+    target: String,
+    reason: FailoverReason,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OriginLabel {
+    origin: &'static str,
+}
+
+/// The agent's metric families and their registry.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    failovers: Family<FailoverLabels, Counter>,
+    token_exchanges: Family<ResultLabel, Counter>,
+    layout_origin: Family<OriginLabel, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let failovers = Family::<FailoverLabels, Counter>::default();
+        let token_exchanges = Family::<ResultLabel, Counter>::default();
+        let layout_origin = Family::<OriginLabel, Gauge>::default();
+        registry.register(
+            "d8_registry_agent_requests",
+            "Registry requests handled by the agent, by routing kind and result",
+            requests.clone(),
+        );
+        registry.register(
+            "d8_registry_agent_failovers",
+            "Moves from one target to the next, by target and reason",
+            failovers.clone(),
+        );
+        registry.register(
+            "d8_registry_agent_token_exchanges",
+            "Token requests made to registries' token services, by result",
+            token_exchanges.clone(),
+        );
+        registry.register(
+            "d8_registry_agent_layout_origin",
+            "Where the applied layout came from: 1 for the current origin",
+            layout_origin.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            failovers,
+            token_exchanges,
+            layout_origin,
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts a finished request.
+    pub fn request(&self, kind: &str, result: Outcome) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                kind: kind.to_owned(),
+                result,
+            })
+            .inc();
+    }
+
+    /// Counts a failover away from `target` (a backend name, route match or host).
+    pub fn failover(&self, target: &str, reason: FailoverReason) {
+        self.failovers
+            .get_or_create(&FailoverLabels {
+                target: target.to_owned(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// Counts a token exchange (`ok` or `error`).
+    pub fn token_exchange(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.token_exchanges
+            .get_or_create(&ResultLabel {
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets the origin gauge: 1 for `origin`, 0 for the others (all 0 without a layout).
+    pub fn layout_origin(&self, origin: Option<Origin>) {
+        for candidate in Origin::ALL {
+            let value = i64::from(Some(candidate) == origin);
+            self.layout_origin
+                .get_or_create(&OriginLabel {
+                    origin: candidate.as_str(),
+                })
+                .set(value);
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_labels_are_deckhouses() {
+        let metrics = Metrics::default();
+        metrics.request("Primary", Outcome::served);
+        metrics.request("Primary", Outcome::served);
+        metrics.failover("Storage", FailoverReason::unauthorized);
+        metrics.token_exchange(true);
+        metrics.layout_origin(Some(Origin::Cache));
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"d8_registry_agent_requests_total{kind="Primary",result="served"} 2"#),
+            "{text}"
+        );
+        assert!(text.contains(
+            r#"d8_registry_agent_failovers_total{target="Storage",reason="unauthorized"} 1"#
+        ));
+        assert!(text.contains(r#"d8_registry_agent_token_exchanges_total{result="ok"} 1"#));
+        assert!(text.contains(r#"d8_registry_agent_layout_origin{origin="Cache"} 1"#));
+        assert!(text.contains(r#"d8_registry_agent_layout_origin{origin="API"} 0"#));
+    }
+}
