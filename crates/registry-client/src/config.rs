@@ -1,0 +1,55 @@
+//! Client-wide settings: timeouts, redirect limit, user agent.
+
+use std::time::Duration;
+
+/// Every network wait the client makes, bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP connect plus TLS handshake.
+    pub connect: Duration,
+    /// From sending a request to receiving its status line and headers (per redirect hop).
+    pub response_headers: Duration,
+    /// Longest gap between two body chunks while the consumer is waiting for data: past it the
+    /// body ends with [`Error::Stalled`](crate::Error::Stalled). Time the consumer spends not
+    /// asking for data (back-pressure from a slow client) does not count.
+    pub stall: Duration,
+    /// Optional deadline for one request including its whole body (the agent's
+    /// `--forward-timeout`); `None` for none.
+    pub total: Option<Duration>,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            response_headers: Duration::from_secs(30),
+            stall: Duration::from_secs(30),
+            total: None,
+        }
+    }
+}
+
+/// Settings shared by every endpoint of one [`Client`](crate::Client).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The timeouts.
+    pub timeouts: Timeouts,
+    /// Most redirects followed for one request.
+    pub max_redirects: usize,
+    /// `User-Agent` sent when the caller gives none.
+    pub user_agent: String,
+    /// Largest manifest [`Remote::get_manifest`](crate::Remote::get_manifest) reads (the
+    /// distribution-spec asks registries to accept at least 4 MiB).
+    pub max_manifest_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            timeouts: Timeouts::default(),
+            max_redirects: 5,
+            user_agent: concat!("d8-registry-client/", env!("CARGO_PKG_VERSION")).to_owned(),
+            max_manifest_bytes: 4 << 20,
+        }
+    }
+}
