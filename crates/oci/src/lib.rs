@@ -10,7 +10,9 @@ pub mod error;
 pub mod header;
 pub mod manifest;
 pub mod media_type;
+pub mod pagination;
 pub mod path;
+pub mod range;
 pub mod reference;
 
 pub use digest::{Algorithm, Digest, DigestError, DigestMismatch, Hasher, Verifier};
