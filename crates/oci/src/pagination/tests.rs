@@ -8,7 +8,9 @@ fn tags(v: &[&str]) -> Vec<String> {
 #[test]
 fn pages_table() {
     let all = tags(&["v2", "latest", "v10", "v1", "V1", "v1"]);
-    let cases: &[(Option<u32>, Option<&str>, &[&str], Option<&str>)] = &[
+    // (n, last, expected page, expected next `last`)
+    type Case<'a> = (Option<u32>, Option<&'a str>, &'a [&'a str], Option<&'a str>);
+    let cases: &[Case<'_>] = &[
         (None, None, &["V1", "latest", "v1", "v10", "v2"], None),
         (Some(2), None, &["V1", "latest"], Some("latest")),
         (Some(2), Some("latest"), &["v1", "v10"], Some("v10")),

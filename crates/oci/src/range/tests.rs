@@ -9,7 +9,9 @@ fn outcome(header: Option<&str>, len: u64) -> (u16, Option<String>) {
 #[test]
 fn evaluation_table() {
     let s = |x: &str| Some(x.to_owned());
-    let cases: &[(Option<&str>, u64, (u16, Option<String>))] = &[
+    // (Range header, blob length, (status, Content-Range))
+    type Case<'a> = (Option<&'a str>, u64, (u16, Option<String>));
+    let cases: &[Case<'_>] = &[
         (None, 2000, (200, None)),
         // The conformance suite's cases.
         (
