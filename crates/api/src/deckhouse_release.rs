@@ -22,9 +22,25 @@ use crate::macros::string_enum;
     no_spec,
     status = "DeckhouseReleaseStatus",
     doc = "A Deckhouse platform release, created from the release channel. Approve it in Manual mode by setting the top-level `approved: true`.",
-    printcolumn(name = "phase", type_ = "string", json_path = ".status.phase", description = "Current release status."),
-    printcolumn(name = "transitionTime", type_ = "date", format = "date-time", json_path = ".status.transitionTime", description = "When the release status was changed."),
-    printcolumn(name = "message", type_ = "string", json_path = ".status.message", description = "Release status details.")
+    printcolumn(
+        name = "phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Current release status."
+    ),
+    printcolumn(
+        name = "transitionTime",
+        type_ = "date",
+        format = "date-time",
+        json_path = ".status.transitionTime",
+        description = "When the release status was changed."
+    ),
+    printcolumn(
+        name = "message",
+        type_ = "string",
+        json_path = ".status.message",
+        description = "Release status details."
+    )
 )]
 pub struct DeckhouseReleaseFields {
     /// Manual approval of the release. Ignored in the `Auto` update mode.

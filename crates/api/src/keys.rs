@@ -64,7 +64,8 @@ pub const MODULE_RELEASE_IS_UPDATING: &str = "modules.deckhouse.io/isUpdating";
 /// ModuleRelease: whether the release notification webhook has been sent.
 pub const MODULE_RELEASE_NOTIFIED: &str = "modules.deckhouse.io/notified";
 /// ModuleRelease: `spec.applyAfter` was moved by the notification delay.
-pub const MODULE_RELEASE_NOTIFICATION_TIME_SHIFT: &str = "modules.deckhouse.io/notification-time-shift";
+pub const MODULE_RELEASE_NOTIFICATION_TIME_SHIFT: &str =
+    "modules.deckhouse.io/notification-time-shift";
 /// ModuleRelease: the ModuleSource registry settings changed (an RFC 3339 time).
 pub const MODULE_RELEASE_REGISTRY_SPEC_CHANGED: &str = "modules.deckhouse.io/registry-spec-changed";
 /// ModuleRelease: why the release was created.
@@ -131,7 +132,9 @@ pub fn parse_bool(value: &str) -> bool {
 
 /// Whether `annotations[key]` is a true flag.
 pub fn flag(annotations: Option<&std::collections::BTreeMap<String, String>>, key: &str) -> bool {
-    annotations.and_then(|a| a.get(key)).is_some_and(|v| parse_bool(v))
+    annotations
+        .and_then(|a| a.get(key))
+        .is_some_and(|v| parse_bool(v))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 mod macros;
 
 pub mod conditions;
+pub mod crds;
 pub mod deckhouse_release;
 pub mod error;
 pub mod keys;

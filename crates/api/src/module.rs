@@ -19,15 +19,64 @@ use crate::macros::string_enum;
     no_spec,
     status = "ModuleStatus",
     doc = "A module known to the cluster: where it comes from, its version and whether it runs. Created and updated by Deckhouse only.",
-    printcolumn(name = "Weight", type_ = "integer", json_path = ".properties.weight", priority = 1, description = "Module weight."),
-    printcolumn(name = "Stage", type_ = "string", json_path = ".properties.stage", description = "Module stage."),
-    printcolumn(name = "Release channel", type_ = "string", json_path = ".properties.releaseChannel", priority = 1, description = "Release channel of the module."),
-    printcolumn(name = "Source", type_ = "string", json_path = ".properties.source", description = "Where the module comes from."),
-    printcolumn(name = "Version", type_ = "string", json_path = ".properties.version", priority = 1, description = "Module version."),
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Module phase."),
-    printcolumn(name = "Enabled", type_ = "string", json_path = ".status.conditions[?(@.type=='EnabledByModuleManager')].status", description = "Whether the module manager runs the module."),
-    printcolumn(name = "Disabled Message", type_ = "string", json_path = ".status.conditions[?(@.type=='EnabledByModuleManager')].message", priority = 1, description = "Why the module does not run."),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type=='IsReady')].status", description = "Whether the module is ready.")
+    printcolumn(
+        name = "Weight",
+        type_ = "integer",
+        json_path = ".properties.weight",
+        priority = 1,
+        description = "Module weight."
+    ),
+    printcolumn(
+        name = "Stage",
+        type_ = "string",
+        json_path = ".properties.stage",
+        description = "Module stage."
+    ),
+    printcolumn(
+        name = "Release channel",
+        type_ = "string",
+        json_path = ".properties.releaseChannel",
+        priority = 1,
+        description = "Release channel of the module."
+    ),
+    printcolumn(
+        name = "Source",
+        type_ = "string",
+        json_path = ".properties.source",
+        description = "Where the module comes from."
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".properties.version",
+        priority = 1,
+        description = "Module version."
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Module phase."
+    ),
+    printcolumn(
+        name = "Enabled",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='EnabledByModuleManager')].status",
+        description = "Whether the module manager runs the module."
+    ),
+    printcolumn(
+        name = "Disabled Message",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='EnabledByModuleManager')].message",
+        priority = 1,
+        description = "Why the module does not run."
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='IsReady')].status",
+        description = "Whether the module is ready."
+    )
 )]
 pub struct ModuleFields {
     /// What Deckhouse knows about the module.
@@ -268,7 +317,9 @@ impl ModuleConditionReason {
             Self::EnabledScriptExtender => "turned off by enabled script",
             Self::DeckhouseVersionExtender => "turned off by deckhouse version",
             Self::KubernetesVersionExtender => "turned off by kubernetes version",
-            Self::ClusterBootstrappedExtender => "turned off because the cluster not bootstrapped yet",
+            Self::ClusterBootstrappedExtender => {
+                "turned off because the cluster not bootstrapped yet"
+            }
             Self::ModuleDependencyExtender => "turned off because of unmet module dependencies",
             Self::NotInstalled => "not installed",
             Self::Disabled => "disabled",

@@ -16,12 +16,44 @@ use crate::macros::string_enum;
     shortname = "mc",
     status = "ModuleConfigStatus",
     doc = "Configuration of a Deckhouse module. The object is named after the module (for example `control-plane-manager`); `global` holds the global settings.",
-    printcolumn(name = "Enabled", type_ = "boolean", json_path = ".spec.enabled", description = "Module enabled state"),
-    printcolumn(name = "UpdatePolicy", type_ = "string", json_path = ".spec.updatePolicy", priority = 1, description = "The update policy of the module."),
-    printcolumn(name = "Source", type_ = "string", json_path = ".spec.source", priority = 1, description = "The source of the module."),
-    printcolumn(name = "Version", type_ = "string", json_path = ".status.version", description = "Version of settings schema in use"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time since creation."),
-    printcolumn(name = "Message", type_ = "string", json_path = ".status.message", description = "Additional information")
+    printcolumn(
+        name = "Enabled",
+        type_ = "boolean",
+        json_path = ".spec.enabled",
+        description = "Module enabled state"
+    ),
+    printcolumn(
+        name = "UpdatePolicy",
+        type_ = "string",
+        json_path = ".spec.updatePolicy",
+        priority = 1,
+        description = "The update policy of the module."
+    ),
+    printcolumn(
+        name = "Source",
+        type_ = "string",
+        json_path = ".spec.source",
+        priority = 1,
+        description = "The source of the module."
+    ),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".status.version",
+        description = "Version of settings schema in use"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time since creation."
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        json_path = ".status.message",
+        description = "Additional information"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ModuleConfigSpec {

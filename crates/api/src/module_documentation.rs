@@ -14,7 +14,12 @@ use serde::{Deserialize, Serialize};
     kind = "ModuleDocumentation",
     status = "ModuleDocumentationStatus",
     doc = "Documentation of a module release to render on the documentation builders. Created by Deckhouse.",
-    printcolumn(name = "result", type_ = "string", json_path = ".status.result", description = "Current render status.")
+    printcolumn(
+        name = "result",
+        type_ = "string",
+        json_path = ".status.result",
+        description = "Current render status."
+    )
 )]
 pub struct ModuleDocumentationSpec {
     /// Module version, for example `v1.0.0`.

@@ -21,7 +21,9 @@ pub mod v1alpha2 {
     pub use super::ModulePullOverrideStatus;
 
     /// Which image tag to run the module from.
-    #[derive(CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[derive(
+        CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+    )]
     #[kube(
         group = "deckhouse.io",
         version = "v1alpha2",
@@ -29,9 +31,25 @@ pub mod v1alpha2 {
         shortname = "mpo",
         status = "ModulePullOverrideStatus",
         doc = "Runs a module from an image tag instead of its releases, re-pulling when the tag's digest changes. For development and debugging only; not for production clusters.",
-        printcolumn(name = "Updated", type_ = "date", format = "date-time", json_path = ".status.updatedAt", description = "When the module was last updated."),
-        printcolumn(name = "Message", type_ = "string", json_path = ".status.message", description = "Detailed description."),
-        printcolumn(name = "Rollback", type_ = "string", json_path = ".spec.rollback", description = "Whether the module goes back to its deployed release when the override is deleted.")
+        printcolumn(
+            name = "Updated",
+            type_ = "date",
+            format = "date-time",
+            json_path = ".status.updatedAt",
+            description = "When the module was last updated."
+        ),
+        printcolumn(
+            name = "Message",
+            type_ = "string",
+            json_path = ".status.message",
+            description = "Detailed description."
+        ),
+        printcolumn(
+            name = "Rollback",
+            type_ = "string",
+            json_path = ".spec.rollback",
+            description = "Whether the module goes back to its deployed release when the override is deleted."
+        )
     )]
     #[serde(rename_all = "camelCase")]
     pub struct ModulePullOverrideSpec {
@@ -57,7 +75,9 @@ pub mod v1alpha1 {
     pub use super::ModulePullOverrideStatus;
 
     /// Which source and image tag to run the module from.
-    #[derive(CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[derive(
+        CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+    )]
     #[kube(
         group = "deckhouse.io",
         version = "v1alpha1",
@@ -68,8 +88,19 @@ pub mod v1alpha1 {
         storage = false,
         deprecated,
         doc = "Deprecated and not served: use v1alpha2.",
-        printcolumn(name = "Updated", type_ = "date", format = "date-time", json_path = ".status.updatedAt", description = "When the module was last updated."),
-        printcolumn(name = "msg", type_ = "string", json_path = ".status.message", description = "Detailed description.")
+        printcolumn(
+            name = "Updated",
+            type_ = "date",
+            format = "date-time",
+            json_path = ".status.updatedAt",
+            description = "When the module was last updated."
+        ),
+        printcolumn(
+            name = "msg",
+            type_ = "string",
+            json_path = ".status.message",
+            description = "Detailed description."
+        )
     )]
     #[serde(rename_all = "camelCase")]
     pub struct ModulePullOverrideSpec {

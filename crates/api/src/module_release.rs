@@ -20,10 +20,31 @@ use crate::macros::string_enum;
     shortname = "mr",
     status = "ModuleReleaseStatus",
     doc = "A release of a module, created by Deckhouse. Approve one in `Manual` mode with the `modules.deckhouse.io/approved: \"true\"` annotation.",
-    printcolumn(name = "phase", type_ = "string", json_path = ".status.phase", description = "Current release status."),
-    printcolumn(name = "update policy", type_ = "string", json_path = ".metadata.labels.modules\\.deckhouse\\.io/update-policy", description = "Associated update policy."),
-    printcolumn(name = "transitionTime", type_ = "date", format = "date-time", json_path = ".status.transitionTime", description = "When the release status was changed."),
-    printcolumn(name = "message", type_ = "string", json_path = ".status.message", description = "Release status details.")
+    printcolumn(
+        name = "phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Current release status."
+    ),
+    printcolumn(
+        name = "update policy",
+        type_ = "string",
+        json_path = ".metadata.labels.modules\\.deckhouse\\.io/update-policy",
+        description = "Associated update policy."
+    ),
+    printcolumn(
+        name = "transitionTime",
+        type_ = "date",
+        format = "date-time",
+        json_path = ".status.transitionTime",
+        description = "When the release status was changed."
+    ),
+    printcolumn(
+        name = "message",
+        type_ = "string",
+        json_path = ".status.message",
+        description = "Release status details."
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ModuleReleaseSpec {
@@ -140,13 +161,19 @@ impl ModuleRelease {
 
     /// Whether the release is manually approved (`modules.deckhouse.io/approved`).
     pub fn is_approved(&self) -> bool {
-        keys::flag(self.metadata.annotations.as_ref(), keys::MODULE_RELEASE_APPROVED)
+        keys::flag(
+            self.metadata.annotations.as_ref(),
+            keys::MODULE_RELEASE_APPROVED,
+        )
     }
 
     /// Whether the release is forced (`modules.deckhouse.io/force` or `release.deckhouse.io/force`).
     pub fn is_forced(&self) -> bool {
         let a = self.metadata.annotations.as_ref();
-        let is_true = |k| a.and_then(|a| a.get(k)).is_some_and(|v: &String| v == "true");
+        let is_true = |k| {
+            a.and_then(|a| a.get(k))
+                .is_some_and(|v: &String| v == "true")
+        };
         is_true(keys::RELEASE_FORCE) || is_true(keys::MODULE_RELEASE_FORCE)
     }
 

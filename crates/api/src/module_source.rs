@@ -16,10 +16,31 @@ use crate::macros::string_enum;
     shortname = "ms",
     status = "ModuleSourceStatus",
     doc = "A container registry Deckhouse discovers modules in: every tag of `spec.registry.repo` is a module.",
-    printcolumn(name = "count", type_ = "integer", json_path = ".status.modulesCount", description = "The number of modules available."),
-    printcolumn(name = "status", type_ = "string", json_path = ".status.phase", description = "The current phase."),
-    printcolumn(name = "sync", type_ = "date", format = "date-time", json_path = ".status.syncTime", description = "When the repository was synchronized."),
-    printcolumn(name = "msg", type_ = "string", json_path = ".status.message", description = "The error message if exists.")
+    printcolumn(
+        name = "count",
+        type_ = "integer",
+        json_path = ".status.modulesCount",
+        description = "The number of modules available."
+    ),
+    printcolumn(
+        name = "status",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "The current phase."
+    ),
+    printcolumn(
+        name = "sync",
+        type_ = "date",
+        format = "date-time",
+        json_path = ".status.syncTime",
+        description = "When the repository was synchronized."
+    ),
+    printcolumn(
+        name = "msg",
+        type_ = "string",
+        json_path = ".status.message",
+        description = "The error message if exists."
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ModuleSourceSpec {

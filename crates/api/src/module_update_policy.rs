@@ -15,16 +15,34 @@ pub mod v1alpha2 {
     use crate::update::{ReleaseChannel, UpdateMode, UpdateWindow};
 
     /// Update settings for the modules bound to this policy.
-    #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[derive(
+        CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
+    )]
     #[kube(
         group = "deckhouse.io",
         version = "v1alpha2",
         kind = "ModuleUpdatePolicy",
         shortname = "mup",
         doc = "Update settings for module releases: the release channel, the update mode and the update windows. Bind a module to it with `ModuleConfig.spec.updatePolicy`.",
-        printcolumn(name = "release channel", type_ = "string", json_path = ".spec.releaseChannel", description = "The module release channel."),
-        printcolumn(name = "update mode", type_ = "string", json_path = ".spec.update.mode", description = "The module release update mode."),
-        printcolumn(name = "update windows", type_ = "string", json_path = ".spec.update.windows", priority = 1, description = "The module release update windows.")
+        printcolumn(
+            name = "release channel",
+            type_ = "string",
+            json_path = ".spec.releaseChannel",
+            description = "The module release channel."
+        ),
+        printcolumn(
+            name = "update mode",
+            type_ = "string",
+            json_path = ".spec.update.mode",
+            description = "The module release update mode."
+        ),
+        printcolumn(
+            name = "update windows",
+            type_ = "string",
+            json_path = ".spec.update.windows",
+            priority = 1,
+            description = "The module release update windows."
+        )
     )]
     #[serde(rename_all = "camelCase")]
     pub struct ModuleUpdatePolicySpec {
@@ -63,7 +81,9 @@ pub mod v1alpha1 {
     use crate::update::{ReleaseChannel, UpdateWindow};
 
     /// Update settings for the modules matched by the selector.
-    #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[derive(
+        CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
+    )]
     #[kube(
         group = "deckhouse.io",
         version = "v1alpha1",
@@ -72,9 +92,25 @@ pub mod v1alpha1 {
         storage = false,
         deprecated,
         doc = "Deprecated: update settings for the module releases matched by a label selector.",
-        printcolumn(name = "release channel", type_ = "string", json_path = ".spec.releaseChannel", description = "Module release channel."),
-        printcolumn(name = "update mode", type_ = "string", json_path = ".spec.update.mode", description = "Module release update mode."),
-        printcolumn(name = "update windows", type_ = "string", json_path = ".spec.update.windows", priority = 1, description = "Module release update windows.")
+        printcolumn(
+            name = "release channel",
+            type_ = "string",
+            json_path = ".spec.releaseChannel",
+            description = "Module release channel."
+        ),
+        printcolumn(
+            name = "update mode",
+            type_ = "string",
+            json_path = ".spec.update.mode",
+            description = "Module release update mode."
+        ),
+        printcolumn(
+            name = "update windows",
+            type_ = "string",
+            json_path = ".spec.update.windows",
+            priority = 1,
+            description = "Module release update windows."
+        )
     )]
     #[serde(rename_all = "camelCase")]
     pub struct ModuleUpdatePolicySpec {
@@ -236,7 +272,10 @@ mod tests {
         assert_eq!(new["spec"]["update"]["mode"], "Manual");
         assert!(new["spec"].get("moduleReleaseSelector").is_none());
         let typed: ModuleUpdatePolicy = serde_json::from_value(new).unwrap();
-        assert_eq!(typed.spec.release_channel, crate::update::ReleaseChannel::Alpha);
+        assert_eq!(
+            typed.spec.release_channel,
+            crate::update::ReleaseChannel::Alpha
+        );
     }
 
     #[test]
@@ -247,6 +286,11 @@ mod tests {
         let typed: v1alpha1::ModuleUpdatePolicy = serde_json::from_value(old.clone()).unwrap();
         assert_eq!(typed.spec.update.windows.len(), 1);
         assert_eq!(convert(&old, "v1alpha2").unwrap(), new);
-        assert!(convert(&new, "v1").unwrap_err().to_string().contains("\"v1\" is not a valid"));
+        assert!(
+            convert(&new, "v1")
+                .unwrap_err()
+                .to_string()
+                .contains("\"v1\" is not a valid")
+        );
     }
 }

@@ -23,7 +23,11 @@ use crate::macros::string_enum;
 #[serde(rename_all = "camelCase")]
 pub struct CNIMigrationSpec {
     /// The CNI to switch to: `cilium`, `flannel` or `simple-bridge`.
-    #[serde(rename = "targetCNI", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "targetCNI",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub target_cni: String,
     /// Older clients: the phase the d8 CLI commands (`Prepare`, `Migrate`, `Cleanup`, `Abort`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,7 +42,11 @@ pub struct CNIMigrationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// The CNI being switched from.
-    #[serde(rename = "currentCNI", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "currentCNI",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub current_cni: Option<String>,
     /// Nodes involved.
     #[serde(default, skip_serializing_if = "Option::is_none")]

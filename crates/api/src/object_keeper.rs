@@ -29,7 +29,11 @@ pub const MSG_TTL_FORBIDDEN: &str = "ttl must not be set when mode is FollowObje
     doc = "Deferred and cascaded deletion: objects owned by the keeper live while the followed object exists and/or until the TTL expires; then the keeper deletes itself and the garbage collector removes them.",
     printcolumn(name = "Mode", type_ = "string", json_path = ".spec.mode"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "FollowObject", type_ = "string", json_path = ".spec.followObjectRef.name")
+    printcolumn(
+        name = "FollowObject",
+        type_ = "string",
+        json_path = ".spec.followObjectRef.name"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [

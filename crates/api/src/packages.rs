@@ -23,12 +23,35 @@ use crate::macros::string_enum;
     doc = "An application package installed into a namespace.",
     printcolumn(name = "Package", type_ = "string", json_path = ".spec.packageName"),
     printcolumn(name = "Version", type_ = "string", json_path = ".spec.packageVersion"),
-    printcolumn(name = "Repository", type_ = "string", json_path = ".spec.packageRepositoryName", priority = 1),
+    printcolumn(
+        name = "Repository",
+        type_ = "string",
+        json_path = ".spec.packageRepositoryName",
+        priority = 1
+    ),
     printcolumn(name = "State", type_ = "string", json_path = ".status.summary.state"),
-    printcolumn(name = "Installed", type_ = "string", json_path = ".status.conditions[?(@.type=='Installed')].status", priority = 1),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type=='Ready')].status", priority = 1),
-    printcolumn(name = "Message", type_ = "string", json_path = ".status.summary.message"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Installed",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Installed')].status",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Ready')].status",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        json_path = ".status.summary.message"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ApplicationSpec {
@@ -175,10 +198,26 @@ pub struct PackageInstance {
     status = "ApplicationPackageVersionStatus",
     doc = "A version of an application package. Without loaded metadata it is a draft and is never deployed.",
     printcolumn(name = "Package", type_ = "string", json_path = ".spec.packageName"),
-    printcolumn(name = "Repository", type_ = "string", json_path = ".spec.packageRepositoryName"),
-    printcolumn(name = "TransitionTime", type_ = "date", json_path = ".status.conditions[?(@.type=='MetadataLoaded')].lastTransitionTime"),
-    printcolumn(name = "MetadataLoaded", type_ = "string", json_path = ".status.conditions[?(@.type=='MetadataLoaded')].status"),
-    printcolumn(name = "Message", type_ = "string", json_path = ".status.conditions[?(@.type=='MetadataLoaded')].message"),
+    printcolumn(
+        name = "Repository",
+        type_ = "string",
+        json_path = ".spec.packageRepositoryName"
+    ),
+    printcolumn(
+        name = "TransitionTime",
+        type_ = "date",
+        json_path = ".status.conditions[?(@.type=='MetadataLoaded')].lastTransitionTime"
+    ),
+    printcolumn(
+        name = "MetadataLoaded",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='MetadataLoaded')].status"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='MetadataLoaded')].message"
+    ),
     printcolumn(name = "UsedBy", type_ = "integer", json_path = ".status.usedByCount")
 )]
 #[serde(rename_all = "camelCase")]
@@ -338,8 +377,17 @@ pub struct CompatibilityRule {
     doc = "A container registry Deckhouse scans for packages.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Sync", type_ = "date", json_path = ".status.syncTime"),
-    printcolumn(name = "MSG", type_ = "string", json_path = ".status.conditions[?(@.type=='LastOperationScanFinished')].message"),
-    printcolumn(name = "Packages", type_ = "integer", json_path = ".status.packagesCount", priority = 1)
+    printcolumn(
+        name = "MSG",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='LastOperationScanFinished')].message"
+    ),
+    printcolumn(
+        name = "Packages",
+        type_ = "integer",
+        json_path = ".status.packagesCount",
+        priority = 1
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PackageRepositorySpec {
@@ -415,10 +463,26 @@ pub struct RepositoryPackage {
     shortname = "pro",
     status = "PackageRepositoryOperationStatus",
     doc = "One scan of a PackageRepository, named `<repo>-scan-<unix time>` when created by the repository controller.",
-    printcolumn(name = "Count", type_ = "integer", json_path = ".status.packages.total"),
-    printcolumn(name = "Completed", type_ = "string", json_path = ".status.conditions[?(@.type=='Completed')].status"),
-    printcolumn(name = "MSG", type_ = "string", json_path = ".status.conditions[?(@.type=='Completed')].message"),
-    printcolumn(name = "CompletionTime", type_ = "date", json_path = ".status.completionTime")
+    printcolumn(
+        name = "Count",
+        type_ = "integer",
+        json_path = ".status.packages.total"
+    ),
+    printcolumn(
+        name = "Completed",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Completed')].status"
+    ),
+    printcolumn(
+        name = "MSG",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Completed')].message"
+    ),
+    printcolumn(
+        name = "CompletionTime",
+        type_ = "date",
+        json_path = ".status.completionTime"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PackageRepositoryOperationSpec {

@@ -172,7 +172,9 @@ fn list_map<T: JsonSchema>(generator: &mut SchemaGenerator, key: &str) -> Schema
 // RegistryConfig
 
 /// The resolved registry configuration of the cluster (singleton `registry`).
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "deckhouse.io",
     version = "v1alpha1",
@@ -180,11 +182,36 @@ fn list_map<T: JsonSchema>(generator: &mut SchemaGenerator, key: &str) -> Schema
     shortname = "rcfg",
     status = "RegistryConfigStatus",
     doc = "The resolved registry configuration of the cluster, rendered from ModuleConfig/registry. An administrator may edit it while Deckhouse is down; the controller and the storage syncer apply it live. Only the object named `registry` is used.",
-    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.mode", description = "Whether the module manages the image pull path."),
-    printcolumn(name = "Cache", type_ = "boolean", json_path = ".spec.storage.cache", description = "Whether pulls go through the in-cluster cache."),
-    printcolumn(name = "Upstream", type_ = "string", json_path = ".spec.primary.upstream.host", description = "Primary upstream host. Empty means air-gap."),
-    printcolumn(name = "UpstreamValid", type_ = "string", json_path = ".status.conditions[?(@.type==\"UpstreamValid\")].status", description = "Result of the preflight probe of the primary upstream."),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time since creation.")
+    printcolumn(
+        name = "Mode",
+        type_ = "string",
+        json_path = ".spec.mode",
+        description = "Whether the module manages the image pull path."
+    ),
+    printcolumn(
+        name = "Cache",
+        type_ = "boolean",
+        json_path = ".spec.storage.cache",
+        description = "Whether pulls go through the in-cluster cache."
+    ),
+    printcolumn(
+        name = "Upstream",
+        type_ = "string",
+        json_path = ".spec.primary.upstream.host",
+        description = "Primary upstream host. Empty means air-gap."
+    ),
+    printcolumn(
+        name = "UpstreamValid",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"UpstreamValid\")].status",
+        description = "Result of the preflight probe of the primary upstream."
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time since creation."
+    )
 )]
 #[schemars(extend("x-kubernetes-validations" = [
     {"rule": "has(self.mode) && self.mode == 'Unmanaged' || (has(self.primary) && has(self.primary.upstream)) || (has(self.storage) && has(self.storage.cache) && self.storage.cache)", "message": MSG_RCFG_NEEDS_SOURCE},
@@ -325,7 +352,9 @@ string_enum! {
 // RegistryUpstream
 
 /// An additional registry routed on every node.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "deckhouse.io",
     version = "v1alpha1",
@@ -333,16 +362,47 @@ string_enum! {
     shortname = "rup",
     status = "RegistryUpstreamStatus",
     doc = "An additional registry the nodes route to, on top of the primary one. Pulls through it are always transit, never cached. A `match` already claimed, or one shadowing the primary path, is rejected (see status.conflict).",
-    printcolumn(name = "Match", type_ = "string", json_path = ".spec.match", description = "The registry host intercepted on the nodes."),
-    printcolumn(name = "Upstream", type_ = "string", json_path = ".spec.upstream.host", description = "Where the intercepted pulls are sent."),
-    printcolumn(name = "Accepted", type_ = "boolean", json_path = ".status.accepted", description = "Whether the controller compiled this upstream into the per-node layout."),
-    printcolumn(name = "Conflict", type_ = "string", json_path = ".status.conflict", priority = 1, description = "Why the object was rejected."),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time since creation.")
+    printcolumn(
+        name = "Match",
+        type_ = "string",
+        json_path = ".spec.match",
+        description = "The registry host intercepted on the nodes."
+    ),
+    printcolumn(
+        name = "Upstream",
+        type_ = "string",
+        json_path = ".spec.upstream.host",
+        description = "Where the intercepted pulls are sent."
+    ),
+    printcolumn(
+        name = "Accepted",
+        type_ = "boolean",
+        json_path = ".status.accepted",
+        description = "Whether the controller compiled this upstream into the per-node layout."
+    ),
+    printcolumn(
+        name = "Conflict",
+        type_ = "string",
+        json_path = ".status.conflict",
+        priority = 1,
+        description = "Why the object was rejected."
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time since creation."
+    )
 )]
 pub struct RegistryUpstreamSpec {
     /// The registry host intercepted on the nodes (matched case-insensitively).
     #[serde(rename = "match")]
-    #[schemars(length(min = 1), regex(pattern = r"^[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*(:[0-9]{1,5})?$"))]
+    #[schemars(
+        length(min = 1),
+        regex(
+            pattern = r"^[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*(:[0-9]{1,5})?$"
+        )
+    )]
     pub match_: String,
     /// Where the intercepted pulls are sent.
     pub upstream: Upstream<InlineAuth>,
@@ -388,7 +448,9 @@ string_enum! {
 // RegistryNode
 
 /// The registry layout of one node, compiled for its agent.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "deckhouse.io",
     version = "v1alpha1",
@@ -396,11 +458,37 @@ string_enum! {
     shortname = "rnode",
     status = "RegistryNodeStatus",
     doc = "The complete registry layout of one node, compiled by the registry controller for the node's agent; named after the node. Credentials are named (auth.secretRef), never carried. Status is written by the agent only.",
-    printcolumn(name = "Cache", type_ = "boolean", json_path = ".spec.cache", description = "Whether the agent routes pulls through the in-cluster cache."),
-    printcolumn(name = "Reconciled", type_ = "boolean", json_path = ".status.reconciled", description = "Whether the agent has applied the spec it currently sees."),
-    printcolumn(name = "ProxyListening", type_ = "boolean", json_path = ".status.proxyListening", description = "Whether the agent is serving the registry endpoint."),
-    printcolumn(name = "ActiveBackends", type_ = "string", json_path = ".status.activeBackends", priority = 1, description = "The backends the agent is currently able to use."),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time since creation.")
+    printcolumn(
+        name = "Cache",
+        type_ = "boolean",
+        json_path = ".spec.cache",
+        description = "Whether the agent routes pulls through the in-cluster cache."
+    ),
+    printcolumn(
+        name = "Reconciled",
+        type_ = "boolean",
+        json_path = ".status.reconciled",
+        description = "Whether the agent has applied the spec it currently sees."
+    ),
+    printcolumn(
+        name = "ProxyListening",
+        type_ = "boolean",
+        json_path = ".status.proxyListening",
+        description = "Whether the agent is serving the registry endpoint."
+    ),
+    printcolumn(
+        name = "ActiveBackends",
+        type_ = "string",
+        json_path = ".status.activeBackends",
+        priority = 1,
+        description = "The backends the agent is currently able to use."
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time since creation."
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RegistryNodeSpec {
@@ -521,7 +609,9 @@ pub const REASON_APPLIED_FROM_CACHE: &str = "AppliedFromCache";
 // RegistryStorage
 
 /// How the in-cluster registry storage operates (singleton `registry`).
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "deckhouse.io",
     version = "v1alpha1",
@@ -529,12 +619,43 @@ pub const REASON_APPLIED_FROM_CACHE: &str = "AppliedFromCache";
     shortname = "rstor",
     status = "RegistryStorageStatus",
     doc = "How the in-cluster registry storage operates, written by the registry controller and applied live by the syncers; and the state it is in. Only the object named `registry` is used.",
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Fill state of the storage."),
-    printcolumn(name = "Leader", type_ = "string", json_path = ".status.leader", description = "The node holding the storage leader lease."),
-    printcolumn(name = "Authoritative", type_ = "boolean", json_path = ".status.authoritative", description = "Whether the cache is the only source of images."),
-    printcolumn(name = "SafeToDropUpstream", type_ = "boolean", json_path = ".status.safeToDropUpstream", description = "Whether the leader holds the expected set, which gates going air-gap."),
-    printcolumn(name = "AllReplicasFull", type_ = "boolean", json_path = ".status.allReplicasFull", priority = 1, description = "Whether every replica holds the expected set."),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp", description = "Time since creation.")
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Fill state of the storage."
+    ),
+    printcolumn(
+        name = "Leader",
+        type_ = "string",
+        json_path = ".status.leader",
+        description = "The node holding the storage leader lease."
+    ),
+    printcolumn(
+        name = "Authoritative",
+        type_ = "boolean",
+        json_path = ".status.authoritative",
+        description = "Whether the cache is the only source of images."
+    ),
+    printcolumn(
+        name = "SafeToDropUpstream",
+        type_ = "boolean",
+        json_path = ".status.safeToDropUpstream",
+        description = "Whether the leader holds the expected set, which gates going air-gap."
+    ),
+    printcolumn(
+        name = "AllReplicasFull",
+        type_ = "boolean",
+        json_path = ".status.allReplicasFull",
+        priority = 1,
+        description = "Whether every replica holds the expected set."
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp",
+        description = "Time since creation."
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RegistryStorageSpec {

@@ -32,7 +32,10 @@ pub(crate) fn empty_object(_: &mut SchemaGenerator) -> Schema {
 pub(crate) fn condition_map(generator: &mut SchemaGenerator) -> Schema {
     let mut schema = list_of::<Condition>(generator);
     schema.insert("x-kubernetes-list-type".into(), "map".into());
-    schema.insert("x-kubernetes-list-map-keys".into(), serde_json::json!(["type"]));
+    schema.insert(
+        "x-kubernetes-list-map-keys".into(),
+        serde_json::json!(["type"]),
+    );
     schema
 }
 
@@ -53,7 +56,10 @@ pub(crate) fn patch_merge_by_type<T: JsonSchema>(generator: &mut SchemaGenerator
 pub(crate) fn map_by_type<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     let mut schema = list_of::<T>(generator);
     schema.insert("x-kubernetes-list-type".into(), "map".into());
-    schema.insert("x-kubernetes-list-map-keys".into(), serde_json::json!(["type"]));
+    schema.insert(
+        "x-kubernetes-list-map-keys".into(),
+        serde_json::json!(["type"]),
+    );
     schema
 }
 

@@ -131,14 +131,20 @@ mod tests {
         assert_eq!(parse_window_time("9:05"), Some(545));
         assert_eq!(parse_window_time("09:05"), Some(545));
         assert_eq!(parse_window_time("23:59"), Some(23 * 60 + 59));
-        for bad in ["24:00", "9:5", "009:00", "12:60", "", ":", "ab:cd", "1:000", "-1:00", "12"] {
+        for bad in [
+            "24:00", "9:5", "009:00", "12:60", "", ":", "ab:cd", "1:000", "-1:00", "12",
+        ] {
             assert_eq!(parse_window_time(bad), None, "{bad}");
         }
     }
 
     #[test]
     fn ordering_compares_minutes() {
-        let w = |from: &str, to: &str| UpdateWindow { from: from.into(), to: to.into(), days: vec![] };
+        let w = |from: &str, to: &str| UpdateWindow {
+            from: from.into(),
+            to: to.into(),
+            days: vec![],
+        };
         assert_eq!(w("9:00", "18:30").is_ordered(), Some(true));
         assert_eq!(w("18:30", "9:00").is_ordered(), Some(false));
         assert_eq!(w("10:00", "10:00").is_ordered(), Some(false));
@@ -149,8 +155,14 @@ mod tests {
     fn channel_tags_are_kebab_case() {
         assert_eq!(ReleaseChannel::EarlyAccess.image_tag(), "early-access");
         assert_eq!(ReleaseChannel::RockSolid.image_tag(), "rock-solid");
-        assert_eq!("Lts".parse::<ReleaseChannel>().unwrap(), ReleaseChannel::Lts);
+        assert_eq!(
+            "Lts".parse::<ReleaseChannel>().unwrap(),
+            ReleaseChannel::Lts
+        );
         let err = "LTS".parse::<ReleaseChannel>().unwrap_err().to_string();
-        assert!(err.contains("\"LTS\" is not a valid ReleaseChannel"), "{err}");
+        assert!(
+            err.contains("\"LTS\" is not a valid ReleaseChannel"),
+            "{err}"
+        );
     }
 }
