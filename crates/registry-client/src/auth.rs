@@ -44,6 +44,11 @@ impl Scope {
         Self(vec![format!("repository:{repository}:pull,push")])
     }
 
+    /// `repository:<repository>:delete` (distribution requires the `delete` action for DELETE).
+    pub fn delete(repository: &str) -> Self {
+        Self(vec![format!("repository:{repository}:delete")])
+    }
+
     /// Adds another scope (e.g. pull on the source of a cross-repository mount).
     pub fn and(mut self, other: Scope) -> Self {
         for s in other.0 {

@@ -204,7 +204,8 @@ impl RequestBuilder {
         self
     }
 
-    /// Overrides the token scope (default: pull for GET/HEAD, pull+push otherwise).
+    /// Overrides the token scope (default: pull for GET/HEAD, delete for DELETE, pull+push
+    /// otherwise).
     pub fn scope(mut self, scope: Option<Scope>) -> Self {
         self.scope = scope;
         self
@@ -245,6 +246,8 @@ impl Remote {
             .and_then(|_| self.join(&format!("v2/{full}/{}", rest.trim_start_matches('/'))));
         let scope = if method == Method::GET || method == Method::HEAD {
             Scope::pull(&full)
+        } else if method == Method::DELETE {
+            Scope::delete(&full)
         } else {
             Scope::push(&full)
         };
