@@ -201,12 +201,6 @@ pub(crate) fn random_hex(n: usize) -> String {
     crate::pki::hex_encode(&b)
 }
 
-/// Compares tokens in constant time.
-pub(crate) fn token_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,7 +259,6 @@ mod tests {
             a.forbidden_message("bob"),
             r#"secrets is forbidden: User "bob" cannot list resource "secrets" in API group "" in the namespace "d8-system""#
         );
-        assert!(token_eq("abc", "abc") && !token_eq("abc", "abd"));
         assert_eq!(random_hex(16).len(), 32);
     }
 }

@@ -351,11 +351,6 @@ impl Registry {
         self.by_gr.get(&(group.to_string(), plural.to_string())).cloned()
     }
 
-    /// The resource of `kind` in `group`.
-    pub(crate) fn by_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceDef>> {
-        self.by_gr.values().find(|d| d.group == group && d.kind == kind).cloned()
-    }
-
     /// Every resource.
     pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<ResourceDef>> {
         self.by_gr.values()

@@ -39,11 +39,6 @@ impl Key {
         Some(Self::new(it.next()?, it.next()?, it.next()?, it.next()?))
     }
 
-    /// The key of an object as stored (`metadata.namespace`/`name`).
-    pub(crate) fn of(group: &str, plural: &str, obj: &Value) -> Self {
-        let m = |f: &str| obj.pointer(f).and_then(Value::as_str).unwrap_or_default();
-        Self::new(group, plural, m("/metadata/namespace"), m("/metadata/name"))
-    }
 }
 
 /// The prefix of every key of a resource, optionally within one namespace.
@@ -110,6 +105,7 @@ impl Store {
     }
 
     /// The current revision.
+    #[cfg(test)]
     pub(crate) fn revision(&self) -> Result<u64, Error> {
         let r = self.db.begin_read().map_err(Error::db)?;
         let meta = r.open_table(META).map_err(Error::db)?;

@@ -107,10 +107,6 @@ impl Hub {
         self.tx.subscribe()
     }
 
-    /// The oldest revision a watch can start from.
-    pub(crate) fn oldest(&self) -> u64 {
-        self.history.lock().unwrap_or_else(|p| p.into_inner()).oldest
-    }
 }
 
 #[cfg(test)]
