@@ -194,6 +194,16 @@ impl Watched {
             }
             Poll::Ready(Some(Err(e))) => {
                 self.done = true;
+                if let Some(expected) = self.expected_len
+                    && self.received < expected
+                    && is_early_eof(&e)
+                {
+                    // A clean close before `Content-Length`: hyper reports it as an error.
+                    return Poll::Ready(Some(Err(Error::Truncated {
+                        received: self.received,
+                        expected,
+                    })));
+                }
                 Poll::Ready(Some(Err(Error::BodyInterrupted {
                     received: self.received,
                     source: strip(e),
@@ -223,6 +233,21 @@ impl Watched {
             }
         }
     }
+}
+
+/// Whether a body error is the peer closing cleanly before the announced length (as opposed to
+/// a reset or a protocol error).
+fn is_early_eof(e: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::UnexpectedEof
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 impl Verified {
