@@ -23,6 +23,10 @@ use crate::reference::{ReferenceError, RegistryHost, Repository, RepositoryError
 pub const PATH_MAX_LEN: usize = 2048;
 /// Longest raw query accepted.
 pub const QUERY_MAX_LEN: usize = 2048;
+/// Longest decoded `last` or `artifactType` value accepted (tags are at most 128 bytes,
+/// repository names 255, media types 255); keeps a re-encoded canonical query within
+/// [`QUERY_MAX_LEN`].
+pub const QUERY_VALUE_MAX_LEN: usize = 256;
 /// Longest upload session id accepted.
 pub const UPLOAD_ID_MAX_LEN: usize = 256;
 
@@ -81,6 +85,14 @@ pub enum PathError {
         /// The limit.
         max: usize,
     },
+    /// A `last` or `artifactType` value longer than [`QUERY_VALUE_MAX_LEN`].
+    #[error("the {parameter} parameter is longer than {max} bytes")]
+    QueryValueTooLong {
+        /// The parameter.
+        parameter: &'static str,
+        /// The limit.
+        max: usize,
+    },
     /// A query parameter is not validly percent-encoded UTF-8.
     #[error("query parameter is not validly percent-encoded UTF-8")]
     QueryEncoding,
@@ -109,6 +121,7 @@ impl PathError {
             Self::NotV2
             | Self::UnknownEndpoint
             | Self::QueryTooLong { .. }
+            | Self::QueryValueTooLong { .. }
             | Self::QueryEncoding
             | Self::Namespace(_) => ErrorCode::Unsupported,
             Self::TooLong { .. }
@@ -429,8 +442,14 @@ impl Query {
             .transpose()
     }
 
-    fn owned(&self, key: &str) -> Option<String> {
-        self.get(key).map(str::to_owned)
+    fn bounded(&self, key: &'static str) -> Result<Option<String>, PathError> {
+        match self.get(key) {
+            Some(v) if v.len() > QUERY_VALUE_MAX_LEN => Err(PathError::QueryValueTooLong {
+                parameter: key,
+                max: QUERY_VALUE_MAX_LEN,
+            }),
+            v => Ok(v.map(str::to_owned)),
+        }
     }
 
     fn ns(&self) -> Result<Option<RegistryHost>, PathError> {
@@ -475,7 +494,7 @@ fn route(rest: &str, q: &Query) -> Result<Route, PathError> {
     if rest == "_catalog" {
         return Ok(Route::Catalog {
             n: q.n()?,
-            last: q.owned("last"),
+            last: q.bounded("last")?,
         });
     }
     let mut segs: Vec<&str> = rest.split('/').collect();
@@ -519,7 +538,7 @@ fn route(rest: &str, q: &Query) -> Result<Route, PathError> {
         return Ok(Route::Tags {
             repository: repository(&segs[..n - 2])?,
             n: q.n()?,
-            last: q.owned("last"),
+            last: q.bounded("last")?,
         });
     }
     let name = || repository(&segs[..n.saturating_sub(2)]);
@@ -542,7 +561,7 @@ fn route(rest: &str, q: &Query) -> Result<Route, PathError> {
         return Ok(Route::Referrers {
             repository: name()?,
             digest,
-            artifact_type: q.owned("artifactType"),
+            artifact_type: q.bounded("artifactType")?,
         });
     }
     Err(PathError::UnknownEndpoint)

@@ -242,6 +242,9 @@ fn hostile_and_invalid_paths() {
     let long = format!("/v2/{}/manifests/x", "a/".repeat(PATH_MAX_LEN));
     let long_name = format!("/v2/{}/manifests/x", "a".repeat(256));
     let long_query = "n=".to_owned() + &"1".repeat(QUERY_MAX_LEN);
+    let long_last = "last=".to_owned() + &"%C3%A9".repeat(129);
+    let long_type = "artifactType=".to_owned() + &"a".repeat(257);
+    let referrers = format!("/v2/a/referrers/{D}");
     let cases: Vec<(&str, Option<&str>, E)> = vec![
         (
             &long,
@@ -329,6 +332,30 @@ fn hostile_and_invalid_paths() {
             E::MountFrom(RepositoryError::NotLowercase { name: "UP".into() }),
         ),
         ("/v2/a/manifests/x", Some("ns=%zz"), E::QueryEncoding),
+        (
+            "/v2/a/tags/list",
+            Some(&long_last),
+            E::QueryValueTooLong {
+                parameter: "last",
+                max: QUERY_VALUE_MAX_LEN,
+            },
+        ),
+        (
+            "/v2/_catalog",
+            Some(&long_last),
+            E::QueryValueTooLong {
+                parameter: "last",
+                max: QUERY_VALUE_MAX_LEN,
+            },
+        ),
+        (
+            &referrers,
+            Some(&long_type),
+            E::QueryValueTooLong {
+                parameter: "artifactType",
+                max: QUERY_VALUE_MAX_LEN,
+            },
+        ),
         ("/v2/a/manifests/x", Some("ns=%ff"), E::QueryEncoding),
         (
             "/v2/a/tags/list",
@@ -412,6 +439,15 @@ fn rebuilding_paths_for_forwarding() {
         Some("n=3&last=v+1"),
         "canonical order, ns dropped"
     );
+    // The longest values a query may carry still re-encode within the query limit.
+    let worst = Route::Tags {
+        repository: repo("a"),
+        n: Some(u32::MAX),
+        last: Some("é".repeat(128)),
+    };
+    let q = worst.query().unwrap();
+    assert!(q.len() <= QUERY_MAX_LEN, "{}", q.len());
+    assert_eq!(parse(&worst.path(), Some(&q)).unwrap().route, worst);
     assert_eq!(Route::Ping.path(), "/v2/");
     assert_eq!(
         Route::Catalog {
