@@ -9,4 +9,7 @@
 pub mod dropin;
 pub mod metrics;
 pub mod pki;
+pub mod proxy;
+pub mod run;
+pub mod server;
 pub mod source;

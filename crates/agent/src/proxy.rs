@@ -1,0 +1,405 @@
+//! The agent's request path: parse → route → forward to each target in order → relay the first
+//! usable answer, streamed, byte for byte.
+//!
+//! Failover, per target in order:
+//! - transport error or timeout → next (`unreachable`);
+//! - 401/403 to credentials *we* supplied → next (`unauthorized`); the challenge is never
+//!   relayed, it would send containerd to a backend's token realm;
+//! - 5xx with targets left → next (`server_error`);
+//! - 404 → relayed, never retried elsewhere (the cache decides whether to fetch upstream);
+//! - anything else → relayed.
+//!
+//! Every target failed → 502 naming the last failure. Only `Accept`, `Accept-Encoding`, `Range`
+//! and `User-Agent` are forwarded; the client's `Authorization` only on PassThrough, where the
+//! target's challenge also comes back untouched so imagePullSecrets keep working.
+
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use futures_util::TryStreamExt;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use oci::{ErrorCode, Route};
+use registry_plan::route::{Kind, Resolution, Target, resolve};
+use registry_plan::{Layout, Scheme};
+
+use crate::metrics::{FailoverReason, Metrics, Outcome};
+
+/// A response body the agent sends: a relayed stream or a small local answer.
+pub type ProxyBody = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// The layout the proxy routes with, swapped atomically by the layout loop; requests in flight
+/// keep the layout they started with.
+#[derive(Clone, Debug, Default)]
+pub struct LayoutCell(Arc<RwLock<Option<Arc<Layout>>>>);
+
+impl LayoutCell {
+    /// The current layout.
+    pub fn get(&self) -> Option<Arc<Layout>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the layout.
+    pub fn set(&self, layout: Option<Layout>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = layout.map(Arc::new);
+    }
+}
+
+/// Forwards registry requests.
+#[derive(Clone, Debug)]
+pub struct Proxy {
+    client: registry_client::Client,
+    layout: LayoutCell,
+    metrics: Arc<Metrics>,
+    own_address: String,
+}
+
+/// Request headers forwarded to targets.
+const FORWARDED: [header::HeaderName; 4] = [
+    header::ACCEPT,
+    header::ACCEPT_ENCODING,
+    header::RANGE,
+    header::USER_AGENT,
+];
+
+/// What to do with one target's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Relay it to the client.
+    Relay(Outcome),
+    /// Try the next target.
+    Next(FailoverReason),
+}
+
+/// The failover rule for a target that answered `status`. `ours` says whether the agent sent
+/// its own credentials; `last` whether this was the last target.
+pub fn judge(status: StatusCode, ours: bool, last: bool) -> Verdict {
+    match status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN if ours => {
+            Verdict::Next(FailoverReason::unauthorized)
+        }
+        s if s.is_server_error() && !last => Verdict::Next(FailoverReason::server_error),
+        StatusCode::NOT_FOUND => Verdict::Relay(Outcome::not_found),
+        _ => Verdict::Relay(Outcome::served),
+    }
+}
+
+impl Proxy {
+    /// A proxy answering for `own_address` (`127.0.0.1:5001`), routing with `layout`.
+    pub fn new(
+        client: registry_client::Client,
+        layout: LayoutCell,
+        metrics: Arc<Metrics>,
+        own_address: &str,
+    ) -> Self {
+        Self {
+            client,
+            layout,
+            metrics,
+            own_address: own_address.to_owned(),
+        }
+    }
+
+    /// Answers one request.
+    pub async fn handle<B>(&self, request: Request<B>) -> Response<ProxyBody> {
+        let path = request.uri().path();
+        if path == "/healthz" {
+            return text(StatusCode::OK, "ok");
+        }
+        if path == "/v2" || path == "/v2/" {
+            return with_api_version(json(StatusCode::OK, Bytes::from_static(b"{}")));
+        }
+        if !path.starts_with("/v2/") {
+            return oci_error(
+                StatusCode::NOT_FOUND,
+                ErrorCode::Unsupported,
+                "not a registry API path",
+            );
+        }
+        if request.method() != Method::GET && request.method() != Method::HEAD {
+            return oci_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                ErrorCode::Unsupported,
+                "the node agent serves pulls only",
+            );
+        }
+        let parsed = match oci::path::parse(path, request.uri().query()) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                let status =
+                    StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
+                return oci_error(status, error.error_code(), &error.to_string());
+            }
+        };
+        let Some(repository) = forwardable(&parsed.route) else {
+            return oci_error(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::Unsupported,
+                "not a pull endpoint",
+            );
+        };
+        let ns = parsed.ns.as_ref().map(ToString::to_string);
+        let remainder = parsed.route.suffix();
+        let layout = self.layout.get();
+        let routed = resolve(
+            &registry_plan::route::Request {
+                ns: ns.as_deref(),
+                repository: repository.as_str(),
+                remainder: &remainder,
+            },
+            layout.as_deref(),
+            &self.own_address,
+        );
+        let resolution = match routed {
+            Ok(resolution) => resolution,
+            Err(error) => {
+                tracing::warn!(ns = ns.as_deref().unwrap_or(""), repo = %repository, %error, "unroutable");
+                self.metrics.request("Unroutable", Outcome::unroutable);
+                return oci_error(
+                    StatusCode::BAD_GATEWAY,
+                    ErrorCode::Unavailable,
+                    &error.to_string(),
+                );
+            }
+        };
+        let query = parsed.route.query();
+        self.forward(
+            request.method(),
+            request.headers(),
+            &resolution,
+            query.as_deref(),
+            repository.as_str(),
+        )
+        .await
+    }
+
+    async fn forward(
+        &self,
+        method: &Method,
+        client_headers: &HeaderMap,
+        resolution: &Resolution<'_>,
+        query: Option<&str>,
+        client_repository: &str,
+    ) -> Response<ProxyBody> {
+        let kind = resolution.kind;
+        let headers = forwarded_headers(client_headers, kind);
+        let mut last_failure = String::new();
+        let count = resolution.targets.len();
+        for (index, target) in resolution.targets.iter().enumerate() {
+            let last = index + 1 == count;
+            let name = target_name(target);
+            let response = match self.send(method, &headers, target, query).await {
+                Ok(response) => response,
+                Err(error) => {
+                    tracing::warn!(target = %name, error = %error, "target unreachable");
+                    last_failure = format!("{name}: {error}");
+                    if !last {
+                        self.metrics.failover(&name, FailoverReason::unreachable);
+                    }
+                    continue;
+                }
+            };
+            let status = response.status();
+            match judge(
+                status,
+                target.credentials.is_some() && response.credentials_sent(),
+                last,
+            ) {
+                Verdict::Next(reason) => {
+                    tracing::warn!(target = %name, %status, "failing over");
+                    last_failure = format!("{name} answered {}", status.as_u16());
+                    if !last {
+                        self.metrics.failover(&name, reason);
+                    }
+                }
+                Verdict::Relay(outcome) => {
+                    self.metrics.request(kind.as_str(), outcome);
+                    return relay(response, kind, target, client_repository);
+                }
+            }
+        }
+        self.metrics.request(kind.as_str(), Outcome::all_failed);
+        let message = if last_failure.contains("answered") {
+            format!("every registry failed, the last with {last_failure}")
+        } else {
+            format!("no registry could be reached: {last_failure}")
+        };
+        oci_error(StatusCode::BAD_GATEWAY, ErrorCode::Unavailable, &message)
+    }
+
+    async fn send(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        target: &Target<'_>,
+        query: Option<&str>,
+    ) -> Result<registry_client::Response, registry_client::Error> {
+        let scheme = match target.scheme {
+            Scheme::Http => registry_client::Scheme::Http,
+            Scheme::Https => registry_client::Scheme::Https,
+        };
+        let mut endpoint = registry_client::Endpoint::new(scheme, &target.host);
+        if let Some(ca) = target.ca {
+            endpoint = endpoint.ca_pem(ca);
+        }
+        if let Some(credentials) = target.credentials {
+            endpoint = endpoint.credentials(registry_client::Credentials::new(
+                &credentials.username,
+                &credentials.password,
+            ));
+        }
+        let scope = target
+            .credentials
+            .map(|_| registry_client::Scope::pull(&target.repository));
+        let path_and_query = match query {
+            Some(q) => format!("{}?{q}", target.path),
+            None => target.path.clone(),
+        };
+        self.client
+            .remote(endpoint)?
+            .raw_request(method.clone(), &path_and_query, scope)
+            .headers(headers)
+            .send()
+            .await
+    }
+}
+
+/// The repository of a pull endpoint the agent forwards; `None` for anything else.
+fn forwardable(route: &Route) -> Option<&oci::Repository> {
+    match route {
+        Route::Manifest { repository, .. }
+        | Route::Blob { repository, .. }
+        | Route::Tags { repository, .. }
+        | Route::Referrers { repository, .. } => Some(repository),
+        _ => None,
+    }
+}
+
+fn forwarded_headers(client: &HeaderMap, kind: Kind) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for name in FORWARDED {
+        for value in client.get_all(&name) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    if kind == Kind::PassThrough {
+        for value in client.get_all(header::AUTHORIZATION) {
+            headers.append(header::AUTHORIZATION, value.clone());
+        }
+    }
+    headers
+}
+
+/// A bounded name for logs and the failover metric: the configured host, or the kind for
+/// PassThrough (whose hosts are whatever clients ask for).
+fn target_name(target: &Target<'_>) -> String {
+    target.host.to_string()
+}
+
+/// Relays a target's answer: status, end-to-end headers and the streamed body.
+fn relay(
+    response: registry_client::Response,
+    kind: Kind,
+    target: &Target<'_>,
+    client_repository: &str,
+) -> Response<ProxyBody> {
+    let (status, upstream_headers, body) = response.into_parts();
+    let mut builder = Response::builder().status(status);
+    let headers = builder.headers_mut().expect("a fresh builder has headers");
+    for (name, value) in &upstream_headers {
+        if is_hop_by_hop(name) || (name == header::WWW_AUTHENTICATE && kind != Kind::PassThrough) {
+            continue;
+        }
+        if name == header::LINK {
+            headers.append(
+                name.clone(),
+                rewrite_link(value, &target.repository, client_repository),
+            );
+            continue;
+        }
+        headers.append(name.clone(), value.clone());
+    }
+    let stream = body.map_ok(Frame::data).map_err(std::io::Error::other);
+    builder
+        .body(BodyExt::boxed_unsync(StreamBody::new(stream)))
+        .unwrap_or_else(|_| {
+            oci_error(
+                StatusCode::BAD_GATEWAY,
+                ErrorCode::Unavailable,
+                "bad upstream headers",
+            )
+        })
+}
+
+/// Tag-list pagination names the target's repository; the client must see its own.
+fn rewrite_link(
+    value: &HeaderValue,
+    target_repository: &str,
+    client_repository: &str,
+) -> HeaderValue {
+    let Ok(text) = value.to_str() else {
+        return value.clone();
+    };
+    let from = format!("</v2/{target_repository}/");
+    let to = format!("</v2/{client_repository}/");
+    HeaderValue::from_str(&text.replacen(&from, &to, 1)).unwrap_or_else(|_| value.clone())
+}
+
+fn is_hop_by_hop(name: &header::HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
+}
+
+fn full(bytes: Bytes) -> ProxyBody {
+    BodyExt::boxed_unsync(Full::new(bytes).map_err(|never| match never {}))
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<ProxyBody> {
+    let mut response = Response::new(full(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    response
+}
+
+fn json(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
+    let length = body.len();
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    response
+}
+
+fn with_api_version(mut response: Response<ProxyBody>) -> Response<ProxyBody> {
+    response.headers_mut().insert(
+        "docker-distribution-api-version",
+        HeaderValue::from_static("registry/2.0"),
+    );
+    response
+}
+
+/// An OCI error response: `{"errors":[{"code","message"}]}` with the API version header.
+pub fn oci_error(status: StatusCode, code: ErrorCode, message: &str) -> Response<ProxyBody> {
+    let body = oci::ErrorBody::with_message(code, message);
+    with_api_version(json(status, Bytes::from(body.to_json())))
+}
+
+#[cfg(test)]
+mod tests;
