@@ -18,14 +18,9 @@ use std::time::Duration;
 use http::{HeaderMap, StatusCode, header};
 use tokio::time::Instant;
 
-use crate::challenge;
 use crate::endpoint::{Credentials, Secret};
 use crate::error::{AuthFailure, Error, strip};
 
-/// Tokens living at most this long are treated as living [`SHORT_LIFETIME_FLOOR`].
-const SHORT_LIFETIME: Duration = Duration::from_secs(30);
-/// The lifetime assumed for short-lived (or unannounced) tokens.
-const SHORT_LIFETIME_FLOOR: Duration = Duration::from_secs(60);
 /// Tokens are refreshed this long before they expire.
 const REFRESH_MARGIN: Duration = Duration::from_secs(30);
 
@@ -264,16 +259,16 @@ impl TokenCache {
         drop(response);
         let bearer = challenges
             .iter()
-            .find(|c| c.scheme == "bearer" && c.param("realm").is_some());
+            .find(|c| c.is_bearer() && c.realm().is_some());
         if let Some(bearer) = bearer {
-            let realm = bearer.param("realm").unwrap_or_default();
-            let service = bearer.param("service");
+            let realm = bearer.realm().unwrap_or_default();
+            let service = bearer.service();
             return self
                 .fetch_token(target, realm, service, scope)
                 .await
                 .map(|(header, refresh_at)| Cached::Bearer { header, refresh_at });
         }
-        if challenges.iter().any(|c| c.scheme == "basic") {
+        if challenges.iter().any(oci::Challenge::is_basic) {
             return Ok(match target.credentials {
                 Some(c) => Cached::Basic(c.basic_header()),
                 // The request will be refused; the caller sees a 401 without our credentials.
@@ -290,19 +285,10 @@ impl TokenCache {
         service: Option<&str>,
         scope: &Scope,
     ) -> Result<(Secret, Instant), AuthFailure> {
-        let mut url = reqwest::Url::parse(realm).map_err(|_| AuthFailure::BadRealm)?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(AuthFailure::BadRealm);
-        }
-        {
-            let mut query = url.query_pairs_mut();
-            if let Some(service) = service {
-                query.append_pair("service", service);
-            }
-            for s in scope.items() {
-                query.append_pair("scope", s);
-            }
-        }
+        let url = oci::challenge::token_url(realm, service, scope.items())
+            .ok()
+            .and_then(|u| reqwest::Url::parse(&u).ok())
+            .ok_or(AuthFailure::BadRealm)?;
         let mut request = target
             .http
             .get(url)
@@ -342,18 +328,16 @@ impl TokenCache {
         if !status.is_success() {
             return Err(AuthFailure::TokenStatus { status });
         }
-        let answer: TokenAnswer =
-            serde_json::from_slice(&body).map_err(|e| AuthFailure::NoToken {
-                reason: format!("not a token document: {}", e.classify_str()),
-            })?;
-        let token = answer
-            .token
-            .filter(|t| !t.is_empty())
-            .or(answer.access_token.filter(|t| !t.is_empty()))
-            .ok_or_else(|| AuthFailure::NoToken {
+        let answer = oci::challenge::TokenResponse::parse(&body).map_err(|e| match e {
+            // The body may echo secrets: say only what kind of problem it was.
+            oci::challenge::TokenError::Malformed(e) => AuthFailure::NoToken {
+                reason: format!("not a token document ({})", classify(&e)),
+            },
+            oci::challenge::TokenError::NoToken => AuthFailure::NoToken {
                 reason: "neither `token` nor `access_token` is set".into(),
-            })?;
-        let header = format!("Bearer {token}");
+            },
+        })?;
+        let header = format!("Bearer {}", answer.bearer_token().unwrap_or_default());
         if http::HeaderValue::from_str(&header).is_err() {
             return Err(AuthFailure::NoToken {
                 reason: "the token is not valid header text".into(),
@@ -362,65 +346,72 @@ impl TokenCache {
         self.issued.fetch_add(1, Ordering::Relaxed);
         Ok((
             Secret::new(header),
-            requested_at + reuse_for(answer.expires_in),
+            requested_at + reuse_for(answer.lifetime_secs()),
         ))
     }
 }
 
-/// How long a token announced as living `expires_in` seconds is reused.
-fn reuse_for(expires_in: Option<u64>) -> Duration {
-    let lifetime = match expires_in.map(Duration::from_secs) {
-        Some(d) if d > SHORT_LIFETIME => d,
-        _ => SHORT_LIFETIME_FLOOR,
-    };
-    lifetime.saturating_sub(REFRESH_MARGIN)
+/// How long a token with this lifetime (already floored by
+/// [`TokenResponse::lifetime_secs`](oci::challenge::TokenResponse::lifetime_secs)) is reused.
+fn reuse_for(lifetime_secs: u64) -> Duration {
+    Duration::from_secs(lifetime_secs).saturating_sub(REFRESH_MARGIN)
 }
 
-#[derive(serde::Deserialize)]
-struct TokenAnswer {
-    token: Option<String>,
-    access_token: Option<String>,
-    expires_in: Option<u64>,
-}
-
-trait ClassifyStr {
-    fn classify_str(&self) -> &'static str;
-}
-
-impl ClassifyStr for serde_json::Error {
-    // The body may echo secrets; say only what kind of error it was.
-    fn classify_str(&self) -> &'static str {
-        match self.classify() {
-            serde_json::error::Category::Io => "I/O error",
-            serde_json::error::Category::Syntax => "invalid JSON",
-            serde_json::error::Category::Data => "unexpected JSON shape",
-            serde_json::error::Category::Eof => "truncated JSON",
-        }
+fn classify(e: &serde_json::Error) -> &'static str {
+    match e.classify() {
+        serde_json::error::Category::Io => "I/O error",
+        serde_json::error::Category::Syntax => "invalid JSON",
+        serde_json::error::Category::Data => "unexpected JSON shape",
+        serde_json::error::Category::Eof => "truncated JSON",
     }
 }
 
-/// Every challenge of every `WWW-Authenticate` line.
-pub(crate) fn challenges(headers: &HeaderMap) -> Vec<challenge::Challenge> {
-    challenge::parse(
-        headers
-            .get_all(header::WWW_AUTHENTICATE)
-            .iter()
-            .filter_map(|v| v.to_str().ok()),
-    )
+/// Every challenge of every `WWW-Authenticate` line; unparsable lines are skipped.
+pub(crate) fn challenges(headers: &HeaderMap) -> Vec<oci::Challenge> {
+    headers
+        .get_all(header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| oci::challenge::parse_challenges(v).ok())
+        .flatten()
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn reuse(expires_in: Option<u64>) -> Duration {
+        let answer = oci::challenge::TokenResponse {
+            token: Some("t".into()),
+            access_token: None,
+            expires_in,
+            issued_at: None,
+        };
+        reuse_for(answer.lifetime_secs())
+    }
+
     #[test]
     fn lifetimes_follow_the_spec() {
         // ≤ 30 s (or absent) counts as 60 s; reuse until expiry − 30 s.
-        assert_eq!(reuse_for(None), Duration::from_secs(30));
-        assert_eq!(reuse_for(Some(0)), Duration::from_secs(30));
-        assert_eq!(reuse_for(Some(30)), Duration::from_secs(30));
-        assert_eq!(reuse_for(Some(31)), Duration::from_secs(1));
-        assert_eq!(reuse_for(Some(300)), Duration::from_secs(270));
+        assert_eq!(reuse(None), Duration::from_secs(30));
+        assert_eq!(reuse(Some(0)), Duration::from_secs(30));
+        assert_eq!(reuse(Some(30)), Duration::from_secs(30));
+        assert_eq!(reuse(Some(31)), Duration::from_secs(1));
+        assert_eq!(reuse(Some(300)), Duration::from_secs(270));
+    }
+
+    #[test]
+    fn challenges_from_several_lines() {
+        let mut headers = HeaderMap::new();
+        headers.append(header::WWW_AUTHENTICATE, "garbage \"".parse().unwrap());
+        headers.append(
+            header::WWW_AUTHENTICATE,
+            r#"Bearer realm="http://t/token",service="svc""#.parse().unwrap(),
+        );
+        let got = challenges(&headers);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].realm(), Some("http://t/token"));
     }
 
     #[test]

@@ -35,7 +35,6 @@
 
 pub mod auth;
 pub mod body;
-mod challenge;
 mod client;
 mod config;
 mod endpoint;

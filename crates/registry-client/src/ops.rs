@@ -60,13 +60,6 @@ pub enum Mount {
     Upload(Box<Upload>),
 }
 
-#[derive(serde::Deserialize)]
-struct TagList {
-    name: String,
-    #[serde(default)]
-    tags: Option<Vec<String>>,
-}
-
 fn invalid(response: &Response, reason: impl Into<String>) -> Error {
     Error::InvalidResponse {
         url: response.url(),
@@ -230,16 +223,18 @@ impl Remote {
             .get_all(header::LINK)
             .iter()
             .filter_map(|v| v.to_str().ok())
-            .find_map(next_link);
+            .find_map(oci::pagination::parse_next_link)
+            .map(str::to_owned);
         let shown = response.url();
         let bytes = response.into_body().collect(16 << 20).await?;
-        let list: TagList = serde_json::from_slice(&bytes).map_err(|e| Error::InvalidResponse {
-            url: shown,
-            reason: format!("tag list is not JSON of the expected shape: {e}"),
-        })?;
+        let list: oci::pagination::TagList =
+            serde_json::from_slice(&bytes).map_err(|e| Error::InvalidResponse {
+                url: shown,
+                reason: format!("tag list is not JSON of the expected shape: {e}"),
+            })?;
         Ok(TagPage {
             name: list.name,
-            tags: list.tags.unwrap_or_default(),
+            tags: list.tags,
             next,
         })
     }
@@ -478,24 +473,6 @@ fn head_of(response: &Response) -> Head {
     }
 }
 
-/// The target of `<…>; rel="next"` in a `Link` value.
-pub(crate) fn next_link(value: &str) -> Option<String> {
-    for link in value.split(',') {
-        let (target, params) = link.split_once(';')?;
-        let target = target.trim().strip_prefix('<')?.strip_suffix('>')?;
-        let is_next = params.split(';').any(|p| {
-            p.split_once('=').is_some_and(|(k, v)| {
-                k.trim().eq_ignore_ascii_case("rel")
-                    && v.trim().trim_matches('"').split(' ').any(|r| r == "next")
-            })
-        });
-        if is_next {
-            return Some(target.to_owned());
-        }
-    }
-    None
-}
-
 /// A body from bytes, for callers building requests.
 impl From<Bytes> for RequestBody {
     fn from(b: Bytes) -> Self {
@@ -506,16 +483,6 @@ impl From<Bytes> for RequestBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn link_headers() {
-        assert_eq!(
-            next_link(r#"</v2/a/tags/list?last=b&n=2>; rel="next""#).as_deref(),
-            Some("/v2/a/tags/list?last=b&n=2")
-        );
-        assert_eq!(next_link(r#"<http://x/p>; rel="prev""#), None);
-        assert_eq!(next_link("garbage"), None);
-    }
 
     #[test]
     fn references_are_tags_or_digests() {
