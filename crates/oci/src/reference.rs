@@ -523,12 +523,17 @@ impl Reference {
     }
 
     /// The short form Docker prints: `docker.io/` and a sole `library/` are dropped.
+    ///
+    /// Unlike Docker, `docker.io/` is kept when dropping it would make the first path
+    /// component read as a registry (`docker.io/a.b/c` stays as is), so the short form always
+    /// parses back to the same reference.
     pub fn familiar(&self) -> String {
         let mut out = if self.registry.is_docker_hub() {
             let repo = self.repository.as_str();
             match repo.strip_prefix(OFFICIAL_REPOSITORY_PREFIX) {
                 Some(rest) if !rest.contains('/') => rest.to_owned(),
-                _ => repo.to_owned(),
+                _ if split_docker_domain(repo).0 == DOCKER_HUB => repo.to_owned(),
+                _ => self.name(),
             }
         } else {
             self.name()

@@ -72,6 +72,22 @@ fn normalises_like_docker() {
             "Example.com/foo:latest",
         ),
         ("Upper/foo", "Upper/foo:latest", "Upper/foo:latest"),
+        // Dropping docker.io/ here would turn "a.b" into a registry: the familiar form keeps it.
+        (
+            "docker.io/a.b/c",
+            "docker.io/a.b/c:latest",
+            "docker.io/a.b/c:latest",
+        ),
+        (
+            "docker.io/localhost/c",
+            "docker.io/localhost/c:latest",
+            "docker.io/localhost/c:latest",
+        ),
+        (
+            "docker.io/library/a.b",
+            "docker.io/library/a.b:latest",
+            "a.b:latest",
+        ),
         (
             "a.b/c__d/e---f/g.h_i:V_1.0-x",
             "a.b/c__d/e---f/g.h_i:V_1.0-x",
