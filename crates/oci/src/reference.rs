@@ -399,16 +399,20 @@ pub struct Reference {
     digest: Option<Digest>,
 }
 
+/// Whether Docker reads the part of `name` before the first `/` as a registry: it contains a
+/// `.` or `:`, is `localhost`, or has upper-case letters.
+fn names_registry(name: &str) -> bool {
+    name.split_once('/').is_some_and(|(first, _)| {
+        first.contains(['.', ':'])
+            || first == "localhost"
+            || first.bytes().any(|b| b.is_ascii_uppercase())
+    })
+}
+
 /// Splits `name` into (registry, remainder) the way Docker does.
 fn split_docker_domain(name: &str) -> (&str, std::borrow::Cow<'_, str>) {
     let (domain, remainder) = match name.split_once('/') {
-        Some((first, rest))
-            if first.contains(['.', ':'])
-                || first == "localhost"
-                || first.bytes().any(|b| b.is_ascii_uppercase()) =>
-        {
-            (first, rest)
-        }
+        Some((first, rest)) if names_registry(name) => (first, rest),
         _ => (DOCKER_HUB, name),
     };
     let domain = if domain == DOCKER_HUB_LEGACY {
@@ -532,7 +536,7 @@ impl Reference {
             let repo = self.repository.as_str();
             match repo.strip_prefix(OFFICIAL_REPOSITORY_PREFIX) {
                 Some(rest) if !rest.contains('/') => rest.to_owned(),
-                _ if split_docker_domain(repo).0 == DOCKER_HUB => repo.to_owned(),
+                _ if !names_registry(repo) => repo.to_owned(),
                 _ => self.name(),
             }
         } else {
