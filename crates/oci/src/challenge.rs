@@ -16,12 +16,6 @@ pub enum ChallengeError {
     /// No challenge at all.
     #[error("WWW-Authenticate holds no challenge")]
     Empty,
-    /// An auth scheme was expected.
-    #[error("WWW-Authenticate: expected an auth scheme at byte {at}")]
-    ExpectedScheme {
-        /// Byte offset.
-        at: usize,
-    },
     /// `name=` without a value.
     #[error("WWW-Authenticate: parameter {name:?} has no value")]
     MissingValue {
@@ -258,11 +252,9 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// A challenge; the caller checked that a token (the scheme) starts here.
     fn challenge(&mut self) -> Result<Challenge, ChallengeError> {
         let scheme = self.take_while(is_tchar);
-        if scheme.is_empty() {
-            return Err(ChallengeError::ExpectedScheme { at: self.i });
-        }
         let mut challenge = Challenge {
             scheme: AuthScheme::from_token(scheme),
             params: Vec::new(),
