@@ -52,6 +52,7 @@ impl LayoutCell {
 pub struct Proxy {
     client: registry_client::Client,
     layout: LayoutCell,
+    trust: Arc<RwLock<Option<Arc<str>>>>,
     metrics: Arc<Metrics>,
     own_address: String,
 }
@@ -97,9 +98,16 @@ impl Proxy {
         Self {
             client,
             layout,
+            trust: Arc::default(),
             metrics,
             own_address: own_address.to_owned(),
         }
+    }
+
+    /// Sets the extra CAs (PEM) trusted for every target besides the system roots: the node's
+    /// trust directory. PassThrough targets are verified against them too.
+    pub fn set_trust(&self, pem: Option<String>) {
+        *self.trust.write().unwrap_or_else(|e| e.into_inner()) = pem.map(Arc::from);
     }
 
     /// Answers one request.
@@ -241,8 +249,10 @@ impl Proxy {
             Scheme::Https => registry_client::Scheme::Https,
         };
         let mut endpoint = registry_client::Endpoint::new(scheme, &target.host);
-        if let Some(ca) = target.ca {
-            endpoint = endpoint.ca_pem(ca);
+        let trust = self.trust.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let roots: Vec<&str> = target.ca.into_iter().chain(trust.as_deref()).collect();
+        if !roots.is_empty() {
+            endpoint = endpoint.ca_pem(&roots.join("\n"));
         }
         if let Some(credentials) = target.credentials {
             endpoint = endpoint.credentials(registry_client::Credentials::new(

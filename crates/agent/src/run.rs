@@ -32,6 +32,8 @@ pub struct Config {
     pub containerd_registry_dir: PathBuf,
     /// The agent's PKI directory (`/etc/kubernetes/registry-agent/pki`).
     pub pki_dir: PathBuf,
+    /// Extra CAs to trust for every registry (`*.crt`, `*.pem`), re-read every pass.
+    pub trust_dir: Option<PathBuf>,
     /// The layout the node was installed with.
     pub bootstrap_layout: Option<PathBuf>,
     /// The on-disk copy of the last layout from the API.
@@ -146,6 +148,7 @@ pub async fn start<A: NodeApi>(config: Config, api: A) -> Result<Running, StartE
         ..registry_client::Config::default()
     });
     let proxy = Proxy::new(client, layout.clone(), metrics.clone(), &advertise);
+    proxy.set_trust(config.trust_dir.as_deref().and_then(read_trust_dir));
     let certs = CertStore::new(pki.certified_key()?);
     let tls = (!config.plain_http).then(|| tls_acceptor(certs.clone()));
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -167,13 +170,14 @@ pub async fn start<A: NodeApi>(config: Config, api: A) -> Result<Running, StartE
     tasks.push(tokio::spawn(serve_registry(
         listener,
         tls,
-        proxy,
+        proxy.clone(),
         until_stopped(stopped.clone()),
     )));
 
     let mut lp = Loop {
         config,
         api,
+        proxy,
         layout: layout.clone(),
         metrics: metrics.clone(),
         certs,
@@ -207,6 +211,7 @@ pub async fn start<A: NodeApi>(config: Config, api: A) -> Result<Running, StartE
 struct Loop<A> {
     config: Config,
     api: A,
+    proxy: Proxy,
     layout: LayoutCell,
     metrics: Arc<Metrics>,
     certs: Arc<CertStore>,
@@ -218,6 +223,9 @@ impl<A: NodeApi> Loop<A> {
     /// One pass: renew the certificate if due, read the layout, apply it, report.
     async fn pass(&mut self) {
         self.renew_certificate();
+        if let Some(dir) = &self.config.trust_dir {
+            self.proxy.set_trust(read_trust_dir(dir));
+        }
         let cache = Cache::new(&self.config.layout_cache);
         let cached = cache.load().unwrap_or_else(|error| {
             tracing::error!(%error, "the stored layout is unusable");
@@ -316,4 +324,21 @@ impl<A: NodeApi> Loop<A> {
             message,
         }
     }
+}
+
+/// The PEM certificates of a trust directory, concatenated; `None` when there are none.
+fn read_trust_dir(dir: &std::path::Path) -> Option<String> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "crt" || x == "pem"))
+        .collect();
+    entries.sort();
+    let pem: String = entries
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .filter(|text| text.contains("-----BEGIN CERTIFICATE-----"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    (!pem.is_empty()).then_some(pem)
 }
