@@ -71,10 +71,12 @@ pub struct SourceRegistry {
 
 string_enum! {
     /// `HTTP` or `HTTPS`.
+    #[derive(Default)]
     pub enum Scheme {
         /// Plain HTTP: only for trusted, insecure registries.
         Http = "HTTP",
         /// HTTPS (the default).
+        #[default]
         Https = "HTTPS",
     }
 }
@@ -82,12 +84,6 @@ string_enum! {
 impl Scheme {
     /// `HTTPS`, the default everywhere.
     pub const fn https() -> Self {
-        Self::Https
-    }
-}
-
-impl Default for Scheme {
-    fn default() -> Self {
         Self::Https
     }
 }

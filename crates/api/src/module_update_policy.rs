@@ -137,6 +137,7 @@ pub mod v1alpha1 {
 
     string_enum! {
         /// Update mode of the deprecated version.
+        #[derive(Default)]
         pub enum UpdateModeV1 {
             /// Every release applies automatically.
             Auto = "Auto",
@@ -145,13 +146,8 @@ pub mod v1alpha1 {
             /// Releases are not applied.
             Ignore = "Ignore",
             /// Patches apply automatically, minor releases need approval.
+            #[default]
             AutoPatch = "AutoPatch",
-        }
-    }
-
-    impl Default for UpdateModeV1 {
-        fn default() -> Self {
-            Self::AutoPatch
         }
     }
 
@@ -190,21 +186,17 @@ pub mod v1alpha1 {
 
     string_enum! {
         /// Operator of a set-based requirement.
+        #[derive(Default)]
         pub enum Operator {
             /// The label value is one of `values`.
             In = "In",
             /// The label value is none of `values`.
             NotIn = "NotIn",
             /// The label is present.
+            #[default]
             Exists = "Exists",
             /// The label is absent.
             DoesNotExist = "DoesNotExist",
-        }
-    }
-
-    impl Default for Operator {
-        fn default() -> Self {
-            Self::Exists
         }
     }
 }

@@ -58,19 +58,15 @@ pub struct ObjectKeeperSpec {
 
 string_enum! {
     /// Retention mode of an ObjectKeeper.
+    #[derive(Default)]
     pub enum ObjectKeeperMode {
         /// Live while the followed object exists.
+        #[default]
         FollowObject = "FollowObject",
         /// Live for a fixed time after creation.
         Ttl = "TTL",
         /// Live for a fixed time after the followed object is gone.
         FollowObjectWithTtl = "FollowObjectWithTTL",
-    }
-}
-
-impl Default for ObjectKeeperMode {
-    fn default() -> Self {
-        Self::FollowObject
     }
 }
 

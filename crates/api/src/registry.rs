@@ -37,10 +37,12 @@ pub const MSG_RCFG_NEEDS_STORAGE_SOURCE: &str = "storage.source is required when
 
 string_enum! {
     /// Whether the registry module manages the pull path.
+    #[derive(Default)]
     pub enum RegistryMode {
         /// The module owns the pull path: the agent on every node, the cache optionally.
         Managed = "Managed",
         /// The module creates and writes nothing.
+        #[default]
         Unmanaged = "Unmanaged",
     }
 }
@@ -232,12 +234,6 @@ pub struct RegistryConfigSpec {
 impl RegistryConfigSpec {
     fn default_mode() -> RegistryMode {
         RegistryMode::Managed
-    }
-}
-
-impl Default for RegistryMode {
-    fn default() -> Self {
-        Self::Unmanaged
     }
 }
 

@@ -11,6 +11,7 @@ pub const WINDOW_TIME_PATTERN: &str = r"^(?:\d|[01]\d|2[0-3]):[0-5]\d$";
 
 string_enum! {
     /// A release channel of a ModuleUpdatePolicy, from least to most stable.
+    #[derive(Default)]
     pub enum ReleaseChannel {
         /// Newest releases first.
         Alpha = "Alpha",
@@ -19,17 +20,12 @@ string_enum! {
         /// After Beta.
         EarlyAccess = "EarlyAccess",
         /// The default.
+        #[default]
         Stable = "Stable",
         /// After Stable.
         RockSolid = "RockSolid",
         /// Long-term support.
         Lts = "Lts",
-    }
-}
-
-impl Default for ReleaseChannel {
-    fn default() -> Self {
-        Self::Stable
     }
 }
 
@@ -50,19 +46,15 @@ impl ReleaseChannel {
 
 string_enum! {
     /// How releases of a module are applied (ModuleUpdatePolicy v1alpha2).
+    #[derive(Default)]
     pub enum UpdateMode {
         /// Minor and patch releases apply automatically, within the update windows.
+        #[default]
         Auto = "Auto",
         /// Every release needs the `modules.deckhouse.io/approved: "true"` annotation.
         Manual = "Manual",
         /// Patch releases apply automatically; minor releases need approval.
         AutoPatch = "AutoPatch",
-    }
-}
-
-impl Default for UpdateMode {
-    fn default() -> Self {
-        Self::Auto
     }
 }
 
