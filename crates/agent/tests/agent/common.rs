@@ -67,6 +67,7 @@ pub fn layout(backends: Vec<Backend>, routes: Vec<Route>) -> Layout {
 }
 
 /// An agent started on the bootstrap layout `layout`, its drop-in in `dropin_dir`.
+#[derive(Debug)]
 pub struct AgentUnderTest {
     pub running: Running,
     pub dir: tempfile::TempDir,

@@ -1,8 +1,6 @@
 //! containerd and skopeo pull through the agent, against real docker-registry upstreams.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use registry_plan::BackendName;
 use testkit::containerd::PullOptions;
 use testkit::image::{Format, Index, Layout as ImageLayout};

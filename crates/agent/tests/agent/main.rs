@@ -1,0 +1,4 @@
+//! The agent against real components: docker-registry upstreams, containerd, skopeo.
+
+mod common;
+mod pull;
