@@ -594,8 +594,9 @@ impl Core {
             let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
             let mut doc = Self::to_version(def, version, old.clone());
             patch::apply(ty, &mut doc, body, def.custom).map_err(|e| {
-                if ty == PatchType::Json && e.contains("test") {
-                    ApiError::conflict(&def.group, &def.plural, name, &e)
+                // As kube-apiserver: a JSON patch that does not apply (a failed `test`) is 422.
+                if ty == PatchType::Json && e.starts_with("the JSON patch could not be applied") {
+                    ApiError::unprocessable(e)
                 } else {
                     ApiError::bad_request(e)
                 }

@@ -178,6 +178,11 @@ impl ApiError {
         e
     }
 
+    /// 422 for a request that is well-formed but cannot be applied (a failed JSON patch test).
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
+
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
