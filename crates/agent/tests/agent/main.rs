@@ -1,4 +1,5 @@
 //! The agent against real components: docker-registry upstreams, containerd, skopeo.
 
 mod common;
+mod failover;
 mod pull;
