@@ -281,6 +281,24 @@ impl Remote {
         }
     }
 
+    /// A request to an upload or blob `Location` a registry answered with: absolute, or relative
+    /// to this registry. Nothing is validated; `scope` as in [`raw_request`](Self::raw_request).
+    pub fn location_request(
+        &self,
+        method: Method,
+        location: &str,
+        scope: Option<Scope>,
+    ) -> RequestBuilder {
+        RequestBuilder {
+            remote: self.clone(),
+            method,
+            url: self.join(location),
+            headers: HeaderMap::new(),
+            body: RequestBody::Empty,
+            scope,
+        }
+    }
+
     /// A request to an absolute URL on this registry or elsewhere (an upload `Location`).
     pub(crate) fn url_request(
         &self,

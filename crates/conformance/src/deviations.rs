@@ -1,0 +1,130 @@
+//! Named allow-lists of known deviations from the spec, per registry, each with its reason.
+//!
+//! A deviation never loosens a check: the check still runs and still fails; the report says
+//! the failure is known. When a listed check passes, the report flags the entry as stale.
+
+/// One allowed deviation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deviation {
+    /// The check's id.
+    pub check: &'static str,
+    /// Why the registry behaves differently (and whether it matters to us).
+    pub reason: &'static str,
+}
+
+/// A registry's allowed deviations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deviations {
+    /// The registry they describe, e.g. `docker-registry 2.8`.
+    pub registry: &'static str,
+    /// The entries.
+    pub entries: Vec<Deviation>,
+}
+
+impl Deviations {
+    /// No deviations: the registry must conform fully (our own registries).
+    pub fn none() -> Self {
+        Self {
+            registry: "strict",
+            entries: Vec::new(),
+        }
+    }
+
+    /// The entry for `check`, if listed.
+    pub fn get(&self, check: &str) -> Option<&Deviation> {
+        self.entries.iter().find(|d| d.check == check)
+    }
+}
+
+const TAGS: &str = "distribution 2.8 ignores `n` and `last` on tags/list and lists tags in \
+                    storage order, unsorted, without Link (tag pagination arrived in distribution 3)";
+
+const RANGE_416_FRAMING: &str = "distribution 2.8 (Go 1.19's http.ServeContent) answers 416 with \
+                                 the correct `Content-Range: bytes */len` but keeps the blob's \
+                                 Content-Length on a short text body, then cuts the connection";
+
+const REFERRERS: &str = "distribution 2.8 predates distribution-spec 1.1 and has no referrers \
+                         API: GET /v2/<name>/referrers/<digest> is not routed (404)";
+
+/// CNCF distribution 2.8 as Debian packages it (`docker-registry`), the upstream our tests
+/// start.
+pub fn docker_registry_2_8() -> Deviations {
+    Deviations {
+        registry: "docker-registry 2.8",
+        entries: vec![
+            Deviation {
+                check: "pull.name.invalid",
+                reason: "names outside the grammar match none of distribution 2.8's routes: a \
+                         plain-text `404 page not found`, no NAME_INVALID error body",
+            },
+            Deviation {
+                check: "pull.blob.range.beyond-end",
+                reason: RANGE_416_FRAMING,
+            },
+            Deviation {
+                check: "pull.blob.range.far-beyond-end",
+                reason: RANGE_416_FRAMING,
+            },
+            Deviation {
+                check: "pull.blob.range.malformed",
+                reason: RANGE_416_FRAMING,
+            },
+            Deviation {
+                check: "pull.blob.range.unknown-unit",
+                reason: "Go's http.ServeContent answers a Range with an unknown unit with 416 \
+                         (RFC 9110 says to ignore it and send the whole blob), with the same \
+                         broken Content-Length framing",
+            },
+            Deviation {
+                check: "discovery.tags.list",
+                reason: TAGS,
+            },
+            Deviation {
+                check: "discovery.tags.n",
+                reason: TAGS,
+            },
+            Deviation {
+                check: "discovery.tags.n-last",
+                reason: TAGS,
+            },
+            Deviation {
+                check: "discovery.tags.last",
+                reason: TAGS,
+            },
+            Deviation {
+                check: "discovery.tags.n-zero",
+                reason: TAGS,
+            },
+            Deviation {
+                check: "discovery.tags.link-pagination",
+                reason: TAGS,
+            },
+            Deviation {
+                check: "push.blob.chunk-out-of-order",
+                reason: "distribution 2.8 ignores Content-Range on PATCH (a TODO in its upload \
+                         handler) and appends the chunk, answering 202 instead of 416",
+            },
+            Deviation {
+                check: "discovery.referrers.list",
+                reason: REFERRERS,
+            },
+            Deviation {
+                check: "discovery.referrers.filter",
+                reason: REFERRERS,
+            },
+            Deviation {
+                check: "discovery.referrers.empty",
+                reason: REFERRERS,
+            },
+            Deviation {
+                check: "discovery.referrers.invalid-digest",
+                reason: REFERRERS,
+            },
+            Deviation {
+                check: "push.manifest.subject-header",
+                reason: "without the referrers API, distribution 2.8 does not process `subject` \
+                         and sends no OCI-Subject header (clients fall back to the tag schema)",
+            },
+        ],
+    }
+}
