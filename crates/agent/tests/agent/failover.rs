@@ -151,7 +151,9 @@ async fn not_found_is_relayed_and_never_retried_elsewhere() {
         "{body}"
     );
     assert!(
-        !full.log().contains("\"GET /v2/deckhouse/install/manifests/v1"),
+        !full
+            .log()
+            .contains("\"GET /v2/deckhouse/install/manifests/v1"),
         "the second backend was asked:\n{}",
         full.log()
     );

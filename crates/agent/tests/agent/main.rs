@@ -3,3 +3,4 @@
 mod common;
 mod failover;
 mod pull;
+mod routes;
