@@ -88,11 +88,20 @@ fn head_has_the_exact_length_and_digest_and_no_body() {
     );
 }
 
+/// Range header, status, Content-Range, Content-Length, the range to stream.
+type RangeCase = (
+    &'static str,
+    u16,
+    Option<&'static str>,
+    &'static str,
+    Option<(u64, u64)>,
+);
+
 #[test]
 fn every_range_case() {
     let d = digest();
     let c = content(&d);
-    let cases: &[(&str, u16, Option<&str>, &str, Option<(u64, u64)>)] = &[
+    let cases: &[RangeCase] = &[
         ("bytes=0-9", 206, Some("bytes 0-9/1000"), "10", Some((0, 9))),
         (
             "bytes=10-",
