@@ -158,7 +158,8 @@ mod tests {
     #[test]
     fn admit_table() {
         let r = reserve(FS.capacity); // 20 GiB
-        let cases: [(u64, Option<u64>, u64, Result<(), Refusal>); 7] = [
+        type Case = (u64, Option<u64>, u64, Result<(), Refusal>);
+        let cases: [Case; 7] = [
             (0, None, GIB, Ok(())),
             (0, None, 30 * GIB, Ok(())), // free 50 - 30 = 20 = reserve: allowed
             (0, None, 30 * GIB + 1, Err(Refusal::ReserveExhausted)),
