@@ -18,7 +18,7 @@
 //! cluster, call these functions and act on the answer; they must not re-derive any of these
 //! decisions themselves.
 
-// pub mod canary;
+pub mod canary;
 // pub mod channel;
 // pub mod cleanup;
 // pub mod deploy;
