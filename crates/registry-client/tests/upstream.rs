@@ -303,7 +303,7 @@ async fn tls_from_a_private_ca_and_refusal_with_the_wrong_one() {
 }
 
 #[tokio::test]
-async fn accept_values_go_out_as_separate_lines_and_negotiate() {
+async fn manifest_media_types_negotiate_with_distribution() {
     let upstream = Upstream::start_plain().await;
     let layout = Layout::new(&upstream.scratch_dir().join("layout")).unwrap();
     let docker = ImageBuilder::new("docker-format").docker().build(&layout);
