@@ -23,7 +23,7 @@ pub mod canary;
 // pub mod cleanup;
 // pub mod deploy;
 mod error;
-// pub mod task;
+pub mod task;
 pub mod version;
 pub mod window;
 
