@@ -63,8 +63,9 @@ pub enum DropInError {
 }
 
 /// The drop-in for a layout. `configured` is false for an empty layout: then nothing is wanted
-/// and [`apply`] withdraws what the agent wrote. `endpoint` is where the agent listens
-/// (`127.0.0.1:5001`), `ca_pem` its CA, `root` the drop-in directory as containerd sees it.
+/// and [`apply`] withdraws what the agent wrote. `endpoint` is the agent's URL
+/// (`https://127.0.0.1:5001`), `ca_pem` its CA, `root` the drop-in directory as containerd
+/// sees it.
 pub fn render(configured: bool, endpoint: &str, ca_pem: &str, root: &Path) -> Desired {
     if !configured {
         return Desired::default();
@@ -96,7 +97,7 @@ fn hosts_toml(endpoint: &str, ca_path: &Path) -> String {
          # Every registry without a directory of its own is pulled through the agent, which\n\
          # routes each request by the registry named in the `ns` query parameter.\n\
          [host]\n\
-         \n  [host.\"https://{endpoint}\"]\n    \
+         \n  [host.\"{endpoint}\"]\n    \
          capabilities = [\"pull\", \"resolve\"]\n    \
          ca = [{ca:?}]\n",
         ca = ca_path.display().to_string(),
@@ -197,8 +198,8 @@ mod tests {
     #[test]
     fn hosts_file_is_byte_stable_and_names_only_the_agent() {
         let root = Path::new("/etc/containerd/registry.d");
-        let desired = render(true, "127.0.0.1:5001", CA, root);
-        assert_eq!(desired, render(true, "127.0.0.1:5001", CA, root));
+        let desired = render(true, "https://127.0.0.1:5001", CA, root);
+        assert_eq!(desired, render(true, "https://127.0.0.1:5001", CA, root));
         let hosts = String::from_utf8(
             desired.files[&Path::new("_default/hosts.toml").to_path_buf()].clone(),
         )
@@ -217,7 +218,7 @@ mod tests {
     #[test]
     fn apply_writes_once_then_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let desired = render(true, "127.0.0.1:5001", CA, dir.path());
+        let desired = render(true, "https://127.0.0.1:5001", CA, dir.path());
         let first = apply(dir.path(), &desired).unwrap();
         assert_eq!(first.written.len(), 2);
         let mtime = std::fs::metadata(dir.path().join("_default/hosts.toml"))
@@ -250,12 +251,19 @@ mod tests {
         )
         .unwrap();
 
-        let applied = apply(dir.path(), &render(true, "127.0.0.1:5001", CA, dir.path())).unwrap();
+        let applied = apply(
+            dir.path(),
+            &render(true, "https://127.0.0.1:5001", CA, dir.path()),
+        )
+        .unwrap();
         assert_eq!(applied.removed_hosts, ["registry.deckhouse.io"]);
         assert!(dir.path().join("_default/hosts.toml").exists());
 
-        let withdrawn =
-            apply(dir.path(), &render(false, "127.0.0.1:5001", CA, dir.path())).unwrap();
+        let withdrawn = apply(
+            dir.path(),
+            &render(false, "https://127.0.0.1:5001", CA, dir.path()),
+        )
+        .unwrap();
         assert_eq!(withdrawn.removed_hosts, ["_default"]);
         assert!(!dir.path().join("_default").exists());
         assert!(

@@ -287,9 +287,14 @@ impl<A: NodeApi> Loop<A> {
             .collect();
         self.layout.set(layout);
         self.metrics.layout_origin(snapshot.origin);
+        let scheme = if self.config.plain_http {
+            "http"
+        } else {
+            "https"
+        };
         let desired = dropin::render(
             configured,
-            &self.advertise,
+            &format!("{scheme}://{}", self.advertise),
             &self.ca_pem,
             &self.config.containerd_registry_dir,
         );

@@ -1,13 +1,55 @@
-//! `d8`: one binary, one subcommand per component of the platform.
+//! `d8`: one binary, one subcommand per component of the platform. This file only parses the
+//! command line and hands over; each subcommand lives in its own module.
 
-use clap::Parser;
+mod apiserver_cmd;
+mod registry_cmd;
+
+use clap::{Parser, Subcommand};
 
 /// Deckhouse platform core and registry, re-implemented in Rust.
 #[derive(Debug, Parser)]
 #[command(name = "d8", version, about)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The embedded Kubernetes API server for a single machine.
+    Apiserver(apiserver_cmd::Args),
+    /// The registry module's components.
+    Registry {
+        #[command(subcommand)]
+        command: registry_cmd::Command,
+    },
+}
 
 fn main() -> anyhow::Result<()> {
-    let _cli = Cli::parse();
-    Ok(())
+    let cli = Cli::parse();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        match cli.command {
+            Command::Apiserver(args) => apiserver_cmd::run(args).await,
+            Command::Registry { command } => registry_cmd::run(command).await,
+        }
+    })
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("install the SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
 }
