@@ -1,0 +1,228 @@
+//! Pull-through fills: one upstream request per digest, however many clients ask.
+//!
+//! The first request for a missing blob starts a [`Fill`], a task of its own (so it continues
+//! when that client disconnects) that streams the upstream body into a temporary file of the
+//! store, hashing as it writes, and commits it once the digest verifies. Every request for the
+//! same digest meanwhile — the first one included — follows the fill's progress and reads the
+//! growing file with positional reads: Range requests for the part already written are served
+//! at once, later parts as they arrive. The verified upstream body withholds its last chunk until
+//! the digest checks out, so no reader can receive a complete-looking wrong blob; on a mismatch
+//! the file is discarded and every reader's body ends in an error.
+//!
+//! When the store refuses the write (budget, reserve, unwritable disk) the fill reports
+//! [`FillState::Unstorable`] and callers stream from the upstream without storing.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::{Arc, Mutex};
+
+use bytes::BytesMut;
+use futures_util::{FutureExt, StreamExt};
+use oci::Digest;
+use tokio::sync::watch;
+
+use crate::error::Error;
+use crate::store::Store;
+
+/// Where a fill is.
+#[derive(Clone, Debug)]
+pub enum FillState {
+    /// Waiting for the upstream's response headers.
+    Connecting,
+    /// Writing: `written` bytes of `total` (if announced) are readable from `file`.
+    Streaming {
+        /// The growing file.
+        file: Arc<File>,
+        /// `Content-Length` of the upstream answer.
+        total: Option<u64>,
+        /// Bytes written and readable.
+        written: u64,
+    },
+    /// Committed; `file` still reads the whole content.
+    Done {
+        /// The (renamed) file.
+        file: Arc<File>,
+        /// Its length.
+        size: u64,
+    },
+    /// Failed; nothing was stored.
+    Failed {
+        /// Why (shared by every waiter).
+        reason: String,
+        /// The status to answer with.
+        status: u16,
+    },
+    /// The store refused the write; fetch directly without storing.
+    Unstorable,
+}
+
+impl FillState {
+    fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Self::Done { .. } | Self::Failed { .. } | Self::Unstorable
+        )
+    }
+}
+
+/// The in-flight fills, keyed by digest.
+#[derive(Debug, Default)]
+pub struct Fills {
+    inflight: Mutex<HashMap<Digest, watch::Receiver<FillState>>>,
+    started: std::sync::atomic::AtomicU64,
+}
+
+/// Where a fill gets its bytes.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// The upstream.
+    pub remote: registry_client::Remote,
+    /// The repository on the upstream (under the endpoint's prefix).
+    pub repository: String,
+}
+
+/// Batches written at once: large enough to amortise the blocking-pool hop, small enough that
+/// followers see bytes promptly.
+const WRITE_BATCH: usize = 1 << 20;
+
+impl Fills {
+    /// Fills started so far (one per upstream blob request).
+    pub fn started(&self) -> u64 {
+        self.started.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Joins the fill of `digest`, starting it from `source` if none runs.
+    pub fn join(
+        self: &Arc<Self>,
+        store: &Store,
+        source: Source,
+        digest: Digest,
+    ) -> watch::Receiver<FillState> {
+        let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rx) = inflight.get(&digest) {
+            return rx.clone();
+        }
+        let (tx, rx) = watch::channel(FillState::Connecting);
+        inflight.insert(digest, rx.clone());
+        drop(inflight);
+        self.started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let fills = self.clone();
+        let store = store.clone();
+        tokio::spawn(async move {
+            let result = run(&store, &source, digest, &tx).await;
+            match result {
+                Ok(()) => {}
+                Err(error) => {
+                    tracing::warn!(%digest, repository = %source.repository, %error, "fill failed");
+                    let status = error.status();
+                    tx.send_replace(FillState::Failed {
+                        reason: error.to_string(),
+                        status,
+                    });
+                }
+            }
+            fills
+                .inflight
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&digest);
+        });
+        rx
+    }
+}
+
+async fn run(
+    store: &Store,
+    source: &Source,
+    digest: Digest,
+    tx: &watch::Sender<FillState>,
+) -> Result<(), Error> {
+    let response = source
+        .remote
+        .get_blob(&source.repository, &digest, None, None)
+        .await?;
+    let total = response.content_length();
+    let writer = {
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || store.writer(digest.algorithm(), total))
+            .await
+            .map_err(|e| Error::Config(format!("fill task: {e}")))?
+    };
+    let mut writer = match writer {
+        Ok(w) => w,
+        Err(error) => {
+            tracing::warn!(%digest, %error, "store refuses the fill; streaming without storing");
+            tx.send_replace(FillState::Unstorable);
+            return Ok(());
+        }
+    };
+    let file = writer.file();
+    tx.send_replace(FillState::Streaming {
+        file: file.clone(),
+        total,
+        written: 0,
+    });
+    let mut body = response.into_body();
+    loop {
+        let Some(first) = body.next().await else {
+            break;
+        };
+        let mut batch = BytesMut::from(first?.as_ref());
+        let mut ended = false;
+        while batch.len() < WRITE_BATCH {
+            match body.next().now_or_never() {
+                Some(Some(chunk)) => batch.extend_from_slice(&chunk?),
+                Some(None) => {
+                    ended = true;
+                    break;
+                }
+                None => break,
+            }
+        }
+        let n = batch.len() as u64;
+        writer = tokio::task::spawn_blocking(move || writer.write(&batch).map(|()| writer))
+            .await
+            .map_err(|e| Error::Config(format!("fill task: {e}")))??;
+        tx.send_modify(|state| {
+            if let FillState::Streaming { written, .. } = state {
+                *written += n;
+            }
+        });
+        if ended {
+            break;
+        }
+    }
+    let size = writer.len();
+    tokio::task::spawn_blocking(move || writer.commit(Some(digest)))
+        .await
+        .map_err(|e| Error::Config(format!("fill task: {e}")))??;
+    tx.send_replace(FillState::Done { file, size });
+    Ok(())
+}
+
+/// Waits until the fill has response headers (or has ended).
+pub async fn started(rx: &mut watch::Receiver<FillState>) -> FillState {
+    loop {
+        let state = rx.borrow_and_update().clone();
+        if !matches!(state, FillState::Connecting) {
+            return state;
+        }
+        if rx.changed().await.is_err() {
+            return rx.borrow().clone();
+        }
+    }
+}
+
+/// Waits until the fill ended.
+pub async fn finished(rx: &mut watch::Receiver<FillState>) -> FillState {
+    loop {
+        let state = rx.borrow_and_update().clone();
+        if state.is_terminal() {
+            return state;
+        }
+        if rx.changed().await.is_err() {
+            return rx.borrow().clone();
+        }
+    }
+}

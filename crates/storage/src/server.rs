@@ -1,0 +1,146 @@
+//! Listeners: plain HTTP or TLS (optionally asking for a client certificate), HTTP/1.1 and
+//! HTTP/2, graceful shutdown.
+
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+
+use crate::error::Error;
+use crate::service::{Listener, Peer};
+
+/// TLS settings of a listener.
+#[derive(Clone)]
+pub struct Tls {
+    /// Server certificate chain, PEM.
+    pub cert_pem: String,
+    /// Server private key, PEM.
+    pub key_pem: String,
+    /// When set, clients are asked for a certificate chaining to this CA (PEM). A connection
+    /// without one is still accepted, so the request can be refused with a clear message; a
+    /// certificate from another CA fails the handshake.
+    pub client_ca_pem: Option<String>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("client_ca", &self.client_ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds the acceptor for `tls`.
+pub fn acceptor(tls: &Tls) -> Result<tokio_rustls::TlsAcceptor, Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(tls.cert_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|e| Error::Config(format!("server certificate: {e}")))?;
+    let key = PrivateKeyDer::from_pem_slice(tls.key_pem.as_bytes())
+        .map_err(|e| Error::Config(format!("server key: {e}")))?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Config(format!("TLS versions: {e}")))?;
+    let builder = match &tls.client_ca_pem {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+                let cert = cert.map_err(|e| Error::Config(format!("client CA: {e}")))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| Error::Config(format!("client CA: {e}")))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| Error::Config(format!("client CA: {e}")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| Error::Config(format!("server certificate: {e}")))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serves `handler` on `listener` until `shutdown` resolves, then lets requests in flight finish
+/// (up to 30 s).
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    handler: Listener,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let graceful = GracefulShutdown::new();
+    let builder = auto::Builder::new(TokioExecutor::new());
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let handler = handler.clone();
+        let builder = builder.clone();
+        let tls = tls.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let service = |info: Peer| {
+                let handler = handler.clone();
+                hyper::service::service_fn(move |request: http::Request<Incoming>| {
+                    let handler = handler.clone();
+                    async move { Ok::<_, std::convert::Infallible>(handler.handle(request, info).await) }
+                })
+            };
+            match tls {
+                Some(acceptor) => {
+                    let handshake = tokio::time::timeout(
+                        std::time::Duration::from_secs(10),
+                        acceptor.accept(stream),
+                    )
+                    .await;
+                    match handshake {
+                        Ok(Ok(stream)) => {
+                            let info = Peer {
+                                client_certificate: stream
+                                    .get_ref()
+                                    .1
+                                    .peer_certificates()
+                                    .is_some_and(|c| !c.is_empty()),
+                            };
+                            let connection =
+                                builder.serve_connection(TokioIo::new(stream), service(info));
+                            let _ = watcher.watch(connection.into_owned()).await;
+                        }
+                        Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                }
+                None => {
+                    let connection =
+                        builder.serve_connection(TokioIo::new(stream), service(Peer::default()));
+                    let _ = watcher.watch(connection.into_owned()).await;
+                }
+            }
+        });
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), graceful.shutdown()).await;
+}

@@ -1,0 +1,176 @@
+use super::*;
+
+fn store(limits: Limits) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), limits).expect("open");
+    (dir, store)
+}
+
+fn repo(s: &str) -> Repository {
+    Repository::parse(s).expect("repo")
+}
+
+fn tmp_entries(store: &Store) -> usize {
+    fs::read_dir(store.root().join("tmp")).expect("tmp").count()
+}
+
+#[test]
+fn a_blob_is_visible_only_once_committed_and_verified() {
+    let (_dir, store) = store(Limits::default());
+    let data = b"hello layer".repeat(1000);
+    let digest = Digest::sha256(&data);
+    let mut w = store.writer(Algorithm::Sha256, None).expect("writer");
+    w.write(&data[..100]).expect("write");
+    assert_eq!(
+        store.blob_size(&digest),
+        None,
+        "partial content is never visible"
+    );
+    w.write(&data[100..]).expect("write");
+    assert_eq!(w.commit(Some(digest)).expect("commit"), digest);
+    assert_eq!(store.blob_size(&digest), Some(data.len() as u64));
+    assert_eq!(
+        store.read_blob(&digest, 1 << 20).expect("read"),
+        Some(data.clone())
+    );
+    assert_eq!(tmp_entries(&store), 0);
+    assert_eq!(store.usage().expect("usage").used, data.len() as u64);
+}
+
+#[test]
+fn a_mismatch_stores_nothing_and_leaves_no_temp_file() {
+    let (_dir, store) = store(Limits::default());
+    let wrong = Digest::sha256(b"something else");
+    let mut w = store.writer(Algorithm::Sha256, Some(5)).expect("writer");
+    w.write(b"hello").expect("write");
+    let err = w.commit(Some(wrong)).expect_err("mismatch");
+    assert!(matches!(err, Error::DigestMismatch(_)), "{err}");
+    assert_eq!(store.blob_size(&wrong), None);
+    assert_eq!(store.blob_size(&Digest::sha256(b"hello")), None);
+    assert_eq!(tmp_entries(&store), 0);
+    let usage = store.usage().expect("usage");
+    assert_eq!((usage.used, usage.pending), (0, 0), "reservation released");
+}
+
+#[test]
+fn open_removes_leftovers_and_counts_committed_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let digest = {
+        let store = Store::open(dir.path(), Limits::default()).expect("open");
+        let d = store.put_bytes(b"committed", None).expect("put");
+        let mut w = store.writer(Algorithm::Sha256, None).expect("writer");
+        w.write(b"half of something").expect("write");
+        std::mem::forget(w); // as if killed: the temp file stays
+        fs::create_dir(store.root().join("tmp/upload-x")).expect("dir");
+        assert_eq!(tmp_entries(&store), 2);
+        d
+    };
+    let store = Store::open(dir.path(), Limits::default()).expect("reopen");
+    assert_eq!(tmp_entries(&store), 0);
+    assert_eq!(store.usage().expect("usage").used, 9);
+    assert_eq!(store.blob_size(&digest), Some(9));
+}
+
+#[test]
+fn verify_removes_corrupt_blobs_only() {
+    let (_dir, store) = store(Limits::default());
+    let good = store.put_bytes(b"good", None).expect("put");
+    let bad = store.put_bytes(b"bad!", None).expect("put");
+    fs::write(store.blob_path(&bad), b"evil").expect("corrupt");
+    let report = store.verify().expect("verify");
+    assert_eq!(report.verified, 1);
+    assert_eq!(report.removed, vec![store.blob_path(&bad)]);
+    assert!(store.blob_size(&good).is_some());
+    assert!(store.blob_size(&bad).is_none());
+}
+
+#[test]
+fn manifests_and_tags_per_repository() {
+    let (_dir, store) = store(Limits::default());
+    let a = repo("system/deckhouse/a");
+    let b = repo("system/deckhouse/b");
+    let bytes = br#"{"schemaVersion":2}"#;
+    let v1 = Tag::parse("v1").expect("tag");
+    let d = store
+        .put_manifest(&a, bytes, oci::media_type::OCI_MANIFEST, None, Some(&v1))
+        .expect("put");
+    assert_eq!(store.tag(&a, &v1), Some(d));
+    assert_eq!(store.tag(&b, &v1), None);
+    let m = store.manifest(&a, &d).expect("read").expect("present");
+    assert_eq!(m.bytes, bytes);
+    assert_eq!(m.media_type, oci::media_type::OCI_MANIFEST);
+    assert_eq!(
+        store.manifest(&b, &d).expect("read"),
+        None,
+        "not linked in b"
+    );
+    assert_eq!(store.tags(&a).expect("tags"), Some(vec!["v1".to_owned()]));
+    assert_eq!(store.tags(&repo("nope")).expect("tags"), None);
+    // a nested repository does not see the parent's tags
+    let nested = repo("system/deckhouse/a/child");
+    store
+        .put_manifest(&nested, bytes, oci::media_type::OCI_MANIFEST, None, None)
+        .expect("put nested");
+    assert_eq!(store.tags(&a).expect("tags"), Some(vec!["v1".to_owned()]));
+    assert!(store.delete_manifest(&a, &d).expect("delete"));
+    assert_eq!(store.tag(&a, &v1), None, "tags pointing at it go too");
+    assert!(store.blob_size(&d).is_some(), "content stays until GC");
+}
+
+#[test]
+fn budget_refuses_writes_with_its_reason() {
+    let (_dir, store) = store(Limits {
+        budget: Some(1000),
+        reserve: Some(0),
+    });
+    store.put_bytes(&[1u8; 600], None).expect("fits");
+    let err = store
+        .writer(Algorithm::Sha256, Some(600))
+        .expect_err("over budget");
+    assert!(
+        matches!(
+            err,
+            Error::Refused {
+                refusal: Refusal::BudgetExhausted,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("BudgetExhausted"), "{err}");
+    // unknown size: refused when the write crosses the budget
+    let mut w = store.writer(Algorithm::Sha256, None).expect("writer");
+    w.write(&[2u8; 300]).expect("fits");
+    let err = w.write(&[2u8; 300]).expect_err("crosses budget");
+    assert!(matches!(err, Error::Refused { .. }), "{err}");
+    drop(w);
+    assert_eq!(store.usage().expect("usage").pending, 0);
+    assert_eq!(
+        store.usage().expect("usage").refusal,
+        None,
+        "one more byte still fits"
+    );
+}
+
+#[test]
+fn reserve_refuses_writes() {
+    let (_dir, store) = store(Limits {
+        budget: None,
+        reserve: Some(u64::MAX / 2),
+    });
+    let err = store.put_bytes(b"x", None).expect_err("reserve");
+    assert!(
+        matches!(
+            err,
+            Error::Refused {
+                refusal: Refusal::ReserveExhausted,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        store.usage().expect("usage").refusal,
+        Some(Refusal::ReserveExhausted)
+    );
+}
