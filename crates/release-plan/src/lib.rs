@@ -21,7 +21,7 @@
 pub mod canary;
 // pub mod channel;
 // pub mod cleanup;
-// pub mod deploy;
+pub mod deploy;
 mod error;
 pub mod task;
 pub mod version;
