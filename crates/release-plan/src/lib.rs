@@ -19,8 +19,8 @@
 //! decisions themselves.
 
 pub mod canary;
-// pub mod channel;
-// pub mod cleanup;
+pub mod channel;
+pub mod cleanup;
 pub mod deploy;
 mod error;
 pub mod task;
