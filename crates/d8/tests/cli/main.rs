@@ -1,0 +1,88 @@
+//! The `d8` binary as an operator runs it: `d8 apiserver` with kubectl, and `d8 registry agent`
+//! pulling for containerd on the layout an operator applies.
+
+mod agent;
+mod apiserver;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use testkit::process::{Service, free_port, require_tool};
+
+/// A running `d8 apiserver` (stopped on drop) and its data directory.
+pub(crate) struct Apiserver {
+    _service: Service,
+    dir: tempfile::TempDir,
+}
+
+impl Apiserver {
+    pub(crate) async fn start(agent_nodes: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
+        command
+            .arg("apiserver")
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"));
+        for node in agent_nodes {
+            command.arg("--agent-node").arg(node);
+        }
+        let mut service =
+            Service::spawn("d8 apiserver", command, dir.path().join("apiserver.log")).unwrap();
+        let admin = dir.path().join("data/kubeconfigs/admin.kubeconfig");
+        testkit::process::wait_until(&mut service, Duration::from_secs(30), || {
+            let admin = admin.clone();
+            async move { admin.exists() && kubectl(&admin, &["get", "--raw", "/healthz"]).0 }
+        })
+        .await;
+        Self {
+            _service: service,
+            dir,
+        }
+    }
+
+    pub(crate) fn kubeconfig(&self, user: &str) -> PathBuf {
+        self.dir
+            .path()
+            .join("data/kubeconfigs")
+            .join(format!("{user}.kubeconfig"))
+    }
+
+    pub(crate) fn admin(&self) -> PathBuf {
+        self.kubeconfig("admin")
+    }
+}
+
+/// Runs kubectl; returns (success, stdout, stderr).
+pub(crate) fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(require_tool("kubectl", "kubernetes-client"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("run kubectl");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// kubectl that must succeed; returns stdout.
+pub(crate) fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
+    let (ok, stdout, stderr) = kubectl(kubeconfig, args);
+    assert!(ok, "kubectl {args:?} failed:\n{stdout}\n{stderr}");
+    stdout
+}
+
+/// The repository's `examples/` directory.
+pub(crate) fn example(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
+        .display()
+        .to_string()
+}
