@@ -18,7 +18,10 @@ const C2: u64 = 0x4cf5_ad43_2745_937f;
 /// Little-endian value of up to eight bytes (the tail handling of MurmurHash3 reads a short
 /// block the same way).
 fn le(bytes: &[u8]) -> u64 {
-    bytes.iter().rev().fold(0, |acc, &b| (acc << 8) | u64::from(b))
+    bytes
+        .iter()
+        .rev()
+        .fold(0, |acc, &b| (acc << 8) | u64::from(b))
 }
 
 fn fmix64(mut k: u64) -> u64 {
@@ -54,7 +57,10 @@ pub fn murmur3_x64_128(data: &[u8], seed: u32) -> (u64, u64) {
             .wrapping_add(0x3849_5ab5);
     }
     if tail.len() > 8 {
-        let k2 = le(&tail[8..]).wrapping_mul(C2).rotate_left(33).wrapping_mul(C1);
+        let k2 = le(&tail[8..])
+            .wrapping_mul(C2)
+            .rotate_left(33)
+            .wrapping_mul(C1);
         h2 ^= k2;
     }
     if !tail.is_empty() {
@@ -168,18 +174,48 @@ mod tests {
         (0x00, 0x0000000000000000, 0x0000000000000000, ""),
         (0x00, 0xcbd8a7b341bd9b02, 0x5b1e906a48ae1d19, "hello"),
         (0x00, 0x342fac623a5ebc8e, 0x4cdcbc079642414d, "hello, world"),
-        (0x00, 0xb89e5988b737affc, 0x664fc2950231b2cb, "19 Jan 2038 at 3:14:07 AM"),
-        (0x00, 0xcd99481f9ee902c9, 0x695da1a38987b6e7, "The quick brown fox jumps over the lazy dog."),
+        (
+            0x00,
+            0xb89e5988b737affc,
+            0x664fc2950231b2cb,
+            "19 Jan 2038 at 3:14:07 AM",
+        ),
+        (
+            0x00,
+            0xcd99481f9ee902c9,
+            0x695da1a38987b6e7,
+            "The quick brown fox jumps over the lazy dog.",
+        ),
         (0x01, 0x4610abe56eff5cb5, 0x51622daa78f83583, ""),
         (0x01, 0xa78ddff5adae8d10, 0x128900ef20900135, "hello"),
         (0x01, 0x8b95f808840725c6, 0x1597ed5422bd493b, "hello, world"),
-        (0x01, 0x2a929de9c8f97b2f, 0x56a41d99af43a2db, "19 Jan 2038 at 3:14:07 AM"),
-        (0x01, 0xfb3325171f9744da, 0xaaf8b92a5f722952, "The quick brown fox jumps over the lazy dog."),
+        (
+            0x01,
+            0x2a929de9c8f97b2f,
+            0x56a41d99af43a2db,
+            "19 Jan 2038 at 3:14:07 AM",
+        ),
+        (
+            0x01,
+            0xfb3325171f9744da,
+            0xaaf8b92a5f722952,
+            "The quick brown fox jumps over the lazy dog.",
+        ),
         (0x2a, 0xf02aa77dfa1b8523, 0xd1016610da11cbb9, ""),
         (0x2a, 0xc4b8b3c960af6f08, 0x2334b875b0efbc7a, "hello"),
         (0x2a, 0xb91864d797caa956, 0xd5d139a55afe6150, "hello, world"),
-        (0x2a, 0xfd8f19ebdc8c6b6a, 0xd30fdc310fa08ff9, "19 Jan 2038 at 3:14:07 AM"),
-        (0x2a, 0x74f33c659cda5af7, 0x4ec7a891caf316f0, "The quick brown fox jumps over the lazy dog."),
+        (
+            0x2a,
+            0xfd8f19ebdc8c6b6a,
+            0xd30fdc310fa08ff9,
+            "19 Jan 2038 at 3:14:07 AM",
+        ),
+        (
+            0x2a,
+            0x74f33c659cda5af7,
+            0x4ec7a891caf316f0,
+            "The quick brown fox jumps over the lazy dog.",
+        ),
     ];
 
     #[test]
@@ -314,7 +350,8 @@ mod tests {
         );
         // A past one does not.
         assert_eq!(
-            new_release_apply_after(now, None, uuid, "v1.25.6", at("2019-10-17T00:00:00Z")).unwrap(),
+            new_release_apply_after(now, None, uuid, "v1.25.6", at("2019-10-17T00:00:00Z"))
+                .unwrap(),
             None
         );
     }

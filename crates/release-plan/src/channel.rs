@@ -12,8 +12,8 @@
 
 use jiff::Timestamp;
 
-use crate::version::{Phase, ReleaseVersion};
 use crate::Error;
+use crate::version::{Phase, ReleaseVersion};
 
 /// What the channel logic needs to know about one existing release.
 #[derive(Clone, Debug)]
@@ -151,13 +151,11 @@ pub fn plan_new_releases(
             });
         }
     }
-    let inherit_apply_after = actual
-        .apply_after
-        .filter(|_| {
-            actual.notification_time_shift
-                && actual.version.major() == channel.major()
-                && actual.version.minor() == channel.minor()
-        });
+    let inherit_apply_after = actual.apply_after.filter(|_| {
+        actual.notification_time_shift
+            && actual.version.major() == channel.major()
+            && actual.version.minor() == channel.minor()
+    });
     Ok(NewReleases::StepByStep {
         from: actual.version.clone(),
         inherit_apply_after,
@@ -169,7 +167,11 @@ pub fn plan_new_releases(
 fn release_tag(tag: &str) -> Option<ReleaseVersion> {
     let body = tag.strip_prefix('v')?;
     let parts: Vec<&str> = body.split('.').collect();
-    if parts.len() != 3 || parts.iter().any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
+    if parts.len() != 3
+        || parts
+            .iter()
+            .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
+    {
         return None;
     }
     ReleaseVersion::parse(tag).ok()
@@ -187,7 +189,10 @@ pub fn step_by_step<S: AsRef<str>>(
     target: &ReleaseVersion,
     tags: &[S],
 ) -> Result<Vec<ReleaseVersion>, Error> {
-    let mut versions: Vec<ReleaseVersion> = tags.iter().filter_map(|t| release_tag(t.as_ref())).collect();
+    let mut versions: Vec<ReleaseVersion> = tags
+        .iter()
+        .filter_map(|t| release_tag(t.as_ref()))
+        .collect();
     if versions.is_empty() {
         return Err(Error::NoMatchedTags);
     }
@@ -195,7 +200,8 @@ pub fn step_by_step<S: AsRef<str>>(
 
     let in_range = |v: &ReleaseVersion| {
         (v.major() > actual.major() || (v.major() == actual.major() && v.minor() >= actual.minor()))
-            && (v.major() < target.major() || (v.major() == target.major() && v.minor() <= target.minor()))
+            && (v.major() < target.major()
+                || (v.major() == target.major() && v.minor() <= target.minor()))
     };
     let mut chain: Vec<ReleaseVersion> = Vec::new();
     let mut last: Option<ReleaseVersion> = None;
@@ -210,7 +216,9 @@ pub fn step_by_step<S: AsRef<str>>(
     if let Some(last) = last {
         let beyond_target = last.major() > target.major()
             || (last.major() == target.major() && last.minor() > target.minor())
-            || (last.major() == target.major() && last.minor() == target.minor() && last.patch() > target.patch());
+            || (last.major() == target.major()
+                && last.minor() == target.minor()
+                && last.patch() > target.patch());
         chain.push(if beyond_target { target.clone() } else { last });
     }
     if chain.len() > 1 && chain[0].minor() == actual.minor() {
@@ -260,7 +268,11 @@ pub enum ChannelAction {
 }
 
 /// What to change on existing releases now that the channel names `channel` with `suspend`.
-pub fn channel_actions(releases: &[ClusterRelease], channel: &ReleaseVersion, suspend: bool) -> Vec<ChannelAction> {
+pub fn channel_actions(
+    releases: &[ClusterRelease],
+    channel: &ReleaseVersion,
+    suspend: bool,
+) -> Vec<ChannelAction> {
     let mut actions = Vec::new();
     for release in releases_in_cluster(releases).into_iter().rev() {
         if !matches!(release.phase, Phase::Pending | Phase::Suspended) {

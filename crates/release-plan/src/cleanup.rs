@@ -65,8 +65,12 @@ pub fn deckhouse(releases: &[Entry]) -> Plan {
     let mut outdated = 0usize;
     for (i, release) in sorted.iter().enumerate() {
         match release.phase {
-            Phase::Deployed if Some(i) != newest_deployed => plan.supersede.push(release.name.clone()),
-            Phase::Pending if newest_deployed.is_some_and(|d| i > d) => plan.skip.push(release.name.clone()),
+            Phase::Deployed if Some(i) != newest_deployed => {
+                plan.supersede.push(release.name.clone())
+            }
+            Phase::Pending if newest_deployed.is_some_and(|d| i > d) => {
+                plan.skip.push(release.name.clone())
+            }
             phase if is_outdated(phase) => {
                 outdated += 1;
                 if outdated > KEEP_OUTDATED_DECKHOUSE {
@@ -113,30 +117,48 @@ mod tests {
     #[test]
     fn deckhouse_table() {
         // have-a-few-deployed-releases: only the newest Deployed stays.
-        let plan = deckhouse(&[e("v1.45.0", Deployed), e("v1.46.0", Deployed), e("v1.47.0", Deployed)]);
+        let plan = deckhouse(&[
+            e("v1.45.0", Deployed),
+            e("v1.46.0", Deployed),
+            e("v1.47.0", Deployed),
+        ]);
         assert_eq!(plan.supersede, names(&["v1.46.0", "v1.45.0"]));
         assert!(plan.skip.is_empty() && plan.delete.is_empty());
 
         // have-15-superseded-releases: the 5 oldest go.
-        let mut releases: Vec<Entry> = (0..15).map(|i| e(&format!("v1.{}.0", 30 + i), Superseded)).collect();
+        let mut releases: Vec<Entry> = (0..15)
+            .map(|i| e(&format!("v1.{}.0", 30 + i), Superseded))
+            .collect();
         releases.push(e("v1.45.0", Deployed));
         let plan = deckhouse(&releases);
-        assert_eq!(plan.delete, names(&["v1.34.0", "v1.33.0", "v1.32.0", "v1.31.0", "v1.30.0"]));
+        assert_eq!(
+            plan.delete,
+            names(&["v1.34.0", "v1.33.0", "v1.32.0", "v1.31.0", "v1.30.0"])
+        );
 
         // Outdated mixes Skipped, Superseded and Suspended; exactly 10 are kept.
-        let mut releases: Vec<Entry> = (0..4).map(|i| e(&format!("v1.{}.0", 30 + i), Skipped)).collect();
+        let mut releases: Vec<Entry> = (0..4)
+            .map(|i| e(&format!("v1.{}.0", 30 + i), Skipped))
+            .collect();
         releases.extend((4..8).map(|i| e(&format!("v1.{}.0", 30 + i), Superseded)));
         releases.extend((8..11).map(|i| e(&format!("v1.{}.0", 30 + i), Suspended)));
         releases.push(e("v1.45.0", Deployed));
         assert_eq!(deckhouse(&releases).delete, names(&["v1.30.0"]));
 
         // have-1-deployed-release-and-5-outdated-releases: nothing to do.
-        let mut releases: Vec<Entry> = (0..5).map(|i| e(&format!("v1.{}.0", 30 + i), Superseded)).collect();
+        let mut releases: Vec<Entry> = (0..5)
+            .map(|i| e(&format!("v1.{}.0", 30 + i), Superseded))
+            .collect();
         releases.push(e("v1.35.0", Deployed));
         assert!(deckhouse(&releases).is_empty());
 
         // Pending releases older than the Deployed one are skipped; newer ones stay.
-        let plan = deckhouse(&[e("v1.44.0", Pending), e("v1.45.0", Deployed), e("v1.46.0", Pending), e("v1.43.2", Pending)]);
+        let plan = deckhouse(&[
+            e("v1.44.0", Pending),
+            e("v1.45.0", Deployed),
+            e("v1.46.0", Pending),
+            e("v1.43.2", Pending),
+        ]);
         assert_eq!(plan.skip, names(&["v1.44.0", "v1.43.2"]));
         assert!(plan.supersede.is_empty());
 
@@ -161,7 +183,13 @@ mod tests {
     }
 
     fn phase() -> impl Strategy<Value = Phase> {
-        prop_oneof![Just(Deployed), Just(Pending), Just(Skipped), Just(Superseded), Just(Suspended)]
+        prop_oneof![
+            Just(Deployed),
+            Just(Pending),
+            Just(Skipped),
+            Just(Superseded),
+            Just(Suspended)
+        ]
     }
 
     fn apply(releases: &mut Vec<Entry>, plan: &Plan) {

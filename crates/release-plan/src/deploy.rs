@@ -23,13 +23,14 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
+use crate::Error;
 use crate::task::Task;
 use crate::version::{ReleaseKind, ReleaseVersion};
 use crate::window::Windows;
-use crate::Error;
 
 /// The status message prefix of a release whose notification could not be sent.
-pub const MSG_BLOCKED_BY_NOTIFICATION: &str = "Release is blocked, failed to send release notification";
+pub const MSG_BLOCKED_BY_NOTIFICATION: &str =
+    "Release is blocked, failed to send release notification";
 
 /// How releases are applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -244,7 +245,12 @@ fn check_window(time: &mut DeployTime, settings: &Settings) -> Result<(), Error>
     Ok(())
 }
 
-fn finish(mut time: DeployTime, release: &ReleaseState, now: Timestamp, approval_needed: bool) -> DeployTime {
+fn finish(
+    mut time: DeployTime,
+    release: &ReleaseState,
+    now: Timestamp,
+    approval_needed: bool,
+) -> DeployTime {
     if approval_needed && !release.manually_approved {
         // Manual approval replaces the other reasons and the time.
         time.apply_time = now;
@@ -259,7 +265,11 @@ fn finish(mut time: DeployTime, release: &ReleaseState, now: Timestamp, approval
 
 /// The apply time of a patch release: canary → notification delay → window (not in Manual) →
 /// manual approval (only in Manual).
-pub fn patch_deploy_time(settings: &Settings, release: &ReleaseState, now: Timestamp) -> Result<DeployTime, Error> {
+pub fn patch_deploy_time(
+    settings: &Settings,
+    release: &ReleaseState,
+    now: Timestamp,
+) -> Result<DeployTime, Error> {
     let mut time = DeployTime {
         apply_time: now,
         apply_after: None,
@@ -273,12 +283,21 @@ pub fn patch_deploy_time(settings: &Settings, release: &ReleaseState, now: Times
     if settings.mode != UpdateMode::Manual {
         check_window(&mut time, settings)?;
     }
-    Ok(finish(time, release, now, settings.mode == UpdateMode::Manual))
+    Ok(finish(
+        time,
+        release,
+        now,
+        settings.mode == UpdateMode::Manual,
+    ))
 }
 
 /// The apply time of a minor release: canary (not in Manual) → notification delay → window
 /// (only in Auto) → manual approval (not in Auto).
-pub fn minor_deploy_time(settings: &Settings, release: &ReleaseState, now: Timestamp) -> Result<DeployTime, Error> {
+pub fn minor_deploy_time(
+    settings: &Settings,
+    release: &ReleaseState,
+    now: Timestamp,
+) -> Result<DeployTime, Error> {
     let mut time = DeployTime {
         apply_time: now,
         apply_after: None,
@@ -294,7 +313,12 @@ pub fn minor_deploy_time(settings: &Settings, release: &ReleaseState, now: Times
     if settings.mode == UpdateMode::Auto {
         check_window(&mut time, settings)?;
     }
-    Ok(finish(time, release, now, settings.mode != UpdateMode::Auto))
+    Ok(finish(
+        time,
+        release,
+        now,
+        settings.mode != UpdateMode::Auto,
+    ))
 }
 
 /// A release that stays Pending for now.
@@ -309,7 +333,12 @@ pub struct Delay {
 }
 
 /// The delay of a computed deploy time, or `None` when the release may be applied now.
-pub fn delay_of(time: &DeployTime, settings: &Settings, release: &ReleaseState, now: Timestamp) -> Option<Delay> {
+pub fn delay_of(
+    time: &DeployTime,
+    settings: &Settings,
+    release: &ReleaseState,
+    now: Timestamp,
+) -> Option<Delay> {
     if release.apply_now || time.reasons.is_none() {
         return None;
     }
@@ -504,7 +533,9 @@ impl WebhookBody {
             requirements,
             changelog_link: changelog_link.to_owned(),
             apply_time: rfc3339,
-            message: format!("New Deckhouse Release {version} is available. Release will be applied at: {rfc850}"),
+            message: format!(
+                "New Deckhouse Release {version} is available. Release will be applied at: {rfc850}"
+            ),
         }
     }
 }

@@ -23,7 +23,9 @@ pub enum Error {
         to: String,
     },
     /// An update window day is not one of Mon..Sun (case-insensitive).
-    #[error("invalid update window day {value:?}: expected one of Mon, Tue, Wed, Thu, Fri, Sat, Sun")]
+    #[error(
+        "invalid update window day {value:?}: expected one of Mon, Tue, Wed, Thu, Fri, Sat, Sun"
+    )]
     UnknownDay {
         /// The rejected text.
         value: String,

@@ -16,8 +16,8 @@
 //! The "previous" release is the nearest lower one that is Pending or Deployed (Suspended,
 //! Superseded and Skipped ones are passed over), and a forced previous release is not waited for.
 
-use crate::version::{Phase, ReleaseKind, ReleaseVersion};
 use crate::Error;
+use crate::version::{Phase, ReleaseKind, ReleaseVersion};
 
 /// The LTS channel may jump at most this many minors at once (platform releases only).
 pub const MAX_MINOR_VERSION_DIFF_FOR_LTS: u64 = 10;
@@ -196,19 +196,25 @@ impl Task {
 /// Decides what to do with the Pending release named `current`, among `releases` (which must
 /// include it; order does not matter).
 pub fn calculate(releases: &[Release], current: &str, context: Context) -> Result<Task, Error> {
-    let release = releases
-        .iter()
-        .find(|r| r.name == current)
-        .ok_or_else(|| Error::ReleaseNotListed {
-            name: current.to_owned(),
-        })?;
+    let release =
+        releases
+            .iter()
+            .find(|r| r.name == current)
+            .ok_or_else(|| Error::ReleaseNotListed {
+                name: current.to_owned(),
+            })?;
     if release.phase != Phase::Pending {
         return Err(Error::ReleasePhaseIsNotPending);
     }
 
     let mut sorted: Vec<&Release> = releases.iter().collect();
     if sorted.len() == 1 {
-        let mut task = Task::with(TaskType::Process, String::new(), &None, QueueDepth::default());
+        let mut task = Task::with(
+            TaskType::Process,
+            String::new(),
+            &None,
+            QueueDepth::default(),
+        );
         task.is_single = true;
         task.is_latest = true;
         return Ok(task);
@@ -289,7 +295,10 @@ pub fn calculate(releases: &[Release], current: &str, context: Context) -> Resul
                 // Deckhouse subtracts on unsigned integers: minor 0 wraps around, so a release
                 // `X.0.*` that is not a patch of its predecessor always awaits here.
                 if !context.lts && v.minor().wrapping_sub(1) > p.minor() {
-                    let message = format!("minor version is greater than deployed {} by one", p.original());
+                    let message = format!(
+                        "minor version is greater than deployed {} by one",
+                        p.original()
+                    );
                     return Ok(Task::with(TaskType::Await, message, &deployed, queue_depth));
                 }
                 if context.lts
@@ -308,7 +317,9 @@ pub fn calculate(releases: &[Release], current: &str, context: Context) -> Resul
             if v.major() > p.major() && (p.major() != 0 || v.major() != 1) {
                 let message = format!("major version is greater than deployed {}", p.original());
                 let mut task = Task::with(TaskType::Await, message, &deployed, queue_depth);
-                task.is_major = deployed.as_ref().is_some_and(|d| v.major() > d.version.major());
+                task.is_major = deployed
+                    .as_ref()
+                    .is_some_and(|d| v.major() > d.version.major());
                 return Ok(task);
             }
         }
@@ -341,7 +352,10 @@ fn queue_depth(releases: &[&Release], deployed: Option<&DeployedRelease>) -> Que
     let (d, l) = (&deployed.version, &latest.version);
     if l.major() > d.major() {
         depth.major = l.major() - d.major();
-        if let Some(same_major) = releases.iter().rev().find(|r| r.version.major() == d.major())
+        if let Some(same_major) = releases
+            .iter()
+            .rev()
+            .find(|r| r.version.major() == d.major())
             && same_major.version.minor() > d.minor()
         {
             depth.minor = same_major.version.minor() - d.minor();

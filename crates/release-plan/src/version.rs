@@ -92,14 +92,17 @@ impl ReleaseVersion {
 
     /// Whether `other` is a later patch of the same minor (Deckhouse's `isPatchRelease(self, other)`).
     pub fn is_patch_before(&self, other: &ReleaseVersion) -> bool {
-        other.major() == self.major() && other.minor() == self.minor() && other.patch() > self.patch()
+        other.major() == self.major()
+            && other.minor() == self.minor()
+            && other.patch() > self.patch()
     }
 
     /// Whether updating from `self` to `next` is a direct step: `self.major+1 ≥ next.major` and
     /// `self.minor+1 ≥ next.minor` (Deckhouse's `isUpdatingSequence`; the two parts are checked
     /// independently, exactly as Deckhouse does).
     pub fn is_updating_sequence(&self, next: &ReleaseVersion) -> bool {
-        self.major().saturating_add(1) >= next.major() && self.minor().saturating_add(1) >= next.minor()
+        self.major().saturating_add(1) >= next.major()
+            && self.minor().saturating_add(1) >= next.minor()
     }
 
     /// `MAJOR.MINOR`, the key of `disruptions` and the version of notification messages.
@@ -244,7 +247,9 @@ mod tests {
 
     #[test]
     fn parse_rejects() {
-        for bad in ["", "v", "x1.2.3", "1.2.3.4", "1..3", "1.a.3", "1.2.3-", "-1.2.3"] {
+        for bad in [
+            "", "v", "x1.2.3", "1.2.3.4", "1..3", "1.a.3", "1.2.3-", "-1.2.3",
+        ] {
             let err = ReleaseVersion::parse(bad).unwrap_err();
             assert!(matches!(err, Error::InvalidVersion { .. }), "{bad}: {err}");
         }
@@ -280,13 +285,28 @@ mod tests {
         assert!(Module.manually_approved(false, Some("1")));
         assert!(!Module.manually_approved(true, None));
         assert!(!Module.manually_approved(false, Some("yes")));
-        assert_eq!(Deckhouse.approval_annotation(), "release.deckhouse.io/approved");
-        assert_eq!(Module.approval_annotation(), "modules.deckhouse.io/approved");
+        assert_eq!(
+            Deckhouse.approval_annotation(),
+            "release.deckhouse.io/approved"
+        );
+        assert_eq!(
+            Module.approval_annotation(),
+            "modules.deckhouse.io/approved"
+        );
     }
 
     #[test]
     fn phases_round_trip() {
-        for text in ["", "Pending", "Deployed", "Superseded", "Suspended", "Skipped", "Terminating", "Outdated"] {
+        for text in [
+            "",
+            "Pending",
+            "Deployed",
+            "Superseded",
+            "Suspended",
+            "Skipped",
+            "Terminating",
+            "Outdated",
+        ] {
             assert_eq!(Phase::parse(text).as_str(), text);
         }
         assert_eq!(Phase::parse("Weird"), Phase::Other);

@@ -40,12 +40,13 @@ impl Window {
         for day in days {
             let day = day.as_ref();
             let lower = day.to_ascii_lowercase();
-            let index = DAY_NAMES
-                .iter()
-                .position(|d| *d == lower)
-                .ok_or_else(|| Error::UnknownDay {
-                    value: day.to_owned(),
-                })?;
+            let index =
+                DAY_NAMES
+                    .iter()
+                    .position(|d| *d == lower)
+                    .ok_or_else(|| Error::UnknownDay {
+                        value: day.to_owned(),
+                    })?;
             mask |= 1 << index;
         }
         Ok(Self {

@@ -39,7 +39,10 @@ fn release() -> ReleaseState {
 fn delay_reason_messages() {
     let when = Some(now());
     let window = DelayReasons::NONE.with(DelayReasons::OUT_OF_WINDOW);
-    assert_eq!(window.message(Deckhouse, when), "Release is waiting for the update window until 17 Oct 2019 15:33 UTC");
+    assert_eq!(
+        window.message(Deckhouse, when),
+        "Release is waiting for the update window until 17 Oct 2019 15:33 UTC"
+    );
     let both = window.with(DelayReasons::MANUAL_APPROVAL);
     assert_eq!(
         both.message(Deckhouse, None),
@@ -58,9 +61,18 @@ fn delay_reason_messages() {
         "Release is waiting for the update window, waiting for the 'modules.deckhouse.io/approved: \"true\"' annotation. After approval the release will be delayed until 17 Oct 2019 15:33 UTC"
     );
     let cases = [
-        (DelayReasons::COOLDOWN, "Release is in cooldown until 17 Oct 2019 15:33 UTC"),
-        (DelayReasons::CANARY, "Release is postponed until 17 Oct 2019 15:33 UTC"),
-        (DelayReasons::NOTIFICATION, "Release is postponed by notification until 17 Oct 2019 15:33 UTC"),
+        (
+            DelayReasons::COOLDOWN,
+            "Release is in cooldown until 17 Oct 2019 15:33 UTC",
+        ),
+        (
+            DelayReasons::CANARY,
+            "Release is postponed until 17 Oct 2019 15:33 UTC",
+        ),
+        (
+            DelayReasons::NOTIFICATION,
+            "Release is postponed by notification until 17 Oct 2019 15:33 UTC",
+        ),
         (
             DelayReasons::CANARY.with(DelayReasons::OUT_OF_WINDOW),
             "Release is postponed, waiting for the update window until 17 Oct 2019 15:33 UTC",
@@ -70,7 +82,10 @@ fn delay_reason_messages() {
         assert_eq!(reasons.message(Deckhouse, when), expected);
     }
     assert_eq!(DelayReasons::NONE.message(Deckhouse, when), "noDelay");
-    assert_eq!(format_until(at("2021-01-02T08:00:00Z")), "02 Jan 2021 08:00 UTC");
+    assert_eq!(
+        format_until(at("2021-01-02T08:00:00Z")),
+        "02 Jan 2021 08:00 UTC"
+    );
 }
 
 struct Case {
@@ -98,7 +113,8 @@ fn run(patch: bool, cases: Vec<Case>) {
     }
 }
 
-const APPROVAL: &str = "Release is waiting for the 'release.deckhouse.io/approved: \"true\"' annotation";
+const APPROVAL: &str =
+    "Release is waiting for the 'release.deckhouse.io/approved: \"true\"' annotation";
 
 #[test]
 fn patch_rules() {
@@ -113,27 +129,48 @@ fn patch_rules() {
     run(
         true,
         vec![
-            Case { name: "auto, nothing delays", settings: settings(Auto), release: release(), delay: None },
+            Case {
+                name: "auto, nothing delays",
+                settings: settings(Auto),
+                release: release(),
+                delay: None,
+            },
             Case {
                 name: "auto, out of window: waits for the next opening",
                 settings: windowed(Auto, "8:00", "10:00"),
                 release: release(),
-                delay: Some(("Release is waiting for the update window until 18 Oct 2019 08:00 UTC", None)),
+                delay: Some((
+                    "Release is waiting for the update window until 18 Oct 2019 08:00 UTC",
+                    None,
+                )),
             },
             Case {
                 name: "autopatch, out of window: patches respect windows",
                 settings: windowed(AutoPatch, "8:00", "10:00"),
                 release: release(),
-                delay: Some(("Release is waiting for the update window until 18 Oct 2019 08:00 UTC", None)),
+                delay: Some((
+                    "Release is waiting for the update window until 18 Oct 2019 08:00 UTC",
+                    None,
+                )),
             },
-            Case { name: "autopatch, inside window", settings: windowed(AutoPatch, "15:00", "16:00"), release: release(), delay: None },
+            Case {
+                name: "autopatch, inside window",
+                settings: windowed(AutoPatch, "15:00", "16:00"),
+                release: release(),
+                delay: None,
+            },
             Case {
                 name: "manual, not approved: windows ignored, approval needed",
                 settings: windowed(Manual, "8:00", "10:00"),
                 release: release(),
                 delay: Some((APPROVAL, None)),
             },
-            Case { name: "manual, approved: applies out of window", settings: windowed(Manual, "8:00", "10:00"), release: approved(release()), delay: None },
+            Case {
+                name: "manual, approved: applies out of window",
+                settings: windowed(Manual, "8:00", "10:00"),
+                release: approved(release()),
+                delay: None,
+            },
             Case {
                 name: "auto, canary in the future",
                 settings: settings(Auto),
@@ -150,18 +187,27 @@ fn patch_rules() {
                 name: "canary then window: the window after the canary time",
                 settings: windowed(Auto, "20:00", "22:00"),
                 release: canary(release()),
-                delay: Some(("Release is postponed, waiting for the update window until 17 Oct 2019 20:00 UTC", None)),
+                delay: Some((
+                    "Release is postponed, waiting for the update window until 17 Oct 2019 20:00 UTC",
+                    None,
+                )),
             },
             Case {
                 name: "canary in the past is no delay",
                 settings: settings(Auto),
-                release: ReleaseState { apply_after: Some(at("2019-10-17T15:00:00Z")), ..release() },
+                release: ReleaseState {
+                    apply_after: Some(at("2019-10-17T15:00:00Z")),
+                    ..release()
+                },
                 delay: None,
             },
             Case {
                 name: "apply-now skips window and approval",
                 settings: windowed(Manual, "8:00", "10:00"),
-                release: ReleaseState { apply_now: true, ..canary(release()) },
+                release: ReleaseState {
+                    apply_now: true,
+                    ..canary(release())
+                },
                 delay: None,
             },
         ],
@@ -181,12 +227,20 @@ fn minor_rules() {
     run(
         false,
         vec![
-            Case { name: "auto, nothing delays", settings: settings(Auto), release: release(), delay: None },
+            Case {
+                name: "auto, nothing delays",
+                settings: settings(Auto),
+                release: release(),
+                delay: None,
+            },
             Case {
                 name: "auto, out of window",
                 settings: windowed(Auto, "8:00", "10:00"),
                 release: release(),
-                delay: Some(("Release is waiting for the update window until 18 Oct 2019 08:00 UTC", None)),
+                delay: Some((
+                    "Release is waiting for the update window until 18 Oct 2019 08:00 UTC",
+                    None,
+                )),
             },
             Case {
                 name: "autopatch: minors need approval",
@@ -200,7 +254,12 @@ fn minor_rules() {
                 release: approved(release()),
                 delay: None,
             },
-            Case { name: "manual: approval", settings: windowed(Manual, "8:00", "10:00"), release: release(), delay: Some((APPROVAL, None)) },
+            Case {
+                name: "manual: approval",
+                settings: windowed(Manual, "8:00", "10:00"),
+                release: release(),
+                delay: Some((APPROVAL, None)),
+            },
             Case {
                 name: "manual approved: canary ignored",
                 settings: settings(Manual),
@@ -223,12 +282,18 @@ fn minor_rules() {
                 name: "auto canary + window",
                 settings: windowed(Auto, "20:00", "22:00"),
                 release: canary(release()),
-                delay: Some(("Release is postponed, waiting for the update window until 17 Oct 2019 20:00 UTC", None)),
+                delay: Some((
+                    "Release is postponed, waiting for the update window until 17 Oct 2019 20:00 UTC",
+                    None,
+                )),
             },
             Case {
                 name: "apply-now",
                 settings: windowed(AutoPatch, "8:00", "10:00"),
-                release: ReleaseState { apply_now: true, ..release() },
+                release: ReleaseState {
+                    apply_now: true,
+                    ..release()
+                },
                 delay: None,
             },
         ],
@@ -249,26 +314,52 @@ fn notification_delay() {
                 name: "not notified: at least now + minimalNotificationTime",
                 settings: notifying(Auto),
                 release: release(),
-                delay: Some(("Release is postponed by notification until 17 Oct 2019 16:33 UTC", Some("2019-10-17T16:33:00Z"))),
+                delay: Some((
+                    "Release is postponed by notification until 17 Oct 2019 16:33 UTC",
+                    Some("2019-10-17T16:33:00Z"),
+                )),
             },
             Case {
                 name: "canary later than the notification time: keeps the canary time, reason is notification",
                 settings: notifying(Auto),
-                release: ReleaseState { apply_after: Some(at("2019-10-17T20:33:00Z")), ..release() },
-                delay: Some(("Release is postponed by notification until 17 Oct 2019 20:33 UTC", Some("2019-10-17T20:33:00Z"))),
+                release: ReleaseState {
+                    apply_after: Some(at("2019-10-17T20:33:00Z")),
+                    ..release()
+                },
+                delay: Some((
+                    "Release is postponed by notification until 17 Oct 2019 20:33 UTC",
+                    Some("2019-10-17T20:33:00Z"),
+                )),
             },
             Case {
                 name: "notification then window: the window after the notification time",
-                settings: Settings { windows: Windows::new(vec![Window::new("18:00", "19:00", &["Thu"]).unwrap()]), ..notifying(Auto) },
+                settings: Settings {
+                    windows: Windows::new(vec![Window::new("18:00", "19:00", &["Thu"]).unwrap()]),
+                    ..notifying(Auto)
+                },
                 release: release(),
-                delay: Some(("Release is postponed by notification until 17 Oct 2019 18:00 UTC", Some("2019-10-17T16:33:00Z"))),
+                delay: Some((
+                    "Release is postponed by notification until 17 Oct 2019 18:00 UTC",
+                    Some("2019-10-17T16:33:00Z"),
+                )),
             },
-            Case { name: "already notified: no delay", settings: notifying(Auto), release: ReleaseState { notified: true, ..release() }, delay: None },
+            Case {
+                name: "already notified: no delay",
+                settings: notifying(Auto),
+                release: ReleaseState {
+                    notified: true,
+                    ..release()
+                },
+                delay: None,
+            },
             Case {
                 name: "manual not approved and not notified: the notification reason, no time",
                 settings: notifying(Manual),
                 release: release(),
-                delay: Some(("Release is postponed by notification", Some("2019-10-17T16:33:00Z"))),
+                delay: Some((
+                    "Release is postponed by notification",
+                    Some("2019-10-17T16:33:00Z"),
+                )),
             },
         ],
     );
@@ -291,7 +382,14 @@ fn process_task(is_patch: bool) -> Task {
     }
 }
 
-fn plan_for(settings: &Settings, release: &ReleaseState, task: &Task, pod_ready: bool, requirements: &[String], disruptions: &[String]) -> Plan {
+fn plan_for(
+    settings: &Settings,
+    release: &ReleaseState,
+    task: &Task,
+    pod_ready: bool,
+    requirements: &[String],
+    disruptions: &[String],
+) -> Plan {
     plan(&Input {
         settings,
         release,
@@ -312,22 +410,43 @@ fn plan_order_and_messages() {
     let none: &[String] = &[];
 
     // Forced: applied whatever else holds.
-    let forced = ReleaseState { forced: true, ..release() };
+    let forced = ReleaseState {
+        forced: true,
+        ..release()
+    };
     assert_eq!(
-        plan_for(&windowed(Manual, "8:00", "9:00"), &forced, &minor, false, &["x".into()], &["y".into()]),
+        plan_for(
+            &windowed(Manual, "8:00", "9:00"),
+            &forced,
+            &minor,
+            false,
+            &["x".into()],
+            &["y".into()]
+        ),
         Plan::ApplyForced
     );
 
     // Minor while the running pod is not ready.
     assert_eq!(
         plan_for(&auto, &release(), &minor, false, none, none),
-        Plan::Blocked { message: "awaiting for Deckhouse v1.25.0 pod to be ready".into() }
+        Plan::Blocked {
+            message: "awaiting for Deckhouse v1.25.0 pod to be ready".into()
+        }
     );
     let mut orphan = minor.clone();
     orphan.deployed = None;
-    assert_eq!(plan_for(&auto, &release(), &orphan, false, none, none), Plan::Requeue);
+    assert_eq!(
+        plan_for(&auto, &release(), &orphan, false, none, none),
+        Plan::Requeue
+    );
     // Patches do not wait for the pod.
-    assert_eq!(plan_for(&auto, &release(), &patch, false, none, none), Plan::DeployTime { notify: None, delay: None });
+    assert_eq!(
+        plan_for(&auto, &release(), &patch, false, none, none),
+        Plan::DeployTime {
+            notify: None,
+            delay: None
+        }
+    );
 
     // Requirements, joined by ';'.
     let version = ReleaseVersion::parse("v1.30.0").unwrap();
@@ -343,7 +462,10 @@ fn plan_order_and_messages() {
     );
 
     // Disruptions: only minors, only in Manual disruption approval mode, until approved.
-    let disruptive = Settings { disruption_approval_manual: true, ..settings(Auto) };
+    let disruptive = Settings {
+        disruption_approval_manual: true,
+        ..settings(Auto)
+    };
     let reasons = vec!["some test reason".to_owned()];
     assert_eq!(
         plan_for(&disruptive, &release(), &minor, true, none, &reasons),
@@ -351,18 +473,47 @@ fn plan_order_and_messages() {
             message: "release blocked, disruption approval required: (`kubectl annotate DeckhouseRelease v1.26.0 release.deckhouse.io/disruption-approved=true`): some test reason".into()
         }
     );
-    let approved = ReleaseState { disruption_approved: true, ..release() };
-    assert_eq!(plan_for(&disruptive, &approved, &minor, true, none, &reasons), Plan::DeployTime { notify: None, delay: None });
-    assert_eq!(plan_for(&auto, &release(), &minor, true, none, &reasons), Plan::DeployTime { notify: None, delay: None });
-    assert_eq!(plan_for(&disruptive, &release(), &patch, true, none, &reasons), Plan::DeployTime { notify: None, delay: None });
+    let approved = ReleaseState {
+        disruption_approved: true,
+        ..release()
+    };
+    assert_eq!(
+        plan_for(&disruptive, &approved, &minor, true, none, &reasons),
+        Plan::DeployTime {
+            notify: None,
+            delay: None
+        }
+    );
+    assert_eq!(
+        plan_for(&auto, &release(), &minor, true, none, &reasons),
+        Plan::DeployTime {
+            notify: None,
+            delay: None
+        }
+    );
+    assert_eq!(
+        plan_for(&disruptive, &release(), &patch, true, none, &reasons),
+        Plan::DeployTime {
+            notify: None,
+            delay: None
+        }
+    );
 
     // Window delay.
     assert_eq!(
-        plan_for(&windowed(Auto, "8:00", "10:00"), &release(), &minor, true, none, none),
+        plan_for(
+            &windowed(Auto, "8:00", "10:00"),
+            &release(),
+            &minor,
+            true,
+            none,
+            none
+        ),
         Plan::DeployTime {
             notify: None,
             delay: Some(Delay {
-                message: "Release is waiting for the update window until 18 Oct 2019 08:00 UTC".into(),
+                message: "Release is waiting for the update window until 18 Oct 2019 08:00 UTC"
+                    .into(),
                 apply_after: None,
                 notified: true
             })
@@ -375,31 +526,73 @@ fn plan_notifications() {
     let minor = process_task(false);
     let patch = process_task(true);
     let none: &[String] = &[];
-    let webhook = Settings { webhook_configured: true, ..settings(Auto) };
+    let webhook = Settings {
+        webhook_configured: true,
+        ..settings(Auto)
+    };
 
     // Minors are announced with their apply time; patches only with releaseType All.
     assert_eq!(
         plan_for(&webhook, &release(), &minor, true, none, none),
-        Plan::DeployTime { notify: Some(NotifyRequest { apply_time: Some(now()) }), delay: None }
+        Plan::DeployTime {
+            notify: Some(NotifyRequest {
+                apply_time: Some(now())
+            }),
+            delay: None
+        }
     );
-    assert_eq!(plan_for(&webhook, &release(), &patch, true, none, none), Plan::DeployTime { notify: None, delay: None });
-    let all = Settings { notify_release_type: NotifyReleaseType::All, ..webhook.clone() };
+    assert_eq!(
+        plan_for(&webhook, &release(), &patch, true, none, none),
+        Plan::DeployTime {
+            notify: None,
+            delay: None
+        }
+    );
+    let all = Settings {
+        notify_release_type: NotifyReleaseType::All,
+        ..webhook.clone()
+    };
     assert_eq!(
         plan_for(&all, &release(), &patch, true, none, none),
-        Plan::DeployTime { notify: Some(NotifyRequest { apply_time: None }), delay: None }
+        Plan::DeployTime {
+            notify: Some(NotifyRequest { apply_time: None }),
+            delay: None
+        }
     );
     // At most once.
-    let notified = ReleaseState { notified: true, ..release() };
-    assert_eq!(plan_for(&webhook, &notified, &minor, true, none, none), Plan::DeployTime { notify: None, delay: None });
+    let notified = ReleaseState {
+        notified: true,
+        ..release()
+    };
+    assert_eq!(
+        plan_for(&webhook, &notified, &minor, true, none, none),
+        Plan::DeployTime {
+            notify: None,
+            delay: None
+        }
+    );
 
     // With a minimal notification time the announced time is the delayed one.
-    let delayed = Settings { minimal_notification_time: SignedDuration::from_hours(8), ..webhook.clone() };
-    let Plan::DeployTime { notify, delay } = plan_for(&delayed, &release(), &minor, true, none, none) else {
+    let delayed = Settings {
+        minimal_notification_time: SignedDuration::from_hours(8),
+        ..webhook.clone()
+    };
+    let Plan::DeployTime { notify, delay } =
+        plan_for(&delayed, &release(), &minor, true, none, none)
+    else {
         panic!("deploy time plan expected");
     };
-    assert_eq!(notify, Some(NotifyRequest { apply_time: Some(at("2019-10-17T23:33:00Z")) }));
+    assert_eq!(
+        notify,
+        Some(NotifyRequest {
+            apply_time: Some(at("2019-10-17T23:33:00Z"))
+        })
+    );
     let delay = delay.unwrap();
-    assert_eq!(delay.message, "Release is postponed by notification until 17 Oct 2019 23:33 UTC");
+    assert_eq!(
+        delay.message,
+        "Release is postponed by notification until 17 Oct 2019 23:33 UTC"
+    );
 
     // A failed notification blocks with the error and records notified=false.
     assert_eq!(
