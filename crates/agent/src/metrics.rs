@@ -59,14 +59,23 @@ struct OriginLabel {
     origin: &'static str,
 }
 
+/// Reads the token exchanges counted so far: (succeeded, failed).
+pub type TokenSource = Box<dyn Fn() -> (u64, u64) + Send + Sync>;
+
 /// The agent's metric families and their registry.
-#[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     failovers: Family<FailoverLabels, Counter>,
     token_exchanges: Family<ResultLabel, Counter>,
     layout_origin: Family<OriginLabel, Gauge>,
+    tokens: std::sync::Mutex<(Option<TokenSource>, (u64, u64))>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
 }
 
 impl Default for Metrics {
@@ -102,6 +111,7 @@ impl Default for Metrics {
             failovers,
             token_exchanges,
             layout_origin,
+            tokens: std::sync::Mutex::new((None, (0, 0))),
         }
     }
 }
@@ -127,14 +137,24 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts a token exchange (`ok` or `error`).
-    pub fn token_exchange(&self, ok: bool) {
-        let result = if ok { "ok" } else { "error" };
-        self.token_exchanges
-            .get_or_create(&ResultLabel {
+    /// Where token exchanges are counted (the upstream client); read at every scrape.
+    pub fn count_tokens_from(&self, source: TokenSource) {
+        self.tokens.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(source);
+    }
+
+    /// Brings `_token_exchanges_total` up to date with the source.
+    fn refresh_tokens(&self) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let (source, seen) = &mut *tokens;
+        let Some(source) = source else { return };
+        let (ok, failed) = source();
+        for (result, now, before) in [("ok", ok, &mut seen.0), ("error", failed, &mut seen.1)] {
+            let counter = self.token_exchanges.get_or_create(&ResultLabel {
                 result: result.to_owned(),
-            })
-            .inc();
+            });
+            counter.inc_by(now.saturating_sub(*before));
+            *before = now.max(*before);
+        }
     }
 
     /// Sets the origin gauge: 1 for `origin`, 0 for the others (all 0 without a layout).
@@ -151,6 +171,7 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
+        self.refresh_tokens();
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
@@ -168,7 +189,12 @@ mod tests {
         metrics.request("Primary", Outcome::served);
         metrics.request("Primary", Outcome::served);
         metrics.failover("Storage", FailoverReason::unauthorized);
-        metrics.token_exchange(true);
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let seen = calls.clone();
+        metrics.count_tokens_from(Box::new(move || {
+            let n = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            (n, 0)
+        }));
         metrics.layout_origin(Some(Origin::Cache));
         let text = metrics.encode();
         assert!(
@@ -179,6 +205,12 @@ mod tests {
             r#"d8_registry_agent_failovers_total{target="Storage",reason="unauthorized"} 1"#
         ));
         assert!(text.contains(r#"d8_registry_agent_token_exchanges_total{result="ok"} 1"#));
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"d8_registry_agent_token_exchanges_total{result="ok"} 2"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"d8_registry_agent_token_exchanges_total{result="error"} 0"#));
         assert!(text.contains(r#"d8_registry_agent_layout_origin{origin="Cache"} 1"#));
         assert!(text.contains(r#"d8_registry_agent_layout_origin{origin="API"} 0"#));
     }

@@ -147,6 +147,11 @@ pub async fn start<A: NodeApi>(config: Config, api: A) -> Result<Running, StartE
         timeouts: config.timeouts,
         ..registry_client::Config::default()
     });
+    let tokens = client.clone();
+    metrics.count_tokens_from(Box::new(move || {
+        let stats = tokens.token_stats();
+        (stats.issued, stats.failed)
+    }));
     let proxy = Proxy::new(client, layout.clone(), metrics.clone(), &advertise);
     proxy.set_trust(config.trust_dir.as_deref().and_then(read_trust_dir));
     let certs = CertStore::new(pki.certified_key()?);
