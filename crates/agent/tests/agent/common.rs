@@ -85,6 +85,30 @@ impl AgentUnderTest {
         dropin_dir: &Path,
         trust_pem: Option<&str>,
     ) -> Self {
+        let timeouts = registry_client::Timeouts {
+            connect: Duration::from_secs(2),
+            response_headers: Duration::from_secs(10),
+            stall: Duration::from_secs(5),
+            total: Some(Duration::from_secs(60)),
+        };
+        Self::start_configured(layout, dropin_dir, trust_pem, timeouts).await
+    }
+
+    /// With these timeouts towards registries.
+    pub async fn start_with_timeouts(
+        layout: &Layout,
+        dropin_dir: &Path,
+        timeouts: registry_client::Timeouts,
+    ) -> Self {
+        Self::start_configured(layout, dropin_dir, None, timeouts).await
+    }
+
+    async fn start_configured(
+        layout: &Layout,
+        dropin_dir: &Path,
+        trust_pem: Option<&str>,
+        timeouts: registry_client::Timeouts,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let trust_dir = dir.path().join("trust");
         std::fs::create_dir_all(&trust_dir).unwrap();
@@ -104,12 +128,7 @@ impl AgentUnderTest {
             bootstrap_layout: Some(bootstrap),
             layout_cache: dir.path().join("cache/layout.json"),
             interval: Duration::from_secs(30),
-            timeouts: registry_client::Timeouts {
-                connect: Duration::from_secs(2),
-                response_headers: Duration::from_secs(10),
-                stall: Duration::from_secs(5),
-                total: Some(Duration::from_secs(60)),
-            },
+            timeouts,
         };
         let running = start(config, NoApi).await.expect("agent starts");
         Self {

@@ -4,3 +4,4 @@ mod common;
 mod failover;
 mod pull;
 mod routes;
+mod streaming;

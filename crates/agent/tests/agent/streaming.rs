@@ -1,0 +1,164 @@
+//! Byte-exact streaming: Range answers, a layout swap that leaves requests in flight alone, and
+//! a silent registry abandoned in time for the next one to serve.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use registry_plan::BackendName;
+use testkit::image::Layout as ImageLayout;
+use testkit::push::Registry;
+use testkit::{ImageBuilder, Upstream};
+
+use crate::common::*;
+
+async fn upstream_with_blob(size: u64) -> (Upstream, testkit::Image) {
+    let upstream = Upstream::start_plain().await;
+    let images = ImageLayout::new(&upstream.scratch_dir().join("images")).unwrap();
+    let image = ImageBuilder::new("big")
+        .layer(size)
+        .uncompressed()
+        .build(&images);
+    Registry::of(&upstream)
+        .push_image("dkp/big", Some("v1"), &image)
+        .await
+        .unwrap();
+    (upstream, image)
+}
+
+#[tokio::test]
+async fn ranges_are_answered_by_the_registry_byte_for_byte() {
+    let (upstream, image) = upstream_with_blob(100_000).await;
+    let layout = layout(
+        vec![backend(
+            BackendName::Upstream,
+            endpoint(&upstream, "/dkp", None),
+        )],
+        vec![],
+    );
+    let dropin = tempfile::tempdir().unwrap();
+    let agent = AgentUnderTest::start(&layout, dropin.path()).await;
+    let blob = &image.layers[0];
+    let bytes = blob.read();
+    let url = format!(
+        "https://{}/v2/system/deckhouse/big/blobs/{}",
+        agent.address(),
+        blob.digest
+    );
+    let client = testkit::http_client(Some(&agent.running.ca_pem));
+    let response = client
+        .get(&url)
+        .header("Range", "bytes=10-19")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 206);
+    assert_eq!(
+        response.headers()["content-range"].to_str().unwrap(),
+        format!("bytes 10-19/{}", bytes.len())
+    );
+    assert_eq!(response.bytes().await.unwrap(), bytes[10..20]);
+    let whole = client.get(&url).send().await.unwrap();
+    assert_eq!(
+        whole.headers()["docker-content-digest"].to_str().unwrap(),
+        blob.digest
+    );
+    assert_eq!(whole.bytes().await.unwrap(), bytes);
+    agent.running.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_layout_does_not_disturb_a_download_in_flight() {
+    let (upstream, image) = upstream_with_blob(24 << 20).await;
+    let layout = layout(
+        vec![backend(
+            BackendName::Upstream,
+            endpoint(&upstream, "/dkp", None),
+        )],
+        vec![],
+    );
+    let dropin = tempfile::tempdir().unwrap();
+    let agent = AgentUnderTest::start(&layout, dropin.path()).await;
+    let blob = &image.layers[0];
+    let url = format!(
+        "https://{}/v2/system/deckhouse/big/blobs/{}",
+        agent.address(),
+        blob.digest
+    );
+    let client = testkit::http_client(Some(&agent.running.ca_pem));
+    let response = client.get(&url).send().await.unwrap();
+    let mut stream = response.bytes_stream();
+    let mut received = stream.next().await.unwrap().unwrap().to_vec();
+    // The layout now points somewhere dead; the download in flight finishes on the old one.
+    agent.running.layout.set(Some(registry_plan::Layout {
+        backends: vec![backend(BackendName::Upstream, dead_endpoint("/dkp"))],
+        ..Default::default()
+    }));
+    while let Some(chunk) = stream.next().await {
+        received.extend_from_slice(&chunk.unwrap());
+    }
+    assert_eq!(received.len() as u64, blob.size);
+    assert!(received == blob.read(), "the bytes differ");
+    // New requests use the new layout.
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 502);
+    agent.running.stop().await;
+}
+
+#[tokio::test]
+async fn a_silent_registry_is_abandoned_for_the_next_one() {
+    let (upstream, image) = upstream_with_blob(10_000).await;
+    // Accepts connections and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_address = silent.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            held.push(socket);
+        }
+    });
+    let mut storage = dead_endpoint("/dkp");
+    storage.host = silent_address.to_string();
+    let layout = layout(
+        vec![
+            backend(BackendName::Storage, storage),
+            backend(BackendName::Upstream, endpoint(&upstream, "/dkp", None)),
+        ],
+        vec![],
+    );
+    let dropin = tempfile::tempdir().unwrap();
+    let agent = AgentUnderTest::start_with_timeouts(
+        &layout,
+        dropin.path(),
+        registry_client::Timeouts {
+            connect: Duration::from_secs(2),
+            response_headers: Duration::from_millis(700),
+            stall: Duration::from_secs(2),
+            total: Some(Duration::from_secs(30)),
+        },
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let url = format!(
+        "https://{}/v2/system/deckhouse/big/manifests/{}",
+        agent.address(),
+        image.digest()
+    );
+    let response = testkit::http_client(Some(&agent.running.ca_pem))
+        .get(&url)
+        .header("Accept", "application/vnd.oci.image.manifest.v1+json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_millis(700),
+        "the silent registry was not tried first"
+    );
+    assert!(
+        agent.sample(&format!(
+            "d8_registry_agent_failovers_total{{target=\"{silent_address}\",reason=\"unreachable\"}}"
+        )) >= 1
+    );
+    agent.running.stop().await;
+}
