@@ -60,13 +60,21 @@ impl Rule {
             r == "*"
                 || *r == resource
                 || (a.subresource.is_some() && *r == format!("{}/*", a.resource))
-                || (r.strip_prefix("*/").is_some_and(|s| Some(s) == a.subresource))
+                || (r
+                    .strip_prefix("*/")
+                    .is_some_and(|s| Some(s) == a.subresource))
         });
         let name_ok = self.resource_names.is_empty()
-            || a.name.is_some_and(|n| self.resource_names.iter().any(|x| x == n));
+            || a.name
+                .is_some_and(|n| self.resource_names.iter().any(|x| x == n));
         let ns_ok = self.namespaces.is_empty()
-            || a.namespace.is_some_and(|n| self.namespaces.iter().any(|x| x == n));
-        any(&self.verbs, a.verb) && any(&self.api_groups, a.group) && resource_ok && name_ok && ns_ok
+            || a.namespace
+                .is_some_and(|n| self.namespaces.iter().any(|x| x == n));
+        any(&self.verbs, a.verb)
+            && any(&self.api_groups, a.group)
+            && resource_ok
+            && name_ok
+            && ns_ok
     }
 }
 
@@ -96,7 +104,12 @@ pub struct User {
 impl User {
     /// A user with no permissions yet, authenticating by token.
     pub fn new(name: impl Into<String>) -> Self {
-        Self { name: name.into(), groups: Vec::new(), rules: Vec::new(), credential: Credential::Token }
+        Self {
+            name: name.into(),
+            groups: Vec::new(),
+            rules: Vec::new(),
+            credential: Credential::Token,
+        }
     }
 
     /// Adds a rule.
@@ -119,7 +132,10 @@ impl User {
 
     /// The administrator: everything allowed, client certificate.
     pub fn admin() -> Self {
-        Self::new("admin").group("system:masters").rule(Rule::admin()).with_client_cert()
+        Self::new("admin")
+            .group("system:masters")
+            .rule(Rule::admin())
+            .with_client_cert()
     }
 
     /// The registry agent of node `node`: get its own RegistryNode, update or patch that
@@ -128,7 +144,14 @@ impl User {
         Self::new(format!("system:registry-agent:{node}"))
             .group("system:registry-agents")
             .rule(Rule::new(&["get"], &["deckhouse.io"], &["registrynodes"]).names(&[node]))
-            .rule(Rule::new(&["patch", "update"], &["deckhouse.io"], &["registrynodes/status"]).names(&[node]))
+            .rule(
+                Rule::new(
+                    &["patch", "update"],
+                    &["deckhouse.io"],
+                    &["registrynodes/status"],
+                )
+                .names(&[node]),
+            )
             .rule(
                 Rule::new(&["get"], &[""], &["secrets"])
                     .names(&["registry-resolved-auth"])
@@ -213,31 +236,108 @@ mod tests {
         ns: Option<&'a str>,
         name: Option<&'a str>,
     ) -> Attributes<'a> {
-        Attributes { verb, group, resource, subresource: sub, namespace: ns, name }
+        Attributes {
+            verb,
+            group,
+            resource,
+            subresource: sub,
+            namespace: ns,
+            name,
+        }
     }
 
     #[test]
     fn registry_agent_gets_exactly_its_objects() {
         let u = User::registry_agent("n1");
         let ok = [
-            attrs("get", "deckhouse.io", "registrynodes", None, None, Some("n1")),
-            attrs("patch", "deckhouse.io", "registrynodes", Some("status"), None, Some("n1")),
-            attrs("update", "deckhouse.io", "registrynodes", Some("status"), None, Some("n1")),
-            attrs("get", "", "secrets", None, Some("d8-system"), Some("registry-resolved-auth")),
+            attrs(
+                "get",
+                "deckhouse.io",
+                "registrynodes",
+                None,
+                None,
+                Some("n1"),
+            ),
+            attrs(
+                "patch",
+                "deckhouse.io",
+                "registrynodes",
+                Some("status"),
+                None,
+                Some("n1"),
+            ),
+            attrs(
+                "update",
+                "deckhouse.io",
+                "registrynodes",
+                Some("status"),
+                None,
+                Some("n1"),
+            ),
+            attrs(
+                "get",
+                "",
+                "secrets",
+                None,
+                Some("d8-system"),
+                Some("registry-resolved-auth"),
+            ),
         ];
         for a in ok {
             assert!(u.allows(&a), "{a:?}");
         }
         let denied = [
-            attrs("get", "deckhouse.io", "registrynodes", None, None, Some("n2")),
+            attrs(
+                "get",
+                "deckhouse.io",
+                "registrynodes",
+                None,
+                None,
+                Some("n2"),
+            ),
             attrs("list", "deckhouse.io", "registrynodes", None, None, None),
-            attrs("patch", "deckhouse.io", "registrynodes", None, None, Some("n1")),
-            attrs("patch", "deckhouse.io", "registrynodes", Some("status"), None, Some("n2")),
+            attrs(
+                "patch",
+                "deckhouse.io",
+                "registrynodes",
+                None,
+                None,
+                Some("n1"),
+            ),
+            attrs(
+                "patch",
+                "deckhouse.io",
+                "registrynodes",
+                Some("status"),
+                None,
+                Some("n2"),
+            ),
             attrs("list", "", "secrets", None, Some("d8-system"), None),
             attrs("get", "", "secrets", None, Some("d8-system"), Some("other")),
-            attrs("get", "", "secrets", None, Some("default"), Some("registry-resolved-auth")),
-            attrs("update", "", "secrets", None, Some("d8-system"), Some("registry-resolved-auth")),
-            attrs("get", "", "configmaps", None, Some("d8-system"), Some("registry-resolved-auth")),
+            attrs(
+                "get",
+                "",
+                "secrets",
+                None,
+                Some("default"),
+                Some("registry-resolved-auth"),
+            ),
+            attrs(
+                "update",
+                "",
+                "secrets",
+                None,
+                Some("d8-system"),
+                Some("registry-resolved-auth"),
+            ),
+            attrs(
+                "get",
+                "",
+                "configmaps",
+                None,
+                Some("d8-system"),
+                Some("registry-resolved-auth"),
+            ),
         ];
         for a in denied {
             assert!(!u.allows(&a), "{a:?}");
@@ -246,10 +346,31 @@ mod tests {
 
     #[test]
     fn admin_and_wildcards() {
-        assert!(User::admin().allows(&attrs("deletecollection", "x", "y", Some("status"), None, None)));
+        assert!(User::admin().allows(&attrs(
+            "deletecollection",
+            "x",
+            "y",
+            Some("status"),
+            None,
+            None
+        )));
         let r = Rule::new(&["get"], &["apps"], &["deployments/*"]);
-        assert!(r.allows(&attrs("get", "apps", "deployments", Some("status"), Some("a"), Some("b"))));
-        assert!(!r.allows(&attrs("get", "apps", "deployments", None, Some("a"), Some("b"))));
+        assert!(r.allows(&attrs(
+            "get",
+            "apps",
+            "deployments",
+            Some("status"),
+            Some("a"),
+            Some("b")
+        )));
+        assert!(!r.allows(&attrs(
+            "get",
+            "apps",
+            "deployments",
+            None,
+            Some("a"),
+            Some("b")
+        )));
     }
 
     #[test]

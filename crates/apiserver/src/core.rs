@@ -102,7 +102,9 @@ pub(crate) struct Core {
 
 impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Core").field("store", &self.store).finish_non_exhaustive()
+        f.debug_struct("Core")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
     }
 }
 
@@ -119,29 +121,40 @@ fn conflict(def: &ResourceDef, name: &str) -> ApiError {
 fn finalized(obj: &Value) -> bool {
     meta::deleting(obj)
         && meta::finalizers(obj).is_empty()
-        && obj.pointer("/spec/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty)
+        && obj
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
 }
 
 impl Core {
     /// A core over `store`, serving built-ins and the CRDs stored in it.
     pub(crate) fn new(store: Store, validator: Box<dyn Validator>) -> Result<Self, crate::Error> {
-        let core = Self { store, registry: RwLock::new(Arc::new(Registry::default())), validator };
+        let core = Self {
+            store,
+            registry: RwLock::new(Arc::new(Registry::default())),
+            validator,
+        };
         core.refresh_registry()?;
         Ok(core)
     }
 
     /// The current resource registry.
     pub(crate) fn registry(&self) -> Arc<Registry> {
-        self.registry.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.registry
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Rebuilds the registry from the stored CRDs.
     pub(crate) fn refresh_registry(&self) -> Result<(), crate::Error> {
         let mut crds = Vec::new();
-        self.store.scan(&prefix(CRD_GROUP, CRD_PLURAL, None), None, |_, v| {
-            crds.push(v);
-            true
-        })?;
+        self.store
+            .scan(&prefix(CRD_GROUP, CRD_PLURAL, None), None, |_, v| {
+                crds.push(v);
+                true
+            })?;
         let (reg, errors) = Registry::build(&crds);
         for (name, e) in errors {
             tracing::warn!(crd = %name, error = %e, "stored CRD is not served");
@@ -152,7 +165,11 @@ impl Core {
 
     /// The storage key of an object.
     pub(crate) fn key(def: &ResourceDef, namespace: Option<&str>, name: &str) -> Key {
-        let ns = if def.namespaced { namespace.unwrap_or_default() } else { "" };
+        let ns = if def.namespaced {
+            namespace.unwrap_or_default()
+        } else {
+            ""
+        };
         Key::new(&def.group, &def.plural, ns, name)
     }
 
@@ -166,7 +183,12 @@ impl Core {
     }
 
     fn storage_version(def: &ResourceDef) -> &str {
-        def.versions.iter().find(|v| v.storage).or(def.versions.first()).map(|v| v.name.as_str()).unwrap_or("v1")
+        def.versions
+            .iter()
+            .find(|v| v.storage)
+            .or(def.versions.first())
+            .map(|v| v.name.as_str())
+            .unwrap_or("v1")
     }
 
     fn commit(
@@ -181,14 +203,20 @@ impl Core {
             return match decide(current.clone())? {
                 Change::Put(object) => Ok(Committed {
                     object,
-                    event: Some(if current.is_some() { EventType::Modified } else { EventType::Added }),
+                    event: Some(if current.is_some() {
+                        EventType::Modified
+                    } else {
+                        EventType::Added
+                    }),
                 }),
                 Change::Delete => Ok(Committed {
-                    object: current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.name))?,
+                    object: current
+                        .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.name))?,
                     event: Some(EventType::Deleted),
                 }),
                 Change::Unchanged => Ok(Committed {
-                    object: current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.name))?,
+                    object: current
+                        .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.name))?,
                     event: None,
                 }),
             };
@@ -201,7 +229,13 @@ impl Core {
     }
 
     /// Reads one object.
-    pub(crate) fn get(&self, def: &ResourceDef, version: &str, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+    pub(crate) fn get(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
         self.store
             .get(&Self::key(def, ns, name))?
             .map(|o| Self::to_version(def, version, o))
@@ -209,18 +243,34 @@ impl Core {
     }
 
     /// Lists objects, filtered and paginated.
-    pub(crate) fn list(&self, def: &ResourceDef, version: &str, q: &ListQuery) -> Result<Page, ApiError> {
-        let ns = if def.namespaced { q.namespace.as_deref() } else { Some("") };
+    pub(crate) fn list(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        q: &ListQuery,
+    ) -> Result<Page, ApiError> {
+        let ns = if def.namespaced {
+            q.namespace.as_deref()
+        } else {
+            Some("")
+        };
         let pfx = prefix(&def.group, &def.plural, ns);
         let (token_rv, after) = match &q.continue_token {
             Some(t) => {
                 let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
                     .decode(t)
                     .map_err(|_| ApiError::bad_request("invalid continue token"))?;
-                let v: Value = serde_json::from_slice(&raw).map_err(|_| ApiError::bad_request("invalid continue token"))?;
-                let after = v.get("after").and_then(Value::as_str).unwrap_or_default().to_string();
+                let v: Value = serde_json::from_slice(&raw)
+                    .map_err(|_| ApiError::bad_request("invalid continue token"))?;
+                let after = v
+                    .get("after")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
                 if !after.starts_with(&pfx) {
-                    return Err(ApiError::bad_request("continue token does not belong to this list"));
+                    return Err(ApiError::bad_request(
+                        "continue token does not belong to this list",
+                    ));
                 }
                 (v.get("rv").and_then(Value::as_u64), Some(after))
             }
@@ -245,9 +295,14 @@ impl Core {
         // Later pages report the revision of the first one: a watch from it sees every change.
         let rv = token_rv.unwrap_or(rv);
         let continue_token = more.then(|| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json!({"rv": rv, "after": last_key}).to_string())
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .encode(json!({"rv": rv, "after": last_key}).to_string())
         });
-        Ok(Page { items, resource_version: rv, continue_token })
+        Ok(Page {
+            items,
+            resource_version: rv,
+            continue_token,
+        })
     }
 
     /// Schema, metadata, built-in rules and the hook: the checks of every write.
@@ -269,7 +324,10 @@ impl Core {
                 let pruned = schema.prune(&mut new);
                 match opts.field_validation {
                     FieldValidation::Strict if !pruned.is_empty() => {
-                        let list: Vec<String> = pruned.iter().map(|p| format!("unknown field {p:?}")).collect();
+                        let list: Vec<String> = pruned
+                            .iter()
+                            .map(|p| format!("unknown field {p:?}"))
+                            .collect();
                         return Err(ApiError::bad_request(format!(
                             "{} in version {:?} cannot be handled as a {}: strict decoding error: {}",
                             def.kind,
@@ -289,11 +347,16 @@ impl Core {
                 warnings.push(w.clone());
             }
         }
-        if def.group == CRD_GROUP && def.plural == CRD_PLURAL {
-            if let Err(e) = resources::from_crd(&new) {
-                let (field, message) = e.split_once(": ").unwrap_or(("", &e));
-                causes.push(Cause { reason: "FieldValueInvalid".into(), field: field.into(), message: message.into() });
-            }
+        if def.group == CRD_GROUP
+            && def.plural == CRD_PLURAL
+            && let Err(e) = resources::from_crd(&new)
+        {
+            let (field, message) = e.split_once(": ").unwrap_or(("", &e));
+            causes.push(Cause {
+                reason: "FieldValueInvalid".into(),
+                field: field.into(),
+                message: message.into(),
+            });
         }
         if !causes.is_empty() {
             return Err(ApiError::invalid(&def.group, &def.kind, &name, &causes));
@@ -302,17 +365,23 @@ impl Core {
         match self.validator.validate(&gvk, old, &new) {
             Ok(w) => warnings.extend(w),
             Err(d) if d.code == 403 => return Err(ApiError::forbidden(d.message)),
+            // The hook's message is the complete Status message, verbatim.
             Err(d) => {
                 let cause = Cause {
                     reason: "FieldValueInvalid".into(),
                     field: d.field.unwrap_or_default(),
-                    message: d.message,
+                    message: d.message.clone(),
                 };
-                return Err(ApiError::invalid(&def.group, &def.kind, &name, &[cause]));
+                let mut e = ApiError::invalid(&def.group, &def.kind, &name, &[cause]);
+                e.message = d.message;
+                return Err(e);
             }
         }
         if let Some(m) = new.as_object_mut() {
-            m.insert("apiVersion".into(), Value::String(def.api_version(Self::storage_version(def))));
+            m.insert(
+                "apiVersion".into(),
+                Value::String(def.api_version(Self::storage_version(def))),
+            );
             m.insert("kind".into(), Value::String(def.kind.clone()));
         }
         if let Some(old) = old {
@@ -330,12 +399,19 @@ impl Core {
         Ok(Change::Put(new))
     }
 
-    fn check_namespace(&self, def: &ResourceDef, ns: Option<&str>, name: &str) -> Result<(), ApiError> {
+    fn check_namespace(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<(), ApiError> {
         if !def.namespaced {
             return Ok(());
         }
         let ns = ns.filter(|n| !n.is_empty()).ok_or_else(|| {
-            ApiError::bad_request("the namespace of the object must be set for a namespaced resource")
+            ApiError::bad_request(
+                "the namespace of the object must be set for a namespaced resource",
+            )
         })?;
         match self.store.get(&Key::new("", "namespaces", "", ns))? {
             None => Err(ApiError::not_found("", "namespaces", ns)),
@@ -349,25 +425,28 @@ impl Core {
 
     fn check_body(def: &ResourceDef, version: &str, body: &Value) -> Result<(), ApiError> {
         if !body.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         }
-        if let Some(k) = body.get("kind").and_then(Value::as_str) {
-            if k != def.kind {
-                return Err(ApiError::bad_request(format!(
-                    "the kind of the object ({k}) does not match the resource kind ({})",
-                    def.kind
-                )));
-            }
+        if let Some(k) = body.get("kind").and_then(Value::as_str)
+            && k != def.kind
+        {
+            return Err(ApiError::bad_request(format!(
+                "the kind of the object ({k}) does not match the resource kind ({})",
+                def.kind
+            )));
         }
-        if let Some(av) = body.get("apiVersion").and_then(Value::as_str) {
-            if def.version(av.rsplit('/').next().unwrap_or_default()).is_none()
-                || (av.contains('/') != !def.group.is_empty())
-            {
-                return Err(ApiError::bad_request(format!(
-                    "the API version in the data ({av}) does not match the expected API version ({})",
-                    def.api_version(version)
-                )));
-            }
+        if let Some(av) = body.get("apiVersion").and_then(Value::as_str)
+            && (def
+                .version(av.rsplit('/').next().unwrap_or_default())
+                .is_none()
+                || av.contains('/') == def.group.is_empty())
+        {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({})",
+                def.api_version(version)
+            )));
         }
         Ok(())
     }
@@ -398,26 +477,47 @@ impl Core {
         } else {
             m.remove("namespace");
         }
-        let mut name = m.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-        if name.is_empty() {
-            if let Some(g) = m.get("generateName").and_then(Value::as_str).filter(|g| !g.is_empty()) {
-                name = format!("{g}{}", meta::name_suffix());
-                m.insert("name".into(), Value::String(name.clone()));
-            }
+        let mut name = m
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if name.is_empty()
+            && let Some(g) = m
+                .get("generateName")
+                .and_then(Value::as_str)
+                .filter(|g| !g.is_empty())
+        {
+            name = format!("{g}{}", meta::name_suffix());
+            m.insert("name".into(), Value::String(name.clone()));
         }
         if name.is_empty() {
-            return Err(ApiError::invalid(&def.group, &def.kind, "", &[Cause {
-                reason: "FieldValueRequired".into(),
-                field: "metadata.name".into(),
-                message: "Required value: name or generateName is required".into(),
-            }]));
+            return Err(ApiError::invalid(
+                &def.group,
+                &def.kind,
+                "",
+                &[Cause {
+                    reason: "FieldValueRequired".into(),
+                    field: "metadata.name".into(),
+                    message: "Required value: name or generateName is required".into(),
+                }],
+            ));
         }
         if let Some(c) = meta::validate_name(&name, def.plural == "namespaces") {
             return Err(ApiError::invalid(&def.group, &def.kind, &name, &[c]));
         }
-        let ns_value = m.get("namespace").and_then(Value::as_str).map(str::to_string);
+        let ns_value = m
+            .get("namespace")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         self.check_namespace(def, ns_value.as_deref(), &name)?;
-        for f in ["uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"] {
+        for f in [
+            "uid",
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "managedFields",
+        ] {
             m.remove(f);
         }
         m.insert("uid".into(), Value::String(meta::uuid()));
@@ -427,10 +527,10 @@ impl Core {
         } else {
             m.remove("generation");
         }
-        if def.version(version).is_some_and(|v| v.status) {
-            if let Some(o) = body.as_object_mut() {
-                o.remove("status");
-            }
+        if def.version(version).is_some_and(|v| v.status)
+            && let Some(o) = body.as_object_mut()
+        {
+            o.remove("status");
         }
         if def.group.is_empty() && def.plural == "namespaces" {
             body["spec"] = json!({"finalizers": ["kubernetes"]});
@@ -448,7 +548,11 @@ impl Core {
             }
             self.admit(def, version, None, body, opts, &mut warnings)
         })?;
-        Ok(Written { object: Self::to_version(def, version, committed.object), warnings, created: true })
+        Ok(Written {
+            object: Self::to_version(def, version, committed.object),
+            warnings,
+            created: true,
+        })
     }
 
     /// The common path of PUT and PATCH once the desired object is known.
@@ -466,17 +570,19 @@ impl Core {
     ) -> Result<Change, ApiError> {
         Self::check_body(def, version, &new)?;
         let has_status = def.version(version).is_some_and(|v| v.status);
-        let old_rv = meta::get(&old, "resourceVersion").unwrap_or_default().to_string();
+        let old_rv = meta::get(&old, "resourceVersion")
+            .unwrap_or_default()
+            .to_string();
         match meta::get(&new, "resourceVersion") {
             Some(rv) if !rv.is_empty() && rv != old_rv => return Err(conflict(def, name)),
             _ => {}
         }
-        if let Some(n) = meta::get(&new, "name") {
-            if n != name {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({n}) does not match the name on the URL ({name})"
-                )));
-            }
+        if let Some(n) = meta::get(&new, "name")
+            && n != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
         }
         match subresource {
             Some("status") => {
@@ -512,7 +618,13 @@ impl Core {
                 }
                 let om = old.get("metadata").cloned().unwrap_or(json!({}));
                 let m = meta::meta_mut(&mut new);
-                for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace"] {
+                for f in [
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "namespace",
+                ] {
                     match om.get(f) {
                         Some(v) => m.insert(f.into(), v.clone()),
                         None => m.remove(f),
@@ -533,9 +645,15 @@ impl Core {
             }
         }
         if def.generation {
-            let current_gen = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+            let current_gen = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
             let bumped = meta::spec_part(&old, has_status) != meta::spec_part(&new, has_status);
-            meta::meta_mut(&mut new).insert("generation".into(), json!(if bumped { current_gen + 1 } else { current_gen }));
+            meta::meta_mut(&mut new).insert(
+                "generation".into(),
+                json!(if bumped { current_gen + 1 } else { current_gen }),
+            );
         }
         if def.group == CRD_GROUP && def.plural == CRD_PLURAL && subresource.is_none() {
             new["status"] = resources::crd_status(&new, &meta::now());
@@ -547,6 +665,7 @@ impl Core {
     }
 
     /// Replaces an object (PUT), or its status.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn update(
         &self,
         def: &ResourceDef,
@@ -561,9 +680,22 @@ impl Core {
         let mut warnings = Vec::new();
         let committed = self.commit(def, &key, opts.dry_run, |current| {
             let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
-            self.update_from(def, version, name, old, body, subresource, opts, &mut warnings)
+            self.update_from(
+                def,
+                version,
+                name,
+                old,
+                body,
+                subresource,
+                opts,
+                &mut warnings,
+            )
         })?;
-        Ok(Written { object: Self::to_version(def, version, committed.object), warnings, created: false })
+        Ok(Written {
+            object: Self::to_version(def, version, committed.object),
+            warnings,
+            created: false,
+        })
     }
 
     /// Patches an object or its status; server-side apply creates a missing object.
@@ -601,13 +733,32 @@ impl Core {
                     ApiError::bad_request(e)
                 }
             })?;
-            self.update_from(def, version, name, old, doc, subresource, opts, &mut warnings)
+            self.update_from(
+                def,
+                version,
+                name,
+                old,
+                doc,
+                subresource,
+                opts,
+                &mut warnings,
+            )
         })?;
-        Ok(Written { object: Self::to_version(def, version, committed.object), warnings, created: false })
+        Ok(Written {
+            object: Self::to_version(def, version, committed.object),
+            warnings,
+            created: false,
+        })
     }
 
     /// Deletes an object: marks it when finalizers remain, removes it otherwise.
-    pub(crate) fn delete(&self, def: &ResourceDef, ns: Option<&str>, name: &str, opts: &DeleteOpts) -> Result<Deleted, ApiError> {
+    pub(crate) fn delete(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> Result<Deleted, ApiError> {
         let key = Self::key(def, ns, name);
         let committed = self.commit(def, &key, opts.dry_run, |current| {
             let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
@@ -665,16 +816,28 @@ impl Core {
 
     /// Internal write used by controllers inside the server (GC, namespace and CRD cleanup):
     /// re-reads the object, applies `edit`, and stores it (or removes it if finalized).
-    pub(crate) fn edit(&self, key: &Key, edit: impl FnOnce(&mut Value) -> bool) -> Result<(), ApiError> {
+    pub(crate) fn edit(
+        &self,
+        key: &Key,
+        edit: impl FnOnce(&mut Value) -> bool,
+    ) -> Result<(), ApiError> {
         let reg = self.registry();
-        let Some(def) = reg.get(&key.group, &key.plural) else { return Ok(()) };
+        let Some(def) = reg.get(&key.group, &key.plural) else {
+            return Ok(());
+        };
         let r = self.commit(&def, key, false, |current| {
-            let Some(old) = current else { return Ok(Change::Unchanged) };
+            let Some(old) = current else {
+                return Ok(Change::Unchanged);
+            };
             let mut new = old.clone();
             if !edit(&mut new) || new == old {
                 return Ok(Change::Unchanged);
             }
-            if finalized(&new) { Ok(Change::Delete) } else { Ok(Change::Put(new)) }
+            if finalized(&new) {
+                Ok(Change::Delete)
+            } else {
+                Ok(Change::Put(new))
+            }
         });
         r.map(|_| ())
     }

@@ -13,7 +13,16 @@ pub(crate) const KUBE_MAJOR: &str = "1";
 /// Minor version.
 pub(crate) const KUBE_MINOR: &str = "31";
 
-const VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 /// `/version`.
 pub(crate) fn version() -> Value {
@@ -33,24 +42,35 @@ pub(crate) fn core_versions() -> Value {
 }
 
 fn group_doc(group: &str, versions: &[String]) -> Value {
-    let vs: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
     json!({"name": group, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(json!({}))})
 }
 
 /// `/apis`.
 pub(crate) fn groups(reg: &Registry) -> Value {
-    let groups: Vec<Value> = reg.groups().into_iter().filter(|(g, _)| !g.is_empty()).map(|(g, vs)| group_doc(&g, &vs)).collect();
+    let groups: Vec<Value> = reg
+        .groups()
+        .into_iter()
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, vs)| group_doc(&g, &vs))
+        .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `/apis/<group>`.
 pub(crate) fn group(reg: &Registry, name: &str) -> Option<Value> {
-    reg.groups().into_iter().find(|(g, _)| g == name && !g.is_empty()).map(|(g, vs)| {
-        let mut d = group_doc(&g, &vs);
-        d["kind"] = json!("APIGroup");
-        d["apiVersion"] = json!("v1");
-        d
-    })
+    reg.groups()
+        .into_iter()
+        .find(|(g, _)| g == name && !g.is_empty())
+        .map(|(g, vs)| {
+            let mut d = group_doc(&g, &vs);
+            d["kind"] = json!("APIGroup");
+            d["apiVersion"] = json!("v1");
+            d
+        })
 }
 
 fn resource_entries(d: &ResourceDef, version: &str) -> Vec<Value> {
@@ -80,13 +100,26 @@ pub(crate) fn resources(reg: &Registry, group: &str, version: &str) -> Option<Va
     if defs.is_empty() {
         return None;
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    let resources: Vec<Value> = defs.iter().flat_map(|d| resource_entries(d, version)).collect();
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    let resources: Vec<Value> = defs
+        .iter()
+        .flat_map(|d| resource_entries(d, version))
+        .collect();
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }
 
 fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 /// `/openapi/v3/<gv>`: operations with the query parameters kubectl looks for.
@@ -101,7 +134,11 @@ pub(crate) fn openapi_gv(reg: &Registry, group: &str, version: &str) -> Option<V
     for d in &defs {
         let gvk = json!({"group": group, "version": version, "kind": d.kind});
         let base = if d.namespaced {
-            format!("/{}/namespaces/{{namespace}}/{}", gv_path(group, version), d.plural)
+            format!(
+                "/{}/namespaces/{{namespace}}/{}",
+                gv_path(group, version),
+                d.plural
+            )
         } else {
             format!("/{}/{}", gv_path(group, version), d.plural)
         };
@@ -116,7 +153,12 @@ pub(crate) fn openapi_gv(reg: &Registry, group: &str, version: &str) -> Option<V
         paths.insert(base.clone(), json!({"post": op("post"), "get": {"x-kubernetes-action": "list", "x-kubernetes-group-version-kind": gvk, "responses": {"200": {"description": "OK"}}}}));
         paths.insert(format!("{base}/{{name}}"), json!({"put": op("put"), "patch": op("patch"), "get": {"x-kubernetes-action": "get", "x-kubernetes-group-version-kind": gvk, "responses": {"200": {"description": "OK"}}}}));
         if let Some(s) = d.version(version).and_then(|v| v.schema.as_ref()) {
-            let name = format!("{}.{}.{}", group.split('.').rev().collect::<Vec<_>>().join("."), version, d.kind);
+            let name = format!(
+                "{}.{}.{}",
+                group.split('.').rev().collect::<Vec<_>>().join("."),
+                version,
+                d.kind
+            );
             let mut s = s.raw().clone();
             s["x-kubernetes-group-version-kind"] = json!([gvk]);
             schemas.insert(name, s);
@@ -137,7 +179,12 @@ pub(crate) fn openapi_root(reg: &Registry) -> Value {
         for v in vs {
             let p = gv_path(&g, &v);
             let hash = openapi_gv(reg, &g, &v)
-                .map(|d| crate::pki::hex_encode(ring::digest::digest(&ring::digest::SHA256, d.to_string().as_bytes()).as_ref()))
+                .map(|d| {
+                    crate::pki::hex_encode(
+                        ring::digest::digest(&ring::digest::SHA256, d.to_string().as_bytes())
+                            .as_ref(),
+                    )
+                })
                 .unwrap_or_default();
             paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={}", &hash[..hash.len().min(32)])}));
         }
@@ -153,17 +200,37 @@ mod tests {
     fn core_resources_list_status_subresources() {
         let (reg, _) = Registry::build([]);
         let doc = resources(&reg, "", "v1").unwrap();
-        let names: Vec<&str> = doc["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = doc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
         assert!(names.contains(&"namespaces/status"));
         assert!(names.contains(&"secrets"));
         assert!(!names.contains(&"secrets/status"));
         assert!(resources(&reg, "nope.io", "v1").is_none());
         let gs = groups(&reg);
-        assert!(gs["groups"].as_array().unwrap().iter().any(|g| g["name"] == "coordination.k8s.io"));
+        assert!(
+            gs["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g["name"] == "coordination.k8s.io")
+        );
         let root = openapi_root(&reg);
-        assert!(root["paths"]["apis/apps/v1"]["serverRelativeURL"].as_str().unwrap().starts_with("/openapi/v3/apis/apps/v1?hash="));
+        assert!(
+            root["paths"]["apis/apps/v1"]["serverRelativeURL"]
+                .as_str()
+                .unwrap()
+                .starts_with("/openapi/v3/apis/apps/v1?hash=")
+        );
         let apps = openapi_gv(&reg, "apps", "v1").unwrap();
-        let patch = &apps["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
-        assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Deployment");
+        let patch =
+            &apps["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        assert_eq!(
+            patch["x-kubernetes-group-version-kind"]["kind"],
+            "Deployment"
+        );
     }
 }

@@ -93,7 +93,12 @@ fn details(group: &str, kind: &str, name: &str) -> Value {
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None }
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
     }
 
     /// 400 BadRequest.
@@ -113,7 +118,11 @@ impl ApiError {
 
     /// 404 NotFound for an object.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
-        let gr = if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") };
+        let gr = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
         let mut e = Self::new(404, "NotFound", format!("{gr} {name:?} not found"));
         e.details = Some(details(group, resource, name));
         e
@@ -121,7 +130,11 @@ impl ApiError {
 
     /// 404 NotFound for a path the server does not serve.
     pub fn no_route() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     /// 405 MethodNotAllowed.
@@ -131,16 +144,32 @@ impl ApiError {
 
     /// 409 AlreadyExists.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
-        let gr = if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") };
-        let mut e = Self::new(409, "AlreadyExists", format!("{gr} {name:?} already exists"));
+        let gr = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
+        let mut e = Self::new(
+            409,
+            "AlreadyExists",
+            format!("{gr} {name:?} already exists"),
+        );
         e.details = Some(details(group, resource, name));
         e
     }
 
     /// 409 Conflict (stale `resourceVersion`, failed precondition).
     pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
-        let gr = if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") };
-        let mut e = Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {gr} {name:?}: {why}"));
+        let gr = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
+        let mut e = Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {gr} {name:?}: {why}"),
+        );
         e.details = Some(details(group, resource, name));
         e
     }
@@ -157,12 +186,22 @@ impl ApiError {
 
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type(ct: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"))
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"
+            ),
+        )
     }
 
     /// 422 Invalid with field causes, e.g. `Widget.example.io "a" is invalid: spec.mode: Required value`.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: &[Cause]) -> Self {
-        let gk = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+        let gk = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
         let rendered: Vec<String> = causes.iter().map(Cause::render).collect();
         let msg = match rendered.as_slice() {
             [one] => one.clone(),

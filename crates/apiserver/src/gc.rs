@@ -24,10 +24,10 @@ struct Index {
 
 impl Index {
     fn forget(&mut self, key: &Key, uid: Option<&str>) {
-        if let Some(uid) = uid {
-            if self.uids.get(uid) == Some(key) {
-                self.uids.remove(uid);
-            }
+        if let Some(uid) = uid
+            && self.uids.get(uid) == Some(key)
+        {
+            self.uids.remove(uid);
         }
         for o in self.owners.remove(key).unwrap_or_default() {
             if let Some(set) = self.dependents.get_mut(&o) {
@@ -46,7 +46,10 @@ impl Index {
         }
         let owners = meta::owner_uids(obj);
         for o in &owners {
-            self.dependents.entry(o.clone()).or_default().insert(key.clone());
+            self.dependents
+                .entry(o.clone())
+                .or_default()
+                .insert(key.clone());
         }
         if !owners.is_empty() {
             self.owners.insert(key.clone(), owners);
@@ -54,13 +57,21 @@ impl Index {
     }
 
     fn dependents_of(&self, uid: &str) -> Vec<Key> {
-        self.dependents.get(uid).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        self.dependents
+            .get(uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
 fn key_of(ev: &Event) -> Key {
     let (group, plural) = ev.resource.split_once('/').unwrap_or(("", &ev.resource));
-    Key::new(group, plural, &ev.namespace, meta::get(&ev.object, "name").unwrap_or_default())
+    Key::new(
+        group,
+        plural,
+        &ev.namespace,
+        meta::get(&ev.object, "name").unwrap_or_default(),
+    )
 }
 
 struct Gc {
@@ -71,13 +82,20 @@ struct Gc {
 impl Gc {
     fn delete(&self, key: &Key, propagation: Propagation) {
         let reg = self.core.registry();
-        let Some(def) = reg.get(&key.group, &key.plural) else { return };
-        let opts = DeleteOpts { propagation: Some(propagation), ..DeleteOpts::default() };
+        let Some(def) = reg.get(&key.group, &key.plural) else {
+            return;
+        };
+        let opts = DeleteOpts {
+            propagation: Some(propagation),
+            ..DeleteOpts::default()
+        };
         let ns = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
         match self.core.delete(&def, ns, &key.name, &opts) {
             Ok(_) => {}
             Err(e) if e.code == 404 => {}
-            Err(e) => tracing::warn!(object = %key.encode(), error = %e, "garbage collector could not delete"),
+            Err(e) => {
+                tracing::warn!(object = %key.encode(), error = %e, "garbage collector could not delete")
+            }
         }
     }
 
@@ -121,10 +139,10 @@ impl Gc {
                 }
                 // Owners waiting in the foreground for this dependent.
                 for owner in meta::owner_uids(&ev.object) {
-                    if let Some(ok) = self.index.uids.get(&owner).cloned() {
-                        if let Ok(Some(o)) = self.core.store.get(&ok) {
-                            self.examine(&ok, &o);
-                        }
+                    if let Some(ok) = self.index.uids.get(&owner).cloned()
+                        && let Ok(Some(o)) = self.core.store.get(&ok)
+                    {
+                        self.examine(&ok, &o);
                     }
                 }
                 self.recheck_containers(&key);
@@ -140,34 +158,48 @@ impl Gc {
     fn recheck_containers(&mut self, key: &Key) {
         if !key.namespace.is_empty() {
             let nk = Key::new("", "namespaces", "", &key.namespace);
-            if let Ok(Some(ns)) = self.core.store.get(&nk) {
-                if meta::deleting(&ns) {
-                    self.examine(&nk, &ns);
-                }
+            if let Ok(Some(ns)) = self.core.store.get(&nk)
+                && meta::deleting(&ns)
+            {
+                self.examine(&nk, &ns);
             }
         }
         if !key.group.is_empty() {
-            let ck = Key::new("apiextensions.k8s.io", "customresourcedefinitions", "", &format!("{}.{}", key.plural, key.group));
-            if let Ok(Some(crd)) = self.core.store.get(&ck) {
-                if meta::deleting(&crd) {
-                    self.examine(&ck, &crd);
-                }
+            let ck = Key::new(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                "",
+                &format!("{}.{}", key.plural, key.group),
+            );
+            if let Ok(Some(crd)) = self.core.store.get(&ck)
+                && meta::deleting(&crd)
+            {
+                self.examine(&ck, &crd);
             }
         }
     }
 
     /// An owner of `dep` is gone: delete it if no owner remains, else drop the dangling refs.
     fn owner_gone(&mut self, dep: &Key) {
-        let Ok(Some(obj)) = self.core.store.get(dep) else { return };
+        let Ok(Some(obj)) = self.core.store.get(dep) else {
+            return;
+        };
         let owners = meta::owner_uids(&obj);
-        let alive: Vec<&String> = owners.iter().filter(|u| self.index.uids.contains_key(*u)).collect();
+        let alive: Vec<&String> = owners
+            .iter()
+            .filter(|u| self.index.uids.contains_key(*u))
+            .collect();
         if alive.is_empty() {
             self.delete(dep, Propagation::Background);
         } else {
             let alive: Vec<String> = alive.into_iter().cloned().collect();
             self.edit(dep, move |o| {
                 if let Some(Value::Array(refs)) = o.pointer_mut("/metadata/ownerReferences") {
-                    refs.retain(|r| r.get("uid").and_then(Value::as_str).is_some_and(|u| alive.iter().any(|a| a == u)));
+                    refs.retain(|r| {
+                        r.get("uid")
+                            .and_then(Value::as_str)
+                            .is_some_and(|u| alive.iter().any(|a| a == u))
+                    });
                 }
                 true
             });
@@ -203,7 +235,10 @@ impl Gc {
                     if let Some(Value::Array(refs)) = o.pointer_mut("/metadata/ownerReferences") {
                         refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(u.as_str()));
                     }
-                    if o.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(Vec::is_empty) {
+                    if o.pointer("/metadata/ownerReferences")
+                        .and_then(Value::as_array)
+                        .is_some_and(Vec::is_empty)
+                    {
                         meta::meta_mut(o).remove("ownerReferences");
                     }
                     true
@@ -216,10 +251,10 @@ impl Gc {
                 self.remove_finalizer(key, FOREGROUND);
             }
             for dep in deps {
-                if let Ok(Some(d)) = self.core.store.get(&dep) {
-                    if !meta::deleting(&d) {
-                        self.delete(&dep, Propagation::Foreground);
-                    }
+                if let Ok(Some(d)) = self.core.store.get(&dep)
+                    && !meta::deleting(&d)
+                {
+                    self.delete(&dep, Propagation::Foreground);
                 }
             }
         }
@@ -237,12 +272,15 @@ impl Gc {
         let mut remaining = 0usize;
         for def in reg.all().filter(|d| d.namespaced) {
             let mut keys = Vec::new();
-            let _ = self.core.store.scan(&prefix(&def.group, &def.plural, Some(&ns)), None, |k, v| {
-                if let Some(k) = Key::decode(k) {
-                    keys.push((k, meta::deleting(&v)));
-                }
-                true
-            });
+            let _ =
+                self.core
+                    .store
+                    .scan(&prefix(&def.group, &def.plural, Some(&ns)), None, |k, v| {
+                        if let Some(k) = Key::decode(k) {
+                            keys.push((k, meta::deleting(&v)));
+                        }
+                        true
+                    });
             remaining += keys.len();
             for (k, deleting) in keys {
                 if !deleting {
@@ -261,15 +299,24 @@ impl Gc {
     }
 
     fn cleanup_crd(&mut self, key: &Key, crd: &Value) {
-        let group = crd.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
-        let plural = crd.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default();
+        let group = crd
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let plural = crd
+            .pointer("/spec/names/plural")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let mut keys = Vec::new();
-        let _ = self.core.store.scan(&prefix(group, plural, None), None, |k, v| {
-            if let Some(k) = Key::decode(k) {
-                keys.push((k, meta::deleting(&v)));
-            }
-            true
-        });
+        let _ = self
+            .core
+            .store
+            .scan(&prefix(group, plural, None), None, |k, v| {
+                if let Some(k) = Key::decode(k) {
+                    keys.push((k, meta::deleting(&v)));
+                }
+                true
+            });
         if keys.is_empty() {
             self.remove_finalizer(key, CRD_CLEANUP);
         }
@@ -283,7 +330,10 @@ impl Gc {
 
 /// Runs the collector until the hub closes.
 pub(crate) async fn run(core: Arc<Core>) {
-    let mut gc = Some(Gc { core: core.clone(), index: Index::default() });
+    let mut gc = Some(Gc {
+        core: core.clone(),
+        index: Index::default(),
+    });
     loop {
         let mut rx = core.store.hub().receiver();
         let Some(mut g) = gc.take() else { return };

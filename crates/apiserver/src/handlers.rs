@@ -49,13 +49,16 @@ impl AuthIndex {
     }
 
     fn authenticate(&self, req: &Request) -> Option<Arc<User>> {
-        if let Some(PeerCert(Some(fp))) = req.extensions().get::<PeerCert>() {
-            if let Some(u) = self.by_cert.get(fp) {
-                return Some(u.clone());
-            }
+        if let Some(PeerCert(Some(fp))) = req.extensions().get::<PeerCert>()
+            && let Some(u) = self.by_cert.get(fp)
+        {
+            return Some(u.clone());
         }
         let h = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
-        let token = h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer "))?.trim();
+        let token = h
+            .strip_prefix("Bearer ")
+            .or_else(|| h.strip_prefix("bearer "))?
+            .trim();
         // Looked up by digest, so the comparison does not leak the token through timing.
         self.by_token.get(&token_digest(token)).cloned()
     }
@@ -77,7 +80,10 @@ pub(crate) fn router(state: Arc<AppState>) -> axum::Router {
 fn json_response(code: u16, body: &Value) -> Response {
     let mut r = Response::new(Body::from(body.to_string()));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     r
 }
 
@@ -98,13 +104,19 @@ fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
 async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Response {
     let method = req.method().clone();
     let uri = req.uri().clone();
-    let r = dispatch(&st, req).await.unwrap_or_else(|e| error_response(&e));
+    let r = dispatch(&st, req)
+        .await
+        .unwrap_or_else(|e| error_response(&e));
     tracing::debug!(%method, %uri, status = r.status().as_u16(), "request");
     r
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(e.to_string()))?
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
 }
 
 async fn dispatch(st: &Arc<AppState>, req: Request) -> Result<Response, ApiError> {
@@ -114,7 +126,10 @@ async fn dispatch(st: &Arc<AppState>, req: Request) -> Result<Response, ApiError
         "/version" | "/version/" => return Ok(json_response(200, &discovery::version())),
         _ => {}
     }
-    let user = st.auth.authenticate(&req).ok_or_else(ApiError::unauthorized)?;
+    let user = st
+        .auth
+        .authenticate(&req)
+        .ok_or_else(ApiError::unauthorized)?;
     let reg = st.core.registry();
     if p == "/openapi/v3" || p == "/openapi/v3/" {
         return Ok(json_response(200, &discovery::openapi_root(&reg)));
@@ -125,7 +140,9 @@ async fn dispatch(st: &Arc<AppState>, req: Request) -> Result<Response, ApiError
             ["apis", g, v] => ((*g).to_string(), (*v).to_string()),
             _ => return Err(ApiError::no_route()),
         };
-        return discovery::openapi_gv(&reg, &g, &v).map(|d| json_response(200, &d)).ok_or_else(ApiError::no_route);
+        return discovery::openapi_gv(&reg, &g, &v)
+            .map(|d| json_response(200, &d))
+            .ok_or_else(ApiError::no_route);
     }
     let target = path::parse(&p).ok_or_else(ApiError::no_route)?;
     let discovery_doc = match &target {
@@ -139,26 +156,42 @@ async fn dispatch(st: &Arc<AppState>, req: Request) -> Result<Response, ApiError
     };
     if let Some(doc) = discovery_doc {
         if req.method() != Method::GET {
-            return Err(ApiError::method_not_allowed("discovery documents are read-only"));
+            return Err(ApiError::method_not_allowed(
+                "discovery documents are read-only",
+            ));
         }
         return Ok(json_response(200, &doc));
     }
-    let Target::Resource(rp) = target else { return Err(ApiError::no_route()) };
-    let def = reg.lookup(&rp.group, &rp.version, &rp.resource).ok_or_else(ApiError::no_route)?;
-    if (!def.namespaced && rp.namespace.is_some()) || (def.namespaced && rp.namespace.is_none() && rp.name.is_some()) {
+    let Target::Resource(rp) = target else {
+        return Err(ApiError::no_route());
+    };
+    let def = reg
+        .lookup(&rp.group, &rp.version, &rp.resource)
+        .ok_or_else(ApiError::no_route)?;
+    if (!def.namespaced && rp.namespace.is_some())
+        || (def.namespaced && rp.namespace.is_none() && rp.name.is_some())
+    {
         return Err(ApiError::no_route());
     }
-    if rp.subresource.as_deref().is_some_and(|s| s != "status") || (rp.subresource.is_some() && def.version(&rp.version).is_some_and(|v| !v.status)) {
+    if rp.subresource.as_deref().is_some_and(|s| s != "status")
+        || (rp.subresource.is_some() && def.version(&rp.version).is_some_and(|v| !v.status))
+    {
         return Err(ApiError::no_route());
     }
     resource(st, &user, def, rp, req).await
 }
 
 fn query(req: &Request) -> HashMap<String, String> {
-    Query::<HashMap<String, String>>::try_from_uri(req.uri()).map(|q| q.0).unwrap_or_default()
+    Query::<HashMap<String, String>>::try_from_uri(req.uri())
+        .map(|q| q.0)
+        .unwrap_or_default()
 }
 
-fn verb_of(method: &Method, named: bool, q: &HashMap<String, String>) -> Result<&'static str, ApiError> {
+fn verb_of(
+    method: &Method,
+    named: bool,
+    q: &HashMap<String, String>,
+) -> Result<&'static str, ApiError> {
     let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
     Ok(match (method.as_str(), named) {
         ("GET", true) if watch => "watch",
@@ -170,7 +203,11 @@ fn verb_of(method: &Method, named: bool, q: &HashMap<String, String>) -> Result<
         ("PATCH", true) => "patch",
         ("DELETE", true) => "delete",
         ("DELETE", false) => "deletecollection",
-        (m, _) => return Err(ApiError::method_not_allowed(format!("method {m} is not supported here"))),
+        (m, _) => {
+            return Err(ApiError::method_not_allowed(format!(
+                "method {m} is not supported here"
+            )));
+        }
     })
 }
 
@@ -179,14 +216,25 @@ fn write_opts(q: &HashMap<String, String>) -> Result<WriteOpts, ApiError> {
         None | Some("") | Some("Warn") => FieldValidation::Warn,
         Some("Ignore") => FieldValidation::Ignore,
         Some("Strict") => FieldValidation::Strict,
-        Some(o) => return Err(ApiError::bad_request(format!("fieldValidation must be Ignore, Warn or Strict, not {o:?}"))),
+        Some(o) => {
+            return Err(ApiError::bad_request(format!(
+                "fieldValidation must be Ignore, Warn or Strict, not {o:?}"
+            )));
+        }
     };
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
-        Some(o) => return Err(ApiError::bad_request(format!("dryRun must be All, not {o:?}"))),
+        Some(o) => {
+            return Err(ApiError::bad_request(format!(
+                "dryRun must be All, not {o:?}"
+            )));
+        }
     };
-    Ok(WriteOpts { field_validation, dry_run })
+    Ok(WriteOpts {
+        field_validation,
+        dry_run,
+    })
 }
 
 fn parse_object(body: &[u8]) -> Result<Value, ApiError> {
@@ -203,26 +251,50 @@ fn wants_table(req: &Request) -> bool {
     req.headers()
         .get(header::ACCEPT)
         .and_then(|a| a.to_str().ok())
-        .is_some_and(|a| a.split(',').next().is_some_and(|first| first.contains("as=Table")))
+        .is_some_and(|a| {
+            a.split(',')
+                .next()
+                .is_some_and(|first| first.contains("as=Table"))
+        })
 }
 
 fn list_query(rp: &ResourcePath, q: &HashMap<String, String>) -> Result<ListQuery, ApiError> {
     Ok(ListQuery {
         namespace: rp.namespace.clone(),
-        labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or_default())
-            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
-        fields: FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or_default())
-            .map_err(ApiError::bad_request)?,
+        labels: LabelSelector::parse(
+            q.get("labelSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+        )
+        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
+        fields: FieldSelector::parse(
+            q.get("fieldSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+        )
+        .map_err(ApiError::bad_request)?,
         limit: q.get("limit").and_then(|l| l.parse().ok()),
         continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
     })
 }
 
-async fn resource(st: &Arc<AppState>, user: &User, def: Arc<ResourceDef>, rp: ResourcePath, req: Request) -> Result<Response, ApiError> {
+async fn resource(
+    st: &Arc<AppState>,
+    user: &User,
+    def: Arc<ResourceDef>,
+    rp: ResourcePath,
+    req: Request,
+) -> Result<Response, ApiError> {
     let q = query(&req);
     let verb = verb_of(req.method(), rp.name.is_some(), &q)?;
     let lq = list_query(&rp, &q)?;
-    let name_attr = rp.name.as_deref().or_else(|| if matches!(verb, "list" | "watch") { lq.fields.pinned_name() } else { None });
+    let name_attr = rp.name.as_deref().or_else(|| {
+        if matches!(verb, "list" | "watch") {
+            lq.fields.pinned_name()
+        } else {
+            None
+        }
+    });
     let attrs = Attributes {
         verb,
         group: &def.group,
@@ -235,8 +307,16 @@ async fn resource(st: &Arc<AppState>, user: &User, def: Arc<ResourceDef>, rp: Re
         return Err(ApiError::forbidden(attrs.forbidden_message(&user.name)));
     }
     let table = wants_table(&req);
-    let include = q.get("includeObject").cloned().unwrap_or_else(|| "Metadata".into());
-    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|c| c.to_str().ok()).unwrap_or("application/json").to_string();
+    let include = q
+        .get("includeObject")
+        .cloned()
+        .unwrap_or_else(|| "Metadata".into());
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
     let body: Bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
         .await
         .map_err(|e| ApiError::too_large(e.to_string()))?;
@@ -250,7 +330,10 @@ async fn resource(st: &Arc<AppState>, user: &User, def: Arc<ResourceDef>, rp: Re
             let d = def.clone();
             let obj = blocking(move || core.get(&d, &version, ns.as_deref(), &name)).await?;
             if table {
-                return Ok(json_response(200, &table::table(&def, &rp.version, &[obj], None, None, &include)));
+                return Ok(json_response(
+                    200,
+                    &table::table(&def, &rp.version, &[obj], None, None, &include),
+                ));
             }
             Ok(json_response(200, &obj))
         }
@@ -258,15 +341,28 @@ async fn resource(st: &Arc<AppState>, user: &User, def: Arc<ResourceDef>, rp: Re
             let d = def.clone();
             let page = blocking(move || core.list(&d, &version, &lq)).await?;
             if table {
-                return Ok(json_response(200, &table::table(&def, &rp.version, &page.items, Some(page.resource_version), page.continue_token.as_deref(), &include)));
+                return Ok(json_response(
+                    200,
+                    &table::table(
+                        &def,
+                        &rp.version,
+                        &page.items,
+                        Some(page.resource_version),
+                        page.continue_token.as_deref(),
+                        &include,
+                    ),
+                ));
             }
             let mut meta = json!({"resourceVersion": page.resource_version.to_string()});
             if let Some(c) = page.continue_token {
                 meta["continue"] = json!(c);
             }
-            Ok(json_response(200, &json!({
-                "kind": def.list_kind, "apiVersion": def.api_version(&rp.version), "metadata": meta, "items": page.items,
-            })))
+            Ok(json_response(
+                200,
+                &json!({
+                    "kind": def.list_kind, "apiVersion": def.api_version(&rp.version), "metadata": meta, "items": page.items,
+                }),
+            ))
         }
         "watch" => crate::watch_http::watch(st, def, rp.version.clone(), lq, &q).await,
         "create" => {
@@ -278,26 +374,58 @@ async fn resource(st: &Arc<AppState>, user: &User, def: Arc<ResourceDef>, rp: Re
         "update" => {
             let opts = write_opts(&q)?;
             let obj = parse_object(&body)?;
-            let w = blocking(move || core.update(&def, &version, ns.as_deref(), &name, obj, sub.as_deref(), opts)).await?;
+            let w = blocking(move || {
+                core.update(
+                    &def,
+                    &version,
+                    ns.as_deref(),
+                    &name,
+                    obj,
+                    sub.as_deref(),
+                    opts,
+                )
+            })
+            .await?;
             Ok(with_warnings(json_response(200, &w.object), &w.warnings))
         }
         "patch" => {
             let opts = write_opts(&q)?;
-            let ty = PatchType::from_content_type(&ct).ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
-            let w = blocking(move || core.patch(&def, &version, ns.as_deref(), &name, ty, &body, sub.as_deref(), opts)).await?;
-            Ok(with_warnings(json_response(if w.created { 201 } else { 200 }, &w.object), &w.warnings))
+            let ty = PatchType::from_content_type(&ct)
+                .ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
+            let w = blocking(move || {
+                core.patch(
+                    &def,
+                    &version,
+                    ns.as_deref(),
+                    &name,
+                    ty,
+                    &body,
+                    sub.as_deref(),
+                    opts,
+                )
+            })
+            .await?;
+            Ok(with_warnings(
+                json_response(if w.created { 201 } else { 200 }, &w.object),
+                &w.warnings,
+            ))
         }
         "delete" => {
             let opts = delete_opts(&q, &body)?;
             let d = def.clone();
             let r = blocking(move || core.delete(&d, ns.as_deref(), &name, &opts)).await?;
             Ok(match r {
-                Deleted::Pending(obj) => json_response(200, &Core::to_version(&def, &rp.version, obj)),
-                Deleted::Gone(obj) => json_response(200, &json!({
-                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                    "details": {"name": obj.pointer("/metadata/name"), "group": def.group, "kind": def.plural,
-                                "uid": obj.pointer("/metadata/uid")}
-                })),
+                Deleted::Pending(obj) => {
+                    json_response(200, &Core::to_version(&def, &rp.version, obj))
+                }
+                Deleted::Gone(obj) => json_response(
+                    200,
+                    &json!({
+                        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                        "details": {"name": obj.pointer("/metadata/name"), "group": def.group, "kind": def.plural,
+                                    "uid": obj.pointer("/metadata/uid")}
+                    }),
+                ),
             })
         }
         "deletecollection" => {
@@ -309,8 +437,15 @@ async fn resource(st: &Arc<AppState>, user: &User, def: Arc<ResourceDef>, rp: Re
                 let page = core.list(&d, &version, &lq)?;
                 let mut out = Vec::new();
                 for o in page.items {
-                    let n = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-                    let ons = o.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
+                    let n = o
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    let ons = o
+                        .pointer("/metadata/namespace")
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
                     match core.delete(&d, ons.as_deref(), &n, &opts) {
                         Ok(Deleted::Pending(o) | Deleted::Gone(o)) => out.push(o),
                         Err(e) if e.code == 404 => {}
@@ -320,32 +455,60 @@ async fn resource(st: &Arc<AppState>, user: &User, def: Arc<ResourceDef>, rp: Re
                 Ok(out)
             })
             .await?;
-            Ok(json_response(200, &json!({"kind": def.list_kind, "apiVersion": def.api_version(&rp.version), "metadata": {}, "items": items})))
+            Ok(json_response(
+                200,
+                &json!({"kind": def.list_kind, "apiVersion": def.api_version(&rp.version), "metadata": {}, "items": items}),
+            ))
         }
         _ => Err(ApiError::method_not_allowed(verb.to_string())),
     }
 }
 
 fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOpts, ApiError> {
-    let b: Value = if body.iter().all(u8::is_ascii_whitespace) { json!({}) } else { parse_object(body)? };
-    let policy = q
-        .get("propagationPolicy")
-        .cloned()
-        .or_else(|| b.get("propagationPolicy").and_then(Value::as_str).map(str::to_string));
+    let b: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        parse_object(body)?
+    };
+    let policy = q.get("propagationPolicy").cloned().or_else(|| {
+        b.get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
     let mut propagation = match policy.as_deref() {
         None | Some("") => None,
         Some("Background") => Some(Propagation::Background),
         Some("Foreground") => Some(Propagation::Foreground),
         Some("Orphan") => Some(Propagation::Orphan),
-        Some(o) => return Err(ApiError::bad_request(format!("unsupported propagationPolicy {o:?}"))),
+        Some(o) => {
+            return Err(ApiError::bad_request(format!(
+                "unsupported propagationPolicy {o:?}"
+            )));
+        }
     };
-    let orphan = q.get("orphanDependents").map(|s| s == "true").or_else(|| b.get("orphanDependents").and_then(Value::as_bool));
+    let orphan = q
+        .get("orphanDependents")
+        .map(|s| s == "true")
+        .or_else(|| b.get("orphanDependents").and_then(Value::as_bool));
     if propagation.is_none() {
-        propagation = orphan.map(|o| if o { Propagation::Orphan } else { Propagation::Background });
+        propagation = orphan.map(|o| {
+            if o {
+                Propagation::Orphan
+            } else {
+                Propagation::Background
+            }
+        });
     }
-    let s = |p: &str| b.pointer(p).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+    let s = |p: &str| {
+        b.pointer(p)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
     let dry = q.get("dryRun").is_some_and(|d| d == "All")
-        || b.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|x| x == "All"));
+        || b.get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|x| x == "All"));
     Ok(DeleteOpts {
         propagation,
         uid: s("/preconditions/uid"),

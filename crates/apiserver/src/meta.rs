@@ -5,7 +5,9 @@ use serde_json::{Map, Value};
 
 /// The object's `metadata.<field>` as a string.
 pub(crate) fn get<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
-    obj.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str)
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
 }
 
 /// The object's `metadata`, created if missing.
@@ -26,7 +28,12 @@ pub(crate) fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
 pub(crate) fn finalizers(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -36,7 +43,10 @@ pub(crate) fn set_finalizers(obj: &mut Value, f: &[String]) {
     if f.is_empty() {
         m.remove("finalizers");
     } else {
-        m.insert("finalizers".into(), f.iter().cloned().map(Value::String).collect());
+        m.insert(
+            "finalizers".into(),
+            f.iter().cloned().map(Value::String).collect(),
+        );
     }
 }
 
@@ -49,13 +59,20 @@ pub(crate) fn deleting(obj: &Value) -> bool {
 pub(crate) fn owner_uids(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|r| r.get("uid").and_then(Value::as_str)).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// The current time as Kubernetes writes it (`2024-01-02T03:04:05Z`).
 pub(crate) fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// A random version-4 UUID.
@@ -65,7 +82,14 @@ pub(crate) fn uuid() -> String {
     b[12] = '4';
     b[16] = ['8', '9', 'a', 'b'][usize::from(b[16].to_digit(16).unwrap_or(0) as u8 % 4)];
     let s: String = b.into_iter().collect();
-    format!("{}-{}-{}-{}-{}", &s[0..8], &s[8..12], &s[12..16], &s[16..20], &s[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &s[0..8],
+        &s[8..12],
+        &s[12..16],
+        &s[16..20],
+        &s[20..32]
+    )
 }
 
 /// Five random characters Kubernetes appends to `generateName`.
@@ -84,7 +108,8 @@ pub(crate) fn name_suffix() -> String {
 fn dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -140,8 +165,9 @@ pub(crate) fn spec_part(obj: &Value, status_separate: bool) -> Value {
         Value::Object(m) => Value::Object(
             m.iter()
                 .filter(|(k, _)| {
-                    !matches!(k.as_str(), "metadata" | "apiVersion" | "kind")
-                        && !(status_separate && k.as_str() == "status")
+                    let ignored = matches!(k.as_str(), "metadata" | "apiVersion" | "kind")
+                        || (status_separate && k.as_str() == "status");
+                    !ignored
                 })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
@@ -181,7 +207,13 @@ mod tests {
         let o = json!({"apiVersion": "v1", "metadata": {"x": 1}, "spec": 1, "status": 2});
         assert_eq!(spec_part(&o, true), json!({"spec": 1}));
         assert_eq!(spec_part(&o, false), json!({"spec": 1, "status": 2}));
-        assert_eq!(validate_maps(&json!({"metadata": {"labels": {"a": 1}}})).len(), 1);
-        assert_eq!(owner_uids(&json!({"metadata": {"ownerReferences": [{"uid": "u"}]}})), ["u"]);
+        assert_eq!(
+            validate_maps(&json!({"metadata": {"labels": {"a": 1}}})).len(),
+            1
+        );
+        assert_eq!(
+            owner_uids(&json!({"metadata": {"ownerReferences": [{"uid": "u"}]}})),
+            ["u"]
+        );
     }
 }

@@ -32,24 +32,32 @@ impl PatchType {
 }
 
 /// Applies `body` of type `ty` to `doc`. `custom` selects merge semantics for strategic patches.
-pub(crate) fn apply(ty: PatchType, doc: &mut Value, body: &[u8], custom: bool) -> Result<(), String> {
+pub(crate) fn apply(
+    ty: PatchType,
+    doc: &mut Value,
+    body: &[u8],
+    custom: bool,
+) -> Result<(), String> {
     match ty {
         PatchType::Merge => {
-            let p: Value = serde_json::from_slice(body).map_err(|e| format!("invalid JSON merge patch: {e}"))?;
+            let p: Value = serde_json::from_slice(body)
+                .map_err(|e| format!("invalid JSON merge patch: {e}"))?;
             json_patch::merge(doc, &p);
         }
         PatchType::Json => {
             let p: json_patch::Patch =
                 serde_json::from_slice(body).map_err(|e| format!("invalid JSON patch: {e}"))?;
-            json_patch::patch(doc, &p).map_err(|e| format!("the JSON patch could not be applied: {e}"))?;
+            json_patch::patch(doc, &p)
+                .map_err(|e| format!("the JSON patch could not be applied: {e}"))?;
         }
         PatchType::Strategic if custom => {
-            let p: Value = serde_json::from_slice(body).map_err(|e| format!("invalid merge patch: {e}"))?;
+            let p: Value =
+                serde_json::from_slice(body).map_err(|e| format!("invalid merge patch: {e}"))?;
             json_patch::merge(doc, &p);
         }
         PatchType::Strategic => {
-            let p: Value =
-                serde_json::from_slice(body).map_err(|e| format!("invalid strategic merge patch: {e}"))?;
+            let p: Value = serde_json::from_slice(body)
+                .map_err(|e| format!("invalid strategic merge patch: {e}"))?;
             strategic(doc, &p);
         }
         PatchType::Apply => {
@@ -73,8 +81,13 @@ pub(crate) fn parse_apply(body: &[u8]) -> Result<Value, String> {
 /// The merge key of a list field in built-in kinds, or `None` for atomic lists.
 fn merge_key(field: &str) -> Option<&'static str> {
     Some(match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes"
-        | "imagePullSecrets" | "resourceClaims" => "name",
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets"
+        | "resourceClaims" => "name",
         "ports" => "containerPort",
         "volumeMounts" => "mountPath",
         "volumeDevices" => "devicePath",
@@ -99,7 +112,10 @@ fn is_directive(k: &str) -> bool {
 fn strip_directives(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
-            m.iter().filter(|(k, _)| !is_directive(k)).map(|(k, v)| (k.clone(), strip_directives(v))).collect(),
+            m.iter()
+                .filter(|(k, _)| !is_directive(k))
+                .map(|(k, v)| (k.clone(), strip_directives(v)))
+                .collect(),
         ),
         Value::Array(a) => Value::Array(a.iter().map(strip_directives).collect()),
         other => other.clone(),
@@ -139,16 +155,23 @@ pub(crate) fn strategic(doc: &mut Value, patch: &Value) {
             }
             Value::Object(_) => strategic(d.entry(k.clone()).or_insert(Value::Null), pv),
             Value::Array(items) => {
-                let replace = items.iter().any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"));
+                let replace = items
+                    .iter()
+                    .any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"));
                 let cur = d.entry(k.clone()).or_insert(Value::Array(Vec::new()));
                 if replace || !cur.is_array() {
                     *cur = Value::Array(
-                        items.iter().filter(|i| i.get("$patch").is_none()).map(strip_directives).collect(),
+                        items
+                            .iter()
+                            .filter(|i| i.get("$patch").is_none())
+                            .map(strip_directives)
+                            .collect(),
                     );
                 } else if let (Some(key), Some(list)) = (merge_key(k), cur.as_array_mut()) {
                     for item in items {
                         let id = item.get(key);
-                        let pos = id.and_then(|id| list.iter().position(|x| x.get(key) == Some(id)));
+                        let pos =
+                            id.and_then(|id| list.iter().position(|x| x.get(key) == Some(id)));
                         let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
                         match (pos, delete) {
                             (Some(i), true) => {
@@ -186,19 +209,42 @@ mod tests {
 
     #[test]
     fn content_types() {
-        assert_eq!(PatchType::from_content_type("application/merge-patch+json; charset=utf-8"), Some(PatchType::Merge));
-        assert_eq!(PatchType::from_content_type("application/apply-patch+yaml"), Some(PatchType::Apply));
+        assert_eq!(
+            PatchType::from_content_type("application/merge-patch+json; charset=utf-8"),
+            Some(PatchType::Merge)
+        );
+        assert_eq!(
+            PatchType::from_content_type("application/apply-patch+yaml"),
+            Some(PatchType::Apply)
+        );
         assert_eq!(PatchType::from_content_type("application/json"), None);
     }
 
     #[test]
     fn merge_and_json_patch() {
         let mut d = json!({"a": 1, "b": {"c": 2}, "l": [1, 2]});
-        apply(PatchType::Merge, &mut d, br#"{"a": null, "b": {"d": 3}, "l": [3]}"#, true).unwrap();
+        apply(
+            PatchType::Merge,
+            &mut d,
+            br#"{"a": null, "b": {"d": 3}, "l": [3]}"#,
+            true,
+        )
+        .unwrap();
         assert_eq!(d, json!({"b": {"c": 2, "d": 3}, "l": [3]}));
-        apply(PatchType::Json, &mut d, br#"[{"op": "add", "path": "/l/-", "value": 4}]"#, true).unwrap();
+        apply(
+            PatchType::Json,
+            &mut d,
+            br#"[{"op": "add", "path": "/l/-", "value": 4}]"#,
+            true,
+        )
+        .unwrap();
         assert_eq!(d["l"], json!([3, 4]));
-        let e = apply(PatchType::Json, &mut d, br#"[{"op": "test", "path": "/l/0", "value": 9}]"#, true);
+        let e = apply(
+            PatchType::Json,
+            &mut d,
+            br#"[{"op": "test", "path": "/l/0", "value": 9}]"#,
+            true,
+        );
         assert!(e.is_err());
         assert!(apply(PatchType::Merge, &mut d, b"{", true).is_err());
     }
@@ -229,7 +275,10 @@ mod tests {
                 {"name": "c", "image": "c:1"}
             ])
         );
-        strategic(&mut d, &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["f1"]}}));
+        strategic(
+            &mut d,
+            &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["f1"]}}),
+        );
         assert_eq!(d["metadata"]["finalizers"], json!(["f2"]));
         // Lists without a merge key are replaced, as in Kubernetes.
         let mut d = json!({"spec": {"args": ["a", "b"]}});

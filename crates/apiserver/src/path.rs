@@ -94,11 +94,17 @@ mod tests {
         assert_eq!(parse("/apis/apps"), Some(Target::Group("apps".into())));
         assert_eq!(
             parse("/api/v1"),
-            Some(Target::Resources { group: String::new(), version: "v1".into() })
+            Some(Target::Resources {
+                group: String::new(),
+                version: "v1".into()
+            })
         );
         assert_eq!(
             parse("/apis/deckhouse.io/v1alpha1"),
-            Some(Target::Resources { group: "deckhouse.io".into(), version: "v1alpha1".into() })
+            Some(Target::Resources {
+                group: "deckhouse.io".into(),
+                version: "v1alpha1".into()
+            })
         );
         assert_eq!(parse("/version"), None);
     }
@@ -118,7 +124,11 @@ mod tests {
         assert_eq!(r.namespace, None);
         let r = res(parse("/api/v1/namespaces/foo/status"));
         assert_eq!(
-            (r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref()),
+            (
+                r.resource.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref()
+            ),
             ("namespaces", Some("foo"), Some("status"))
         );
         let r = res(parse("/apis/deckhouse.io/v1alpha1/registrynodes/n1/status"));
@@ -126,7 +136,10 @@ mod tests {
         assert_eq!(r.subresource.as_deref(), Some("status"));
         let r = res(parse("/apis/apps/v1/namespaces/a/deployments/b/status"));
         assert_eq!(r.subresource.as_deref(), Some("status"));
-        assert_eq!(parse("/apis/apps/v1/namespaces/a/deployments/b/status/x"), None);
+        assert_eq!(
+            parse("/apis/apps/v1/namespaces/a/deployments/b/status/x"),
+            None
+        );
         assert_eq!(parse("/apis/apps/v1/deployments/b/status/x"), None);
     }
 }

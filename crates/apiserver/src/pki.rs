@@ -32,7 +32,9 @@ pub(crate) struct Issued {
 
 impl std::fmt::Debug for Issued {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Issued").field("fingerprint", &self.fingerprint).finish_non_exhaustive()
+        f.debug_struct("Issued")
+            .field("fingerprint", &self.fingerprint)
+            .finish_non_exhaustive()
     }
 }
 
@@ -47,9 +49,14 @@ pub(crate) fn hex_encode(b: &[u8]) -> String {
 
 fn ca_params() -> CertificateParams {
     let mut p = CertificateParams::default();
-    p.distinguished_name.push(DnType::CommonName, "d8-apiserver-ca");
+    p.distinguished_name
+        .push(DnType::CommonName, "d8-apiserver-ca");
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     p
 }
 
@@ -82,22 +89,35 @@ impl Ca {
         let (crt, key) = (dir.join("ca.crt"), dir.join("ca.key"));
         if let (Some(cert_pem), Some(key_pem)) = (read(&crt)?, read(&key)?) {
             let kp = KeyPair::from_pem(&key_pem)?;
-            return Ok(Self { cert_pem, issuer: Issuer::new(ca_params(), kp) });
+            return Ok(Self {
+                cert_pem,
+                issuer: Issuer::new(ca_params(), kp),
+            });
         }
         let kp = KeyPair::generate()?;
         let cert = ca_params().self_signed(&kp)?;
         write_private(&key, &kp.serialize_pem())?;
         write_private(&crt, &cert.pem())?;
-        Ok(Self { cert_pem: cert.pem(), issuer: Issuer::new(ca_params(), kp) })
+        Ok(Self {
+            cert_pem: cert.pem(),
+            issuer: Issuer::new(ca_params(), kp),
+        })
     }
 
     /// Issues a certificate: a server certificate for `sans`, or a client certificate for
     /// user `cn` in `groups` (as the Organization, the way Kubernetes reads groups).
-    pub(crate) fn issue(&self, cn: &str, groups: &[String], sans: &[String], server: bool) -> Result<Issued, Error> {
+    pub(crate) fn issue(
+        &self,
+        cn: &str,
+        groups: &[String],
+        sans: &[String],
+        server: bool,
+    ) -> Result<Issued, Error> {
         let mut p = CertificateParams::new(sans.to_vec())?;
         p.distinguished_name.push(DnType::CommonName, cn);
         for g in groups {
-            p.distinguished_name.push(DnType::OrganizationName, g.as_str());
+            p.distinguished_name
+                .push(DnType::OrganizationName, g.as_str());
         }
         if server {
             p.subject_alt_names = sans
@@ -108,7 +128,10 @@ impl Ca {
                 })
                 .collect::<Result<_, _>>()?;
         }
-        p.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        p.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
         p.extended_key_usages = vec![if server {
             ExtendedKeyUsagePurpose::ServerAuth
         } else {
@@ -116,18 +139,31 @@ impl Ca {
         }];
         let kp = KeyPair::generate()?;
         let cert = p.signed_by(&kp, &self.issuer)?;
-        Ok(Issued { cert_pem: cert.pem(), key_pem: kp.serialize_pem(), fingerprint: fingerprint(cert.der()) })
+        Ok(Issued {
+            cert_pem: cert.pem(),
+            key_pem: kp.serialize_pem(),
+            fingerprint: fingerprint(cert.der()),
+        })
     }
 }
 
 /// The serving certificate in `dir`, reissued when missing or when the SANs changed.
 pub(crate) fn serving_cert(dir: &Path, ca: &Ca, sans: &[String]) -> Result<Issued, Error> {
-    let (crt, key, san_file) = (dir.join("server.crt"), dir.join("server.key"), dir.join("server.sans"));
+    let (crt, key, san_file) = (
+        dir.join("server.crt"),
+        dir.join("server.key"),
+        dir.join("server.sans"),
+    );
     let want = sans.join(",");
-    if let (Some(cert_pem), Some(key_pem), Some(have)) = (read(&crt)?, read(&key)?, read(&san_file)?) {
-        if have == want {
-            return Ok(Issued { cert_pem, key_pem, fingerprint: String::new() });
-        }
+    if let (Some(cert_pem), Some(key_pem), Some(have)) =
+        (read(&crt)?, read(&key)?, read(&san_file)?)
+        && have == want
+    {
+        return Ok(Issued {
+            cert_pem,
+            key_pem,
+            fingerprint: String::new(),
+        });
     }
     let issued = ca.issue("d8-apiserver", &[], sans, true)?;
     write_private(&key, &issued.key_pem)?;
@@ -153,7 +189,10 @@ pub(crate) fn write_kubeconfig(
 ) -> Result<PathBuf, Error> {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let cluster = match ca_pem {
-        Some(ca) => format!("    server: {server}\n    certificate-authority-data: {}\n", b64(ca)),
+        Some(ca) => format!(
+            "    server: {server}\n    certificate-authority-data: {}\n",
+            b64(ca)
+        ),
         None => format!("    server: {server}\n"),
     };
     let creds = match auth {
@@ -181,12 +220,24 @@ mod tests {
         let ca = Ca::load_or_create(dir.path()).unwrap();
         let again = Ca::load_or_create(dir.path()).unwrap();
         assert_eq!(ca.cert_pem, again.cert_pem);
-        let s1 = serving_cert(dir.path(), &again, &["localhost".into(), "127.0.0.1".into()]).unwrap();
-        let s2 = serving_cert(dir.path(), &again, &["localhost".into(), "127.0.0.1".into()]).unwrap();
+        let s1 = serving_cert(
+            dir.path(),
+            &again,
+            &["localhost".into(), "127.0.0.1".into()],
+        )
+        .unwrap();
+        let s2 = serving_cert(
+            dir.path(),
+            &again,
+            &["localhost".into(), "127.0.0.1".into()],
+        )
+        .unwrap();
         assert_eq!(s1.cert_pem, s2.cert_pem);
         let s3 = serving_cert(dir.path(), &again, &["localhost".into()]).unwrap();
         assert_ne!(s1.cert_pem, s3.cert_pem);
-        let c = again.issue("admin", &["system:masters".into()], &[], false).unwrap();
+        let c = again
+            .issue("admin", &["system:masters".into()], &[], false)
+            .unwrap();
         assert_eq!(c.fingerprint.len(), 64);
     }
 }

@@ -55,7 +55,11 @@ impl ResourceDef {
 
     /// `apiVersion` for version `v`.
     pub(crate) fn api_version(&self, v: &str) -> String {
-        if self.group.is_empty() { v.to_string() } else { format!("{}/{}", self.group, v) }
+        if self.group.is_empty() {
+            v.to_string()
+        } else {
+            format!("{}/{}", self.group, v)
+        }
     }
 
     /// `plural.group` (`plural` for the core group), as in Kubernetes messages.
@@ -89,9 +93,7 @@ pub(crate) fn version_priority(a: &str, b: &str) -> Ordering {
         Some((major, stage, num.parse().ok()?))
     }
     match (parse(a), parse(b)) {
-        (Some((ma, sa, na)), Some((mb, sb, nb))) => {
-            sb.cmp(&sa).then(mb.cmp(&ma)).then(nb.cmp(&na))
-        }
+        (Some((ma, sa, na)), Some((mb, sb, nb))) => sb.cmp(&sa).then(mb.cmp(&ma)).then(nb.cmp(&na)),
         (Some(_), None) => Ordering::Less,
         (None, Some(_)) => Ordering::Greater,
         (None, None) => a.cmp(b),
@@ -125,26 +127,115 @@ struct Builtin {
 }
 
 const BUILTINS: &[Builtin] = &[
-    Builtin { group: "", version: "v1", plural: "namespaces", kind: "Namespace", namespaced: false, short: &["ns"], status: true, generation: false },
-    Builtin { group: "", version: "v1", plural: "nodes", kind: "Node", namespaced: false, short: &["no"], status: true, generation: false },
-    Builtin { group: "", version: "v1", plural: "secrets", kind: "Secret", namespaced: true, short: &[], status: false, generation: false },
-    Builtin { group: "", version: "v1", plural: "configmaps", kind: "ConfigMap", namespaced: true, short: &["cm"], status: false, generation: false },
-    Builtin { group: "", version: "v1", plural: "events", kind: "Event", namespaced: true, short: &["ev"], status: false, generation: false },
-    Builtin { group: "events.k8s.io", version: "v1", plural: "events", kind: "Event", namespaced: true, short: &["ev"], status: false, generation: false },
-    Builtin { group: "coordination.k8s.io", version: "v1", plural: "leases", kind: "Lease", namespaced: true, short: &[], status: false, generation: false },
-    Builtin { group: "apps", version: "v1", plural: "deployments", kind: "Deployment", namespaced: true, short: &["deploy"], status: true, generation: true },
-    Builtin { group: "apiextensions.k8s.io", version: "v1", plural: "customresourcedefinitions", kind: "CustomResourceDefinition", namespaced: false, short: &["crd", "crds"], status: true, generation: true },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "namespaces",
+        kind: "Namespace",
+        namespaced: false,
+        short: &["ns"],
+        status: true,
+        generation: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "nodes",
+        kind: "Node",
+        namespaced: false,
+        short: &["no"],
+        status: true,
+        generation: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "secrets",
+        kind: "Secret",
+        namespaced: true,
+        short: &[],
+        status: false,
+        generation: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "configmaps",
+        kind: "ConfigMap",
+        namespaced: true,
+        short: &["cm"],
+        status: false,
+        generation: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "events",
+        kind: "Event",
+        namespaced: true,
+        short: &["ev"],
+        status: false,
+        generation: false,
+    },
+    Builtin {
+        group: "events.k8s.io",
+        version: "v1",
+        plural: "events",
+        kind: "Event",
+        namespaced: true,
+        short: &["ev"],
+        status: false,
+        generation: false,
+    },
+    Builtin {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        kind: "Lease",
+        namespaced: true,
+        short: &[],
+        status: false,
+        generation: false,
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        plural: "deployments",
+        kind: "Deployment",
+        namespaced: true,
+        short: &["deploy"],
+        status: true,
+        generation: true,
+    },
+    Builtin {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        plural: "customresourcedefinitions",
+        kind: "CustomResourceDefinition",
+        namespaced: false,
+        short: &["crd", "crds"],
+        status: true,
+        generation: true,
+    },
 ];
 
 fn builtin_columns(kind: &str, group: &str) -> Vec<Column> {
     match (group, kind) {
         ("", "Namespace") => vec![col("Status", "string", ".status.phase"), age()],
         ("", "Node") => vec![
-            col("Status", "string", r#".status.conditions[?(@.type=="Ready")].status"#),
+            col(
+                "Status",
+                "string",
+                r#".status.conditions[?(@.type=="Ready")].status"#,
+            ),
             age(),
             col("Version", "string", ".status.nodeInfo.kubeletVersion"),
         ],
-        ("", "Secret") => vec![col("Type", "string", ".type"), col("Data", "integer", "#count .data"), age()],
+        ("", "Secret") => vec![
+            col("Type", "string", ".type"),
+            col("Data", "integer", "#count .data"),
+            age(),
+        ],
         ("", "ConfigMap") => vec![col("Data", "integer", "#count .data"), age()],
         ("", "Event") => vec![
             col("Last Seen", "date", ".lastTimestamp"),
@@ -199,14 +290,24 @@ fn builtin(b: &Builtin) -> ResourceDef {
 
 fn strs(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// Reads a CRD object into a resource definition, compiling the schema of every served version.
 pub(crate) fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
     let spec = crd.get("spec").ok_or("spec: Required value")?;
-    let s = |p: &str| spec.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+    let s = |p: &str| {
+        spec.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let group = s("/group");
     let plural = s("/names/plural");
     let kind = s("/names/kind");
@@ -219,7 +320,10 @@ pub(crate) fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
     if kind.is_empty() {
         return Err("spec.names.kind: Required value".into());
     }
-    let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = crd
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if name != format!("{plural}.{group}") {
         return Err(format!(
             "metadata.name: Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"
@@ -236,8 +340,17 @@ pub(crate) fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
     };
     let mut versions = Vec::new();
     let mut storage = 0;
-    for (i, v) in spec.get("versions").and_then(Value::as_array).ok_or("spec.versions: Required value")?.iter().enumerate() {
-        let vname = v.get("name").and_then(Value::as_str).ok_or(format!("spec.versions[{i}].name: Required value"))?;
+    for (i, v) in spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .ok_or("spec.versions: Required value")?
+        .iter()
+        .enumerate()
+    {
+        let vname = v
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or(format!("spec.versions[{i}].name: Required value"))?;
         let is_storage = v.get("storage").and_then(Value::as_bool) == Some(true);
         storage += usize::from(is_storage);
         if v.get("served").and_then(Value::as_bool) != Some(true) {
@@ -255,7 +368,12 @@ pub(crate) fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
             .map(|cols| {
                 cols.iter()
                     .map(|c| {
-                        let g = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                        let g = |k: &str| {
+                            c.get(k)
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_string()
+                        };
                         Column {
                             name: g("name"),
                             type_: g("type"),
@@ -277,26 +395,39 @@ pub(crate) fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
             status: v.pointer("/subresources/status").is_some(),
             schema,
             columns,
-            deprecation_warning: (v.get("deprecated").and_then(Value::as_bool) == Some(true)).then(|| {
-                v.get("deprecationWarning")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("{group}/{vname} {kind} is deprecated"))
-            }),
+            deprecation_warning: (v.get("deprecated").and_then(Value::as_bool) == Some(true)).then(
+                || {
+                    v.get("deprecationWarning")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                        .unwrap_or_else(|| format!("{group}/{vname} {kind} is deprecated"))
+                },
+            ),
         });
     }
     if storage != 1 {
-        return Err("spec.versions: Invalid value: must have exactly one version marked as storage version".into());
+        return Err(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version"
+                .into(),
+        );
     }
     versions.sort_by(|a, b| version_priority(&a.name, &b.name));
     Ok(ResourceDef {
         singular: {
             let sg = s("/names/singular");
-            if sg.is_empty() { kind.to_lowercase() } else { sg }
+            if sg.is_empty() {
+                kind.to_lowercase()
+            } else {
+                sg
+            }
         },
         list_kind: {
             let lk = s("/names/listKind");
-            if lk.is_empty() { format!("{kind}List") } else { lk }
+            if lk.is_empty() {
+                format!("{kind}List")
+            } else {
+                lk
+            }
         },
         short_names: strs(spec.pointer("/names/shortNames")),
         categories: strs(spec.pointer("/names/categories")),
@@ -318,10 +449,15 @@ pub(crate) struct Registry {
 
 impl Registry {
     /// Built-ins plus the given CRDs; CRDs that do not parse are returned with their error.
-    pub(crate) fn build<'a>(crds: impl IntoIterator<Item = &'a Value>) -> (Self, Vec<(String, String)>) {
+    pub(crate) fn build<'a>(
+        crds: impl IntoIterator<Item = &'a Value>,
+    ) -> (Self, Vec<(String, String)>) {
         let mut by_gr = BTreeMap::new();
         for b in BUILTINS {
-            by_gr.insert((b.group.to_string(), b.plural.to_string()), Arc::new(builtin(b)));
+            by_gr.insert(
+                (b.group.to_string(), b.plural.to_string()),
+                Arc::new(builtin(b)),
+            );
         }
         let mut errors = Vec::new();
         for crd in crds {
@@ -330,7 +466,10 @@ impl Registry {
                     by_gr.insert((def.group.clone(), def.plural.clone()), Arc::new(def));
                 }
                 Err(e) => errors.push((
-                    crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
+                    crd.pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
                     e,
                 )),
             }
@@ -339,7 +478,12 @@ impl Registry {
     }
 
     /// The resource `plural` in `group`, if it serves `version`.
-    pub(crate) fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+    pub(crate) fn lookup(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<Arc<ResourceDef>> {
         self.by_gr
             .get(&(group.to_string(), plural.to_string()))
             .filter(|d| d.version(version).is_some())
@@ -348,7 +492,9 @@ impl Registry {
 
     /// The resource `plural` in `group`, whatever its versions.
     pub(crate) fn get(&self, group: &str, plural: &str) -> Option<Arc<ResourceDef>> {
-        self.by_gr.get(&(group.to_string(), plural.to_string())).cloned()
+        self.by_gr
+            .get(&(group.to_string(), plural.to_string()))
+            .cloned()
     }
 
     /// Every resource.
@@ -375,7 +521,12 @@ impl Registry {
             })
             .collect();
         // Built-in groups first, as Kubernetes lists them.
-        out.sort_by_key(|(g, _)| (!(g.is_empty() || g.ends_with("k8s.io") || g == "apps"), g.clone()));
+        out.sort_by_key(|(g, _)| {
+            (
+                !(g.is_empty() || g.ends_with("k8s.io") || g == "apps"),
+                g.clone(),
+            )
+        });
         out
     }
 
@@ -400,9 +551,7 @@ pub(crate) fn crd_status(crd: &Value, now: &str) -> Value {
         .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
         .filter_map(|v| v.get("name").cloned())
         .collect();
-    let cond = |t: &str, reason: &str, msg: &str| {
-        json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg})
-    };
+    let cond = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg});
     json!({
         "acceptedNames": names,
         "storedVersions": stored,
@@ -419,9 +568,16 @@ mod tests {
 
     #[test]
     fn version_order_matches_kubernetes() {
-        let mut v = vec!["v1alpha1", "foo", "v2", "v1beta2", "v1", "v1alpha2", "v1beta1", "v10"];
+        let mut v = vec![
+            "v1alpha1", "foo", "v2", "v1beta2", "v1", "v1alpha2", "v1beta1", "v10",
+        ];
         v.sort_by(|a, b| version_priority(a, b));
-        assert_eq!(v, ["v10", "v2", "v1", "v1beta2", "v1beta1", "v1alpha2", "v1alpha1", "foo"]);
+        assert_eq!(
+            v,
+            [
+                "v10", "v2", "v1", "v1beta2", "v1beta1", "v1alpha2", "v1alpha1", "foo"
+            ]
+        );
     }
 
     fn crd() -> Value {
@@ -456,7 +612,13 @@ mod tests {
         assert!(reg.lookup("", "v1", "secrets").is_some());
         let groups = reg.groups();
         assert_eq!(groups[0].0, "");
-        assert_eq!(groups.last().unwrap(), &("example.io".to_string(), vec!["v1".to_string(), "v1alpha1".to_string()]));
+        assert_eq!(
+            groups.last().unwrap(),
+            &(
+                "example.io".to_string(),
+                vec!["v1".to_string(), "v1alpha1".to_string()]
+            )
+        );
     }
 
     #[test]

@@ -37,20 +37,27 @@ pub(crate) struct Structural {
 
 impl std::fmt::Debug for Structural {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Structural").field("raw", &self.raw).finish_non_exhaustive()
+        f.debug_struct("Structural")
+            .field("raw", &self.raw)
+            .finish_non_exhaustive()
     }
 }
 
 /// Rewrites an OpenAPI v3 schema into JSON Schema draft 4.
 fn to_draft4(schema: &Value) -> Value {
-    let Value::Object(m) = schema else { return schema.clone() };
+    let Value::Object(m) = schema else {
+        return schema.clone();
+    };
     let mut out = Map::new();
     for (k, v) in m {
         let v = match k.as_str() {
             "properties" | "patternProperties" | "definitions" => match v {
-                Value::Object(props) => {
-                    Value::Object(props.iter().map(|(pk, pv)| (pk.clone(), to_draft4(pv))).collect())
-                }
+                Value::Object(props) => Value::Object(
+                    props
+                        .iter()
+                        .map(|(pk, pv)| (pk.clone(), to_draft4(pv)))
+                        .collect(),
+                ),
                 other => other.clone(),
             },
             "items" | "additionalProperties" | "not" => to_draft4(v),
@@ -82,10 +89,10 @@ fn to_draft4(schema: &Value) -> Value {
             let inner = Value::Object(std::mem::take(&mut out));
             out.insert("anyOf".into(), serde_json::json!([{"type": "null"}, inner]));
         }
-        if let Some(Value::Array(e)) = out.get_mut("enum") {
-            if !e.contains(&Value::Null) {
-                e.push(Value::Null);
-            }
+        if let Some(Value::Array(e)) = out.get_mut("enum")
+            && !e.contains(&Value::Null)
+        {
+            e.push(Value::Null);
         }
     }
     Value::Object(out)
@@ -143,16 +150,19 @@ impl Structural {
         if !openapi.is_object() {
             return Err("openAPIV3Schema must be an object".into());
         }
-        if let Some(t) = openapi.get("type") {
-            if t != "object" {
-                return Err("openAPIV3Schema.type: Invalid value: must be object at the root".into());
-            }
+        if let Some(t) = openapi.get("type")
+            && t != "object"
+        {
+            return Err("openAPIV3Schema.type: Invalid value: must be object at the root".into());
         }
         let validator = jsonschema::draft4::options()
             .should_validate_formats(false)
             .build(&to_draft4(openapi))
             .map_err(|e| format!("openAPIV3Schema is not a valid schema: {e}"))?;
-        Ok(Self { raw: openapi.clone(), validator })
+        Ok(Self {
+            raw: openapi.clone(),
+            validator,
+        })
     }
 
     /// The original OpenAPI schema.
@@ -168,11 +178,13 @@ impl Structural {
     /// Removes fields the schema does not know; returns their paths.
     pub(crate) fn prune(&self, obj: &mut Value) -> Vec<String> {
         let mut pruned = Vec::new();
-        if let (Value::Object(m), Some(Value::Object(props))) = (&mut *obj, self.raw.get("properties"))
+        if let (Value::Object(m), Some(Value::Object(props))) =
+            (&mut *obj, self.raw.get("properties"))
         {
             if !is_true(&self.raw, "x-kubernetes-preserve-unknown-fields") {
                 m.retain(|k, _| {
-                    let keep = props.contains_key(k) || ["apiVersion", "kind", "metadata"].contains(&k.as_str());
+                    let keep = props.contains_key(k)
+                        || ["apiVersion", "kind", "metadata"].contains(&k.as_str());
                     if !keep {
                         pruned.push(k.clone());
                     }
@@ -204,19 +216,32 @@ impl Structural {
                         let p = property.as_str().unwrap_or_default();
                         Cause {
                             reason: "FieldValueRequired".into(),
-                            field: if path.is_empty() { p.to_string() } else { format!("{path}.{p}") },
+                            field: if path.is_empty() {
+                                p.to_string()
+                            } else {
+                                format!("{path}.{p}")
+                            },
                             message: "Required value".into(),
                         }
                     }
                     jsonschema::error::ValidationErrorKind::Enum { options } => {
                         let supported = options
                             .as_array()
-                            .map(|o| o.iter().filter(|v| !v.is_null()).map(show).collect::<Vec<_>>().join(", "))
+                            .map(|o| {
+                                o.iter()
+                                    .filter(|v| !v.is_null())
+                                    .map(show)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            })
                             .unwrap_or_default();
                         Cause {
                             reason: "FieldValueNotSupported".into(),
                             field: path,
-                            message: format!("Unsupported value: {}: supported values: {supported}", show(inst)),
+                            message: format!(
+                                "Unsupported value: {}: supported values: {supported}",
+                                show(inst)
+                            ),
                         }
                     }
                     jsonschema::error::ValidationErrorKind::Type { .. } => {
@@ -227,7 +252,10 @@ impl Structural {
                             .map(|(parent, _)| parent.to_string())
                             .and_then(|p| {
                                 let p = if p.is_empty() { String::new() } else { p };
-                                self.raw.pointer(&format!("{p}/type")).and_then(Value::as_str).map(str::to_string)
+                                self.raw
+                                    .pointer(&format!("{p}/type"))
+                                    .and_then(Value::as_str)
+                                    .map(str::to_string)
                             })
                             .unwrap_or_else(|| "the declared type".into());
                         Cause {
@@ -400,8 +428,14 @@ mod tests {
     #[test]
     fn validation_messages_are_kubernetes_shaped() {
         let s = schema();
-        assert!(s.validate(&json!({"spec": {"mode": "Proxy", "port": 80, "note": null}})).is_empty());
-        assert!(s.validate(&json!({"spec": {"mode": "Proxy", "port": "http"}})).is_empty());
+        assert!(
+            s.validate(&json!({"spec": {"mode": "Proxy", "port": 80, "note": null}}))
+                .is_empty()
+        );
+        assert!(
+            s.validate(&json!({"spec": {"mode": "Proxy", "port": "http"}}))
+                .is_empty()
+        );
         let c = s.validate(&json!({"spec": {}}));
         assert_eq!(c[0].render(), "spec.mode: Required value");
         let c = s.validate(&json!({"spec": {"mode": "Bad"}}));

@@ -40,11 +40,14 @@ fn split_top(s: &str) -> Vec<&str> {
 fn valid_key(k: &str) -> bool {
     !k.is_empty()
         && k.len() <= 317
-        && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
 }
 
 fn valid_value(v: &str) -> bool {
-    v.len() <= 63 && v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 fn parse_set(key: &str, rest: &str) -> Result<BTreeSet<String>, String> {
@@ -57,7 +60,11 @@ fn parse_set(key: &str, rest: &str) -> Result<BTreeSet<String>, String> {
         .split(',')
         .map(|v| {
             let v = v.trim();
-            if valid_value(v) { Ok(v.to_string()) } else { Err(format!("invalid label value: {v:?}")) }
+            if valid_value(v) {
+                Ok(v.to_string())
+            } else {
+                Err(format!("invalid label value: {v:?}"))
+            }
         })
         .collect()
 }
@@ -127,7 +134,9 @@ impl FieldSelector {
             } else if let Some((p, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
                 (p, true, v)
             } else {
-                return Err(format!("invalid field selector term {part:?}: expected field=value"));
+                return Err(format!(
+                    "invalid field selector term {part:?}: expected field=value"
+                ));
             };
             let path: Vec<String> = path.trim().split('.').map(str::to_string).collect();
             if path.iter().any(String::is_empty) {
@@ -215,7 +224,11 @@ mod tests {
         let s = FieldSelector::parse("metadata.name=n1,metadata.namespace!=other").unwrap();
         assert!(s.matches(&o));
         assert_eq!(s.pinned_name(), Some("n1"));
-        assert!(!FieldSelector::parse("metadata.name=n2").unwrap().matches(&o));
+        assert!(
+            !FieldSelector::parse("metadata.name=n2")
+                .unwrap()
+                .matches(&o)
+        );
         assert!(FieldSelector::parse("metadata.name").is_err());
         assert!(FieldSelector::parse("spec.nodeName=").unwrap().matches(&o));
     }

@@ -64,14 +64,18 @@ impl std::fmt::Debug for Builder {
 }
 
 fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, Error> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text)
-        .map_err(|e| Error::Crd { name: origin.to_string(), message: e.to_string() })?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| Error::Crd {
+        name: origin.to_string(),
+        message: e.to_string(),
+    })?;
     Ok(docs
         .into_iter()
         .flat_map(|d| match d.get("kind").and_then(Value::as_str) {
-            Some("List") | Some("CustomResourceDefinitionList") => {
-                d.get("items").and_then(Value::as_array).cloned().unwrap_or_default()
-            }
+            Some("List") | Some("CustomResourceDefinitionList") => d
+                .get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
             _ => vec![d],
         })
         .filter(|d| !d.is_null())
@@ -100,7 +104,11 @@ impl Builder {
     /// Serves the CRDs in a YAML (or JSON) text, one or more documents.
     pub fn crd_yaml(mut self, text: &str) -> Result<Self, Error> {
         let docs = parse_documents(text, "<yaml>")?;
-        self.crds.extend(docs.into_iter().filter(|d| d.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition")));
+        self.crds.extend(
+            docs.into_iter().filter(|d| {
+                d.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition")
+            }),
+        );
         Ok(self)
     }
 
@@ -111,13 +119,18 @@ impl Builder {
             .map_err(Error::io(dir))?
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json"))
+            .filter(|p| {
+                p.extension()
+                    .is_some_and(|x| x == "yaml" || x == "yml" || x == "json")
+            })
             .collect();
         files.sort();
         for f in files {
             let text = std::fs::read_to_string(&f).map_err(Error::io(&f))?;
             let docs = parse_documents(&text, &f.display().to_string())?;
-            self.crds.extend(docs.into_iter().filter(|d| d.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition")));
+            self.crds.extend(docs.into_iter().filter(|d| {
+                d.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition")
+            }));
         }
         Ok(self)
     }
@@ -167,21 +180,32 @@ impl Builder {
 
     /// Starts serving on `listener`. Returns once the server accepts requests.
     pub async fn serve(self, listener: TcpListener) -> Result<RunningServer, Error> {
-        let dir = self.data_dir.clone().ok_or_else(|| Error::Config("data_dir is required".into()))?;
+        let dir = self
+            .data_dir
+            .clone()
+            .ok_or_else(|| Error::Config("data_dir is required".into()))?;
         let addr = listener.local_addr().map_err(Error::io("listener"))?;
         let (pki_dir, cfg_dir) = (dir.join("pki"), dir.join("kubeconfigs"));
         for d in [&dir, &pki_dir, &pki_dir.join("users"), &cfg_dir] {
             std::fs::create_dir_all(d).map_err(Error::io(d))?;
         }
         let ca = Ca::load_or_create(&pki_dir)?;
-        let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
+        let host = if addr.ip().is_unspecified() {
+            "127.0.0.1".to_string()
+        } else {
+            addr.ip().to_string()
+        };
         let url = match (self.tls, addr.ip().is_ipv6() && !addr.ip().is_unspecified()) {
             (true, true) => format!("https://[{host}]:{}", addr.port()),
             (true, false) => format!("https://{host}:{}", addr.port()),
             (false, true) => format!("http://[{host}]:{}", addr.port()),
             (false, false) => format!("http://{host}:{}", addr.port()),
         };
-        let mut sans = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+        let mut sans = vec![
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+            "::1".to_string(),
+        ];
         if !sans.contains(&host) {
             sans.push(host.clone());
         }
@@ -217,7 +241,11 @@ impl Builder {
             bookmark_interval: self.bookmark_interval,
         });
         let app = crate::handlers::router(state);
-        let tls = if self.tls { Some(tls_acceptor(&ca, &serving)?) } else { None };
+        let tls = if self.tls {
+            Some(tls_acceptor(&ca, &serving)?)
+        } else {
+            None
+        };
         let gc = tokio::spawn(crate::gc::run(core.clone()));
         let (stop_tx, stop_rx) = oneshot::channel();
         let task = tokio::spawn(accept_loop(listener, tls, app, stop_rx, gc));
@@ -237,12 +265,18 @@ impl Builder {
 /// Creates the standard namespaces and the given CRDs (updating CRDs whose spec changed).
 fn seed(core: &Core, namespaces: &[String], crds: &[Value]) -> Result<(), Error> {
     let reg = core.registry();
-    let ns_def = reg.get("", "namespaces").ok_or_else(|| Error::Config("namespaces missing".into()))?;
+    let ns_def = reg
+        .get("", "namespaces")
+        .ok_or_else(|| Error::Config("namespaces missing".into()))?;
     let crd_def = reg
         .get("apiextensions.k8s.io", "customresourcedefinitions")
         .ok_or_else(|| Error::Config("customresourcedefinitions missing".into()))?;
     let base = ["default", "kube-system", "kube-public", "kube-node-lease"];
-    for ns in base.iter().map(|s| (*s).to_string()).chain(namespaces.iter().cloned()) {
+    for ns in base
+        .iter()
+        .map(|s| (*s).to_string())
+        .chain(namespaces.iter().cloned())
+    {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         match core.create(&ns_def, "v1", None, obj, WriteOpts::default()) {
             Ok(_) => {}
@@ -251,11 +285,19 @@ fn seed(core: &Core, namespaces: &[String], crds: &[Value]) -> Result<(), Error>
         }
     }
     for crd in crds {
-        let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
-        let crd_err = |e: crate::ApiError| Error::Crd { name: name.clone(), message: e.message };
+        let name = crd
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let crd_err = |e: crate::ApiError| Error::Crd {
+            name: name.clone(),
+            message: e.message,
+        };
         match core.get(&crd_def, "v1", None, &name) {
             Err(e) if e.code == 404 => {
-                core.create(&crd_def, "v1", None, crd.clone(), WriteOpts::default()).map_err(crd_err)?;
+                core.create(&crd_def, "v1", None, crd.clone(), WriteOpts::default())
+                    .map_err(crd_err)?;
             }
             Err(e) => return Err(crd_err(e)),
             Ok(existing) if existing.get("spec") != crd.get("spec") => {
@@ -266,7 +308,16 @@ fn seed(core: &Core, namespaces: &[String], crds: &[Value]) -> Result<(), Error>
                         updated["metadata"][f] = v.clone();
                     }
                 }
-                core.update(&crd_def, "v1", None, &name, updated, None, WriteOpts::default()).map_err(crd_err)?;
+                core.update(
+                    &crd_def,
+                    "v1",
+                    None,
+                    &name,
+                    updated,
+                    None,
+                    WriteOpts::default(),
+                )
+                .map_err(crd_err)?;
             }
             Ok(_) => {}
         }
@@ -275,16 +326,35 @@ fn seed(core: &Core, namespaces: &[String], crds: &[Value]) -> Result<(), Error>
 }
 
 fn file_name(user: &str) -> String {
-    user.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' }).collect()
+    user.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
 }
 
-type Credentials = (Vec<Identity>, BTreeMap<String, PathBuf>, BTreeMap<String, String>);
+type Credentials = (
+    Vec<Identity>,
+    BTreeMap<String, PathBuf>,
+    BTreeMap<String, String>,
+);
 
 /// Loads or creates every user's token and certificate; writes their kubeconfigs.
-fn credentials(dir: &Path, ca: &Ca, users: Vec<User>, url: &str, tls: bool) -> Result<Credentials, Error> {
+fn credentials(
+    dir: &Path,
+    ca: &Ca,
+    users: Vec<User>,
+    url: &str,
+    tls: bool,
+) -> Result<Credentials, Error> {
     let ids_path = dir.join("identities.json");
     let stored: Vec<Identity> = match std::fs::read(&ids_path) {
-        Ok(b) => serde_json::from_slice(&b).map_err(|e| Error::Config(format!("{}: {e}", ids_path.display())))?,
+        Ok(b) => serde_json::from_slice(&b)
+            .map_err(|e| Error::Config(format!("{}: {e}", ids_path.display())))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(Error::io(&ids_path)(e)),
     };
@@ -292,13 +362,26 @@ fn credentials(dir: &Path, ca: &Ca, users: Vec<User>, url: &str, tls: bool) -> R
     for user in users {
         let fname = file_name(&user.name);
         let prev = stored.iter().find(|i| i.user.name == user.name);
-        let token = prev.map(|p| p.token.clone()).unwrap_or_else(|| random_hex(32));
+        let token = prev
+            .map(|p| p.token.clone())
+            .unwrap_or_else(|| random_hex(32));
         let mut cert: Option<Issued> = None;
         if user.credential == Credential::ClientCert {
-            let (crt, key) = (dir.join("pki/users").join(format!("{fname}.crt")), dir.join("pki/users").join(format!("{fname}.key")));
-            let reuse = match (prev.and_then(|p| p.cert_fingerprint.clone()), std::fs::read_to_string(&crt), std::fs::read_to_string(&key)) {
+            let (crt, key) = (
+                dir.join("pki/users").join(format!("{fname}.crt")),
+                dir.join("pki/users").join(format!("{fname}.key")),
+            );
+            let reuse = match (
+                prev.and_then(|p| p.cert_fingerprint.clone()),
+                std::fs::read_to_string(&crt),
+                std::fs::read_to_string(&key),
+            ) {
                 (Some(fp), Ok(c), Ok(k)) if prev.is_some_and(|p| p.user.groups == user.groups) => {
-                    Some(Issued { cert_pem: c, key_pem: k, fingerprint: fp })
+                    Some(Issued {
+                        cert_pem: c,
+                        key_pem: k,
+                        fingerprint: fp,
+                    })
                 }
                 _ => None,
             };
@@ -325,7 +408,11 @@ fn credentials(dir: &Path, ca: &Ca, users: Vec<User>, url: &str, tls: bool) -> R
         )?;
         kubeconfigs.insert(user.name.clone(), path);
         tokens.insert(user.name.clone(), token.clone());
-        ids.push(Identity { user, token, cert_fingerprint: cert.map(|c| c.fingerprint) });
+        ids.push(Identity {
+            user,
+            token,
+            cert_fingerprint: cert.map(|c| c.fingerprint),
+        });
     }
     let text = serde_json::to_string_pretty(&ids).map_err(|e| Error::Config(e.to_string()))?;
     pki::write_private(&ids_path, &text)?;
@@ -337,21 +424,29 @@ fn tls_acceptor(ca: &Ca, serving: &Issued) -> Result<tokio_rustls::TlsAcceptor, 
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let pem_err = |what: &str| {
         let what = what.to_string();
-        move |e: rustls_pki_types::pem::Error| Error::Pem { path: PathBuf::from(&what), message: e.to_string() }
+        move |e: rustls_pki_types::pem::Error| Error::Pem {
+            path: PathBuf::from(&what),
+            message: e.to_string(),
+        }
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(serving.cert_pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .map_err(pem_err("pki/server.crt"))?;
-    let key = PrivateKeyDer::from_pem_slice(serving.key_pem.as_bytes()).map_err(pem_err("pki/server.key"))?;
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(serving.cert_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(pem_err("pki/server.crt"))?;
+    let key = PrivateKeyDer::from_pem_slice(serving.key_pem.as_bytes())
+        .map_err(pem_err("pki/server.key"))?;
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()) {
         roots.add(c.map_err(pem_err("pki/ca.crt"))?)?;
     }
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()
-        .map_err(|e| Error::Config(format!("client certificate verifier: {e}")))?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()
+    .map_err(|e| Error::Config(format!("client certificate verifier: {e}")))?;
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)
@@ -369,8 +464,12 @@ where
         req.extensions_mut().insert(PeerCert(peer.clone()));
         app.clone().oneshot(req)
     });
-    let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-    if let Err(e) = builder.serve_connection(hyper_util::rt::TokioIo::new(io), svc).await {
+    let builder =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    if let Err(e) = builder
+        .serve_connection(hyper_util::rt::TokioIo::new(io), svc)
+        .await
+    {
         tracing::debug!(error = %e, "connection ended with an error");
     }
 }
@@ -455,7 +554,10 @@ impl RunningServer {
 
     /// The administrator's kubeconfig file.
     pub fn admin_kubeconfig(&self) -> &Path {
-        self.kubeconfigs.get("admin").map(PathBuf::as_path).unwrap_or(Path::new(""))
+        self.kubeconfigs
+            .get("admin")
+            .map(PathBuf::as_path)
+            .unwrap_or(Path::new(""))
     }
 
     /// Every user's kubeconfig file.

@@ -25,12 +25,20 @@ pub(crate) struct Key {
 
 impl Key {
     pub(crate) fn new(group: &str, plural: &str, namespace: &str, name: &str) -> Self {
-        Self { group: group.into(), plural: plural.into(), namespace: namespace.into(), name: name.into() }
+        Self {
+            group: group.into(),
+            plural: plural.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 
     /// The database key.
     pub(crate) fn encode(&self) -> String {
-        format!("{}/{}/{}/{}", self.group, self.plural, self.namespace, self.name)
+        format!(
+            "{}/{}/{}/{}",
+            self.group, self.plural, self.namespace, self.name
+        )
     }
 
     /// Parses a database key.
@@ -38,7 +46,6 @@ impl Key {
         let mut it = s.splitn(4, '/');
         Some(Self::new(it.next()?, it.next()?, it.next()?, it.next()?))
     }
-
 }
 
 /// The prefix of every key of a resource, optionally within one namespace.
@@ -94,9 +101,16 @@ impl Store {
         let current = {
             let r = db.begin_read().map_err(Error::db)?;
             let meta = r.open_table(META).map_err(Error::db)?;
-            meta.get(RV).map_err(Error::db)?.map(|g| g.value()).unwrap_or(0)
+            meta.get(RV)
+                .map_err(Error::db)?
+                .map(|g| g.value())
+                .unwrap_or(0)
         };
-        Ok(Self { db, write_lock: Mutex::new(()), hub: Hub::new(current, history) })
+        Ok(Self {
+            db,
+            write_lock: Mutex::new(()),
+            hub: Hub::new(current, history),
+        })
     }
 
     /// The watch hub fed by this store.
@@ -109,7 +123,11 @@ impl Store {
     pub(crate) fn revision(&self) -> Result<u64, Error> {
         let r = self.db.begin_read().map_err(Error::db)?;
         let meta = r.open_table(META).map_err(Error::db)?;
-        Ok(meta.get(RV).map_err(Error::db)?.map(|g| g.value()).unwrap_or(0))
+        Ok(meta
+            .get(RV)
+            .map_err(Error::db)?
+            .map(|g| g.value())
+            .unwrap_or(0))
     }
 
     /// Reads one object.
@@ -120,7 +138,10 @@ impl Store {
         match t.get(k.as_str()).map_err(Error::db)? {
             Some(g) => serde_json::from_slice(g.value())
                 .map(Some)
-                .map_err(|source| Error::Corrupt { key: k.clone(), source }),
+                .map_err(|source| Error::Corrupt {
+                    key: k.clone(),
+                    source,
+                }),
             None => Ok(None),
         }
     }
@@ -136,7 +157,11 @@ impl Store {
     ) -> Result<u64, Error> {
         let r = self.db.begin_read().map_err(Error::db)?;
         let meta = r.open_table(META).map_err(Error::db)?;
-        let rv = meta.get(RV).map_err(Error::db)?.map(|g| g.value()).unwrap_or(0);
+        let rv = meta
+            .get(RV)
+            .map_err(Error::db)?
+            .map(|g| g.value())
+            .unwrap_or(0);
         let t = r.open_table(OBJECTS).map_err(Error::db)?;
         let start = after.unwrap_or(prefix);
         for item in t.range(start..).map_err(Error::db)? {
@@ -148,8 +173,10 @@ impl Store {
             if after == Some(k) {
                 continue;
             }
-            let obj = serde_json::from_slice(v.value())
-                .map_err(|source| Error::Corrupt { key: k.to_string(), source })?;
+            let obj = serde_json::from_slice(v.value()).map_err(|source| Error::Corrupt {
+                key: k.to_string(),
+                source,
+            })?;
             if !visit(k, obj) {
                 break;
             }
@@ -169,24 +196,40 @@ impl Store {
         let (event, object, old) = {
             let mut t = txn.open_table(OBJECTS).map_err(Error::db)?;
             let mut meta = txn.open_table(META).map_err(Error::db)?;
-            let current: Option<Value> = match t.get(k.as_str()).map_err(Error::db)? {
-                Some(g) => Some(
-                    serde_json::from_slice(g.value())
-                        .map_err(|source| Error::Corrupt { key: k.clone(), source })?,
-                ),
-                None => None,
-            };
-            let rv = meta.get(RV).map_err(Error::db)?.map(|g| g.value()).unwrap_or(0) + 1;
+            let current: Option<Value> =
+                match t.get(k.as_str()).map_err(Error::db)? {
+                    Some(g) => Some(serde_json::from_slice(g.value()).map_err(|source| {
+                        Error::Corrupt {
+                            key: k.clone(),
+                            source,
+                        }
+                    })?),
+                    None => None,
+                };
+            let rv = meta
+                .get(RV)
+                .map_err(Error::db)?
+                .map(|g| g.value())
+                .unwrap_or(0)
+                + 1;
             match decide(current.clone())? {
                 Change::Unchanged => {
-                    return Ok(Committed { object: current.unwrap_or(Value::Null), event: None });
+                    return Ok(Committed {
+                        object: current.unwrap_or(Value::Null),
+                        event: None,
+                    });
                 }
                 Change::Put(mut obj) => {
                     set_rv(&mut obj, rv);
-                    let bytes = serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))?;
+                    let bytes =
+                        serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))?;
                     t.insert(k.as_str(), bytes.as_slice()).map_err(Error::db)?;
                     meta.insert(RV, rv).map_err(Error::db)?;
-                    let ty = if current.is_some() { EventType::Modified } else { EventType::Added };
+                    let ty = if current.is_some() {
+                        EventType::Modified
+                    } else {
+                        EventType::Added
+                    };
                     (ty, obj, current)
                 }
                 Change::Delete => {
@@ -214,7 +257,10 @@ impl Store {
             object: object.clone(),
             old,
         });
-        Ok(Committed { object, event: Some(event) })
+        Ok(Committed {
+            object,
+            event: Some(event),
+        })
     }
 }
 
@@ -230,13 +276,18 @@ mod tests {
         let key = Key::new("", "configmaps", "ns", "a");
         {
             let s = Store::open(&path, 10).unwrap();
-            let c = s.mutate(&key, |_| Ok(Change::Put(json!({"metadata": {"name": "a"}})))).unwrap();
+            let c = s
+                .mutate(&key, |_| {
+                    Ok(Change::Put(json!({"metadata": {"name": "a"}})))
+                })
+                .unwrap();
             assert_eq!(c.object["metadata"]["resourceVersion"], "1");
             assert_eq!(c.event, Some(EventType::Added));
             let c = s.mutate(&key, |_| Ok(Change::Unchanged)).unwrap();
             assert_eq!(c.event, None);
             let k2 = Key::new("", "configmaps", "ns", "b");
-            s.mutate(&k2, |_| Ok(Change::Put(json!({"metadata": {"name": "b"}})))).unwrap();
+            s.mutate(&k2, |_| Ok(Change::Put(json!({"metadata": {"name": "b"}}))))
+                .unwrap();
             let c = s.mutate(&key, |_| Ok(Change::Delete)).unwrap();
             assert_eq!(c.object["metadata"]["resourceVersion"], "3");
             let err = s.mutate(&key, |_| Ok(Change::Delete)).unwrap_err();
@@ -263,15 +314,27 @@ mod tests {
         let s = Store::open(&dir.path().join("db"), 10).unwrap();
         for (ns, n) in [("a", "1"), ("a", "2"), ("b", "1"), ("ab", "1")] {
             let k = Key::new("", "configmaps", ns, n);
-            s.mutate(&k, |_| Ok(Change::Put(json!({"metadata": {"name": n, "namespace": ns}})))).unwrap();
+            s.mutate(&k, |_| {
+                Ok(Change::Put(
+                    json!({"metadata": {"name": n, "namespace": ns}}),
+                ))
+            })
+            .unwrap();
         }
         let mut seen = Vec::new();
-        s.scan(&prefix("", "configmaps", Some("a")), Some("/configmaps/a/1"), |k, _| {
-            seen.push(k.to_string());
-            true
-        })
+        s.scan(
+            &prefix("", "configmaps", Some("a")),
+            Some("/configmaps/a/1"),
+            |k, _| {
+                seen.push(k.to_string());
+                true
+            },
+        )
         .unwrap();
         assert_eq!(seen, ["/configmaps/a/2"]);
-        assert_eq!(Key::decode("/configmaps/a/2"), Some(Key::new("", "configmaps", "a", "2")));
+        assert_eq!(
+            Key::decode("/configmaps/a/2"),
+            Some(Key::new("", "configmaps", "a", "2"))
+        );
     }
 }

@@ -12,16 +12,30 @@ pub(crate) fn eval(obj: &Value, path: &str) -> Option<Value> {
     }
     if let Some(p) = path.strip_prefix("#object ") {
         let o = eval(obj, p)?;
-        let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default().to_lowercase();
+        let kind = o
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_lowercase();
         let name = o.get("name").and_then(Value::as_str).unwrap_or_default();
         return Some(json!(format!("{kind}/{name}")));
     }
     if path == "#ready" {
-        let ready = obj.pointer("/status/readyReplicas").and_then(Value::as_i64).unwrap_or(0);
-        let want = obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+        let ready = obj
+            .pointer("/status/readyReplicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let want = obj
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
         return Some(json!(format!("{ready}/{want}")));
     }
-    let path = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('$');
+    let path = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim_start_matches('$');
     let mut cur: Vec<Value> = vec![obj.clone()];
     let mut rest = path;
     while !rest.is_empty() {
@@ -55,7 +69,7 @@ pub(crate) fn eval(obj: &Value, path: &str) -> Option<Value> {
                             .iter()
                             .filter(|x| match x.get(field.trim()) {
                                 Some(Value::String(s)) => s == want,
-                                Some(other) => other.to_string() == want,
+                                Some(other) => *other == want,
                                 None => false,
                             })
                             .cloned(),
@@ -94,7 +108,9 @@ fn cell(col: &Column, obj: &Value) -> Value {
     match (col.type_.as_str(), v) {
         (_, None) => Value::Null,
         ("date", Some(Value::String(ts))) => match ts.parse::<jiff::Timestamp>() {
-            Ok(t) => json!(human_duration(jiff::Timestamp::now().as_second() - t.as_second())),
+            Ok(t) => json!(human_duration(
+                jiff::Timestamp::now().as_second() - t.as_second()
+            )),
             Err(_) => json!(ts),
         },
         (_, Some(Value::Array(a))) => json!(
@@ -111,8 +127,18 @@ fn cell(col: &Column, obj: &Value) -> Value {
 }
 
 /// Builds a `meta.k8s.io/v1` Table of `objects` with the columns of `version`.
-pub(crate) fn table(def: &ResourceDef, version: &str, objects: &[Value], resource_version: Option<u64>, cont: Option<&str>, include_object: &str) -> Value {
-    let columns = def.version(version).map(|v| v.columns.clone()).unwrap_or_default();
+pub(crate) fn table(
+    def: &ResourceDef,
+    version: &str,
+    objects: &[Value],
+    resource_version: Option<u64>,
+    cont: Option<&str>,
+    include_object: &str,
+) -> Value {
+    let columns = def
+        .version(version)
+        .map(|v| v.columns.clone())
+        .unwrap_or_default();
     let mut defs = vec![json!({
         "name": "Name", "type": "string", "format": "name", "priority": 0,
         "description": "Name must be unique within a namespace."
@@ -159,7 +185,10 @@ mod tests {
         assert_eq!(eval(&o, ".spec.l[1].n"), Some(json!("b")));
         assert_eq!(eval(&o, ".spec.l[-1].n"), Some(json!("b")));
         assert_eq!(eval(&o, ".spec.l[*].n"), Some(json!(["a", "b"])));
-        assert_eq!(eval(&o, r#".status.conditions[?(@.type=="Ready")].status"#), Some(json!("True")));
+        assert_eq!(
+            eval(&o, r#".status.conditions[?(@.type=="Ready")].status"#),
+            Some(json!("True"))
+        );
         assert_eq!(eval(&o, ".spec.missing"), None);
         assert_eq!(eval(&o, "#count .data"), Some(json!(2)));
     }

@@ -16,7 +16,11 @@ pub struct GroupVersionKind {
 impl GroupVersionKind {
     /// Builds a GVK from its parts.
     pub fn new(group: &str, version: &str, kind: &str) -> Self {
-        Self { group: group.into(), version: version.into(), kind: kind.into() }
+        Self {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        }
     }
 }
 
@@ -25,7 +29,8 @@ impl GroupVersionKind {
 pub struct Denial {
     /// HTTP status: 422 (Invalid) for rule violations, 403 (Forbidden) for policy refusals.
     pub code: u16,
-    /// The message shown to the client, verbatim.
+    /// The complete `Status` message shown to the client, verbatim (e.g. `ModuleUpdatePolicy
+    /// "x" is invalid: spec.update.windows[0]: Invalid value: ...`).
     pub message: String,
     /// The offending field path, when one field is to blame.
     pub field: Option<String>,
@@ -34,12 +39,20 @@ pub struct Denial {
 impl Denial {
     /// A rule violation (HTTP 422 Invalid), the way CEL rules and schema checks fail.
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self { code: 422, message: message.into(), field: None }
+        Self {
+            code: 422,
+            message: message.into(),
+            field: None,
+        }
     }
 
     /// A refusal (HTTP 403 Forbidden), the way a validating webhook denies.
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self { code: 403, message: message.into(), field: None }
+        Self {
+            code: 403,
+            message: message.into(),
+            field: None,
+        }
     }
 
     /// Names the field at fault.
@@ -68,14 +81,22 @@ pub trait Validator: Send + Sync + 'static {
 pub struct AllowAll;
 
 impl Validator for AllowAll {
-    fn validate(&self, _: &GroupVersionKind, _: Option<&Value>, _: &Value) -> Result<Vec<String>, Denial> {
+    fn validate(
+        &self,
+        _: &GroupVersionKind,
+        _: Option<&Value>,
+        _: &Value,
+    ) -> Result<Vec<String>, Denial> {
         Ok(Vec::new())
     }
 }
 
 impl<F> Validator for F
 where
-    F: Fn(&GroupVersionKind, Option<&Value>, &Value) -> Result<Vec<String>, Denial> + Send + Sync + 'static,
+    F: Fn(&GroupVersionKind, Option<&Value>, &Value) -> Result<Vec<String>, Denial>
+        + Send
+        + Sync
+        + 'static,
 {
     fn validate(
         &self,

@@ -54,6 +54,9 @@ pub(crate) struct Hub {
     tx: broadcast::Sender<Arc<Event>>,
 }
 
+/// The retained events after a version, and a receiver of later ones.
+pub(crate) type Subscription = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>);
+
 /// A watch start older than the retained history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TooOld {
@@ -90,13 +93,13 @@ impl Hub {
     }
 
     /// Every event after `from`, then a live receiver for later ones, atomically.
-    pub(crate) fn subscribe(
-        &self,
-        from: u64,
-    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), TooOld> {
+    pub(crate) fn subscribe(&self, from: u64) -> Result<Subscription, TooOld> {
         let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
         if from < h.oldest {
-            return Err(TooOld { requested: from, oldest: h.oldest });
+            return Err(TooOld {
+                requested: from,
+                oldest: h.oldest,
+            });
         }
         let backlog = h.events.iter().filter(|e| e.rv > from).cloned().collect();
         Ok((backlog, self.tx.subscribe()))
@@ -106,7 +109,6 @@ impl Hub {
     pub(crate) fn receiver(&self) -> broadcast::Receiver<Arc<Event>> {
         self.tx.subscribe()
     }
-
 }
 
 #[cfg(test)]
@@ -133,8 +135,17 @@ mod tests {
         }
         // Retained: 13, 14, 15; a watch from 12 still sees everything after it.
         let (backlog, _) = hub.subscribe(12).unwrap();
-        assert_eq!(backlog.iter().map(|e| e.rv).collect::<Vec<_>>(), [13, 14, 15]);
-        assert_eq!(hub.subscribe(11).unwrap_err(), TooOld { requested: 11, oldest: 12 });
+        assert_eq!(
+            backlog.iter().map(|e| e.rv).collect::<Vec<_>>(),
+            [13, 14, 15]
+        );
+        assert_eq!(
+            hub.subscribe(11).unwrap_err(),
+            TooOld {
+                requested: 11,
+                oldest: 12
+            }
+        );
         let (backlog, mut rx) = hub.subscribe(15).unwrap();
         assert!(backlog.is_empty());
         hub.publish(ev(16));

@@ -32,7 +32,9 @@ impl Filter {
     /// The event type to send for `ev`, if any: objects entering or leaving a selector's set
     /// are reported as ADDED and DELETED, as Kubernetes does.
     fn deliver(&self, ev: &Event) -> Option<&'static str> {
-        if ev.resource != self.resource || self.namespace.as_ref().is_some_and(|n| *n != ev.namespace) {
+        if ev.resource != self.resource
+            || self.namespace.as_ref().is_some_and(|n| *n != ev.namespace)
+        {
             return None;
         }
         let now = self.matches(&ev.object);
@@ -58,7 +60,10 @@ fn bookmark(def: &ResourceDef, version: &str, rv: u64, initial_end: bool) -> Byt
     if initial_end {
         meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    event_line("BOOKMARK", &json!({"kind": def.kind, "apiVersion": def.api_version(version), "metadata": meta}))
+    event_line(
+        "BOOKMARK",
+        &json!({"kind": def.kind, "apiVersion": def.api_version(version), "metadata": meta}),
+    )
 }
 
 /// Serves one watch request.
@@ -70,7 +75,9 @@ pub(crate) async fn watch(
     q: &HashMap<String, String>,
 ) -> Result<Response, ApiError> {
     let rv_param = q.get("resourceVersion").cloned().unwrap_or_default();
-    let bookmarks = q.get("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
+    let bookmarks = q
+        .get("allowWatchBookmarks")
+        .is_some_and(|b| b == "true" || b == "1");
     let send_initial = q.get("sendInitialEvents").is_some_and(|b| b == "true");
     let timeout = q
         .get("timeoutSeconds")
@@ -81,7 +88,11 @@ pub(crate) async fn watch(
     let initial = rv_param.is_empty() || rv_param == "0" || send_initial;
     let filter = Filter {
         resource: format!("{}/{}", def.group, def.plural),
-        namespace: if def.namespaced { query.namespace.clone() } else { None },
+        namespace: if def.namespaced {
+            query.namespace.clone()
+        } else {
+            None
+        },
         query,
     };
     let (tx, rx_body) = mpsc::channel::<Bytes>(64);
@@ -111,7 +122,9 @@ pub(crate) async fn watch(
         let (backlog, mut live) = match sub {
             Ok(s) => s,
             Err(too_old) => {
-                let _ = tx.send(expired_line(too_old.requested, too_old.oldest)).await;
+                let _ = tx
+                    .send(expired_line(too_old.requested, too_old.oldest))
+                    .await;
                 return;
             }
         };
@@ -120,16 +133,20 @@ pub(crate) async fn watch(
                 return;
             }
         }
-        if send_initial && bookmarks && tx.send(bookmark(&def, &version, from, true)).await.is_err() {
+        if send_initial && bookmarks && tx.send(bookmark(&def, &version, from, true)).await.is_err()
+        {
             return;
         }
         let mut last_rv = from;
         for ev in backlog {
             last_rv = last_rv.max(ev.rv);
-            if let Some(t) = filter.deliver(&ev) {
-                if tx.send(event_line(t, &event_object(&def, &version, &ev))).await.is_err() {
-                    return;
-                }
+            if let Some(t) = filter.deliver(&ev)
+                && tx
+                    .send(event_line(t, &event_object(&def, &version, &ev)))
+                    .await
+                    .is_err()
+            {
+                return;
             }
         }
         let deadline = tokio::time::sleep(timeout);
@@ -144,11 +161,10 @@ pub(crate) async fn watch(
                             continue;
                         }
                         last_rv = ev.rv;
-                        if let Some(t) = filter.deliver(&ev) {
-                            if tx.send(event_line(t, &event_object(&def, &version, &ev))).await.is_err() {
+                        if let Some(t) = filter.deliver(&ev)
+                            && tx.send(event_line(t, &event_object(&def, &version, &ev))).await.is_err() {
                                 return;
                             }
-                        }
                     }
                     // Too slow a reader: end the stream; the client resumes from its last version.
                     Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
@@ -164,9 +180,14 @@ pub(crate) async fn watch(
         }
     });
     let stream = futures_util::stream::unfold(rx_body, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<Bytes, std::convert::Infallible>(b), rx))
+        rx.recv()
+            .await
+            .map(|b| (Ok::<Bytes, std::convert::Infallible>(b), rx))
     });
     let mut r = Response::new(Body::from_stream(stream));
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     Ok(r)
 }

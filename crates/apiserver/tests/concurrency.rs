@@ -14,8 +14,16 @@ use serde_json::json;
 use std::time::Duration;
 
 fn log_of(c: &ConfigMap) -> Vec<String> {
-    let l = c.data.as_ref().and_then(|d| d.get("log")).cloned().unwrap_or_default();
-    l.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect()
+    let l = c
+        .data
+        .as_ref()
+        .and_then(|d| d.get("log"))
+        .cloned()
+        .unwrap_or_default();
+    l.split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Appends `ops` entries `id.N` to the log of `name` by read-modify-write; returns conflicts.
@@ -30,7 +38,9 @@ async fn writer(api: Api<ConfigMap>, name: String, id: String, ops: usize, merge
             let joined = log.join(",");
             let r = if merge {
                 let rv = cur.metadata.resource_version.clone().unwrap();
-                let p = Patch::Merge(json!({"metadata": {"resourceVersion": rv}, "data": {"log": joined}}));
+                let p = Patch::Merge(
+                    json!({"metadata": {"resourceVersion": rv}, "data": {"log": joined}}),
+                );
                 api.patch(&name, &PatchParams::default(), &p).await
             } else {
                 let mut next = cur.clone();
@@ -48,11 +58,18 @@ async fn writer(api: Api<ConfigMap>, name: String, id: String, ops: usize, merge
 }
 
 /// Creates the ledger and returns the watch of its history from its creation.
-async fn ledger(api: &Api<ConfigMap>, name: &str) -> impl futures_util::Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + use<> {
-    let o: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}, "data": {"log": ""}})).unwrap();
+async fn ledger(
+    api: &Api<ConfigMap>,
+    name: &str,
+) -> impl futures_util::Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + use<> {
+    let o: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"log": ""}})).unwrap();
     let created = api.create(&PostParams::default(), &o).await.unwrap();
     let wp = WatchParams::default().fields(&format!("metadata.name={name}"));
-    api.watch(&wp, &created.metadata.resource_version.unwrap()).await.unwrap().boxed()
+    api.watch(&wp, &created.metadata.resource_version.unwrap())
+        .await
+        .unwrap()
+        .boxed()
 }
 
 /// Checks the watched history is a chain (each version = previous + one entry) holding
@@ -66,17 +83,35 @@ async fn check_history(
     let total: usize = writers.iter().map(|(_, n)| n).sum();
     let mut prev: Vec<String> = Vec::new();
     for _ in 0..total {
-        let ev = tokio::time::timeout(Duration::from_secs(10), history.next()).await.unwrap().unwrap().unwrap();
-        let WatchEvent::Modified(c) = ev else { panic!("unexpected {ev:?}") };
+        let ev = tokio::time::timeout(Duration::from_secs(10), history.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let WatchEvent::Modified(c) = ev else {
+            panic!("unexpected {ev:?}")
+        };
         let log = log_of(&c);
-        assert_eq!(log.len(), prev.len() + 1, "each version adds exactly one entry");
-        assert_eq!(&log[..prev.len()], &prev[..], "no version loses an earlier entry");
+        assert_eq!(
+            log.len(),
+            prev.len() + 1,
+            "each version adds exactly one entry"
+        );
+        assert_eq!(
+            &log[..prev.len()],
+            &prev[..],
+            "no version loses an earlier entry"
+        );
         prev = log;
     }
     let final_log = log_of(&api.get(name).await.unwrap());
     assert_eq!(final_log, prev);
     for (id, n) in writers {
-        let mine: Vec<String> = final_log.iter().filter(|e| e.starts_with(&format!("{id}."))).cloned().collect();
+        let mine: Vec<String> = final_log
+            .iter()
+            .filter(|e| e.starts_with(&format!("{id}.")))
+            .cloned()
+            .collect();
         let want: Vec<String> = (0..*n).map(|i| format!("{id}.{i}")).collect();
         assert_eq!(mine, want, "writer {id}: every op once, in order");
     }
@@ -113,7 +148,10 @@ async fn child_writer() {
     let kc = std::env::var("WRITER_KUBECONFIG").expect("WRITER_KUBECONFIG");
     let id = std::env::var("WRITER_ID").unwrap();
     let ops: usize = std::env::var("WRITER_OPS").unwrap().parse().unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(common::client_from(std::path::Path::new(&kc)).await, "default");
+    let api: Api<ConfigMap> = Api::namespaced(
+        common::client_from(std::path::Path::new(&kc)).await,
+        "default",
+    );
     let conflicts = writer(api, "shared".into(), id.clone(), ops, id.ends_with('1')).await;
     #[allow(clippy::print_stdout)]
     {
@@ -130,7 +168,14 @@ async fn writers_in_three_processes_never_lose_updates() {
     let kc = s.server.admin_kubeconfig().display().to_string();
     let mut children: Vec<_> = (0..3)
         .map(|i| {
-            child::spawn("child_writer", &[("WRITER_KUBECONFIG", kc.clone()), ("WRITER_ID", format!("p{i}")), ("WRITER_OPS", OPS.to_string())])
+            child::spawn(
+                "child_writer",
+                &[
+                    ("WRITER_KUBECONFIG", kc.clone()),
+                    ("WRITER_ID", format!("p{i}")),
+                    ("WRITER_OPS", OPS.to_string()),
+                ],
+            )
         })
         .collect();
     let mut conflicts = 0;

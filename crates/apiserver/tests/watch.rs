@@ -12,11 +12,18 @@ use serde_json::json;
 use std::time::Duration;
 
 fn cm(name: &str, labels: serde_json::Value, v: u64) -> ConfigMap {
-    serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "data": {"v": v.to_string()}})).unwrap()
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": labels}, "data": {"v": v.to_string()}}),
+    )
+    .unwrap()
 }
 
 fn value(c: &ConfigMap) -> u64 {
-    c.data.as_ref().and_then(|d| d.get("v")).and_then(|v| v.parse().ok()).unwrap()
+    c.data
+        .as_ref()
+        .and_then(|d| d.get("v"))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
 }
 
 #[tokio::test]
@@ -24,13 +31,26 @@ async fn watcher_sees_every_change_in_order_and_reflector_converges() {
     let s = common::start().await;
     let client = s.admin().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    api.create(&PostParams::default(), &cm("counter", json!({"app": "w"}), 0)).await.unwrap();
+    api.create(
+        &PostParams::default(),
+        &cm("counter", json!({"app": "w"}), 0),
+    )
+    .await
+    .unwrap();
 
     let (reader, writer) = reflector::store::<ConfigMap>();
-    let mut events = Box::pin(reflector(writer, watcher(api.clone(), watcher::Config::default().labels("app=w"))));
+    let mut events = Box::pin(reflector(
+        writer,
+        watcher(api.clone(), watcher::Config::default().labels("app=w")),
+    ));
     // Wait for the initial list.
     loop {
-        match tokio::time::timeout(Duration::from_secs(10), events.next()).await.unwrap().unwrap().unwrap() {
+        match tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
             watcher::Event::InitDone => break,
             _ => continue,
         }
@@ -40,15 +60,27 @@ async fn watcher_sees_every_change_in_order_and_reflector_converges() {
     let writes = tokio::spawn(async move {
         for v in 1..=N {
             writer_api
-                .patch("counter", &PatchParams::default(), &Patch::Merge(json!({"data": {"v": v.to_string()}})))
+                .patch(
+                    "counter",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"data": {"v": v.to_string()}})),
+                )
                 .await
                 .unwrap();
         }
-        writer_api.delete("counter", &Default::default()).await.unwrap();
+        writer_api
+            .delete("counter", &Default::default())
+            .await
+            .unwrap();
     });
     let mut seen = Vec::new();
     loop {
-        match tokio::time::timeout(Duration::from_secs(10), events.next()).await.unwrap().unwrap().unwrap() {
+        match tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
             watcher::Event::Apply(c) => seen.push(value(&c)),
             watcher::Event::Delete(c) => {
                 assert_eq!(value(&c), N);
@@ -58,7 +90,11 @@ async fn watcher_sees_every_change_in_order_and_reflector_converges() {
         }
     }
     writes.await.unwrap();
-    assert_eq!(seen, (1..=N).collect::<Vec<_>>(), "every change, in order, exactly once");
+    assert_eq!(
+        seen,
+        (1..=N).collect::<Vec<_>>(),
+        "every change, in order, exactly once"
+    );
     assert!(reader.is_empty(), "the reflector saw the deletion");
 }
 
@@ -67,14 +103,34 @@ async fn compacted_versions_are_gone_and_the_watcher_relists() {
     let s = common::start_with(|b| b.watch_history(5)).await;
     let client = s.admin().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let first = api.create(&PostParams::default(), &cm("m1", json!({"app": "watched"}), 1)).await.unwrap();
+    let first = api
+        .create(
+            &PostParams::default(),
+            &cm("m1", json!({"app": "watched"}), 1),
+        )
+        .await
+        .unwrap();
     let old_rv = first.metadata.resource_version.unwrap();
     for i in 0..10 {
-        api.create(&PostParams::default(), &cm(&format!("noise{i}"), json!({}), i)).await.unwrap();
+        api.create(
+            &PostParams::default(),
+            &cm(&format!("noise{i}"), json!({}), i),
+        )
+        .await
+        .unwrap();
     }
     // A raw watch from the compacted version: one ERROR event, 410 Expired.
-    let mut raw = api.watch(&WatchParams::default(), &old_rv).await.unwrap().boxed();
-    match tokio::time::timeout(Duration::from_secs(5), raw.next()).await.unwrap().unwrap().unwrap() {
+    let mut raw = api
+        .watch(&WatchParams::default(), &old_rv)
+        .await
+        .unwrap()
+        .boxed();
+    match tokio::time::timeout(Duration::from_secs(5), raw.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+    {
         WatchEvent::Error(e) => {
             assert_eq!(e.code, 410);
             assert_eq!(e.reason, "Expired");
@@ -82,17 +138,41 @@ async fn compacted_versions_are_gone_and_the_watcher_relists() {
         other => panic!("expected 410, got {other:?}"),
     }
     // A recent version still works.
-    let latest = api.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
-    let mut ok = api.watch(&WatchParams::default(), &latest).await.unwrap().boxed();
-    api.patch("m1", &PatchParams::default(), &Patch::Merge(json!({"data": {"v": "2"}}))).await.unwrap();
-    match tokio::time::timeout(Duration::from_secs(5), ok.next()).await.unwrap().unwrap().unwrap() {
+    let latest = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut ok = api
+        .watch(&WatchParams::default(), &latest)
+        .await
+        .unwrap()
+        .boxed();
+    api.patch(
+        "m1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "2"}})),
+    )
+    .await
+    .unwrap();
+    match tokio::time::timeout(Duration::from_secs(5), ok.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+    {
         WatchEvent::Modified(c) => assert_eq!(value(&c), 2),
         other => panic!("expected MODIFIED, got {other:?}"),
     }
 
     // A kube-rs watcher whose watch times out after its resource version was compacted
     // (no bookmarks, only unrelated changes meanwhile) gets 410 and relists.
-    let cfg = watcher::Config::default().labels("app=watched").timeout(1).disable_bookmarks();
+    let cfg = watcher::Config::default()
+        .labels("app=watched")
+        .timeout(1)
+        .disable_bookmarks();
     let mut w = watcher(api.clone(), cfg).boxed();
     let mut inits = 0;
     let mut gone = 0;
@@ -102,13 +182,26 @@ async fn compacted_versions_are_gone_and_the_watcher_relists() {
     let noise_api = api.clone();
     let noise = tokio::spawn(async move {
         for i in 100.. {
-            noise_api.create(&PostParams::default(), &cm(&format!("noise{i}"), json!({}), 0)).await.unwrap();
+            noise_api
+                .create(
+                    &PostParams::default(),
+                    &cm(&format!("noise{i}"), json!({}), 0),
+                )
+                .await
+                .unwrap();
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
     while inits < 2 {
-        assert!(tokio::time::Instant::now() < deadline, "no relist after 410");
-        match tokio::time::timeout(Duration::from_secs(5), w.next()).await.unwrap().unwrap() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no relist after 410"
+        );
+        match tokio::time::timeout(Duration::from_secs(5), w.next())
+            .await
+            .unwrap()
+            .unwrap()
+        {
             Ok(watcher::Event::Init) => inits += 1,
             Err(watcher::Error::WatchError(st)) => {
                 assert_eq!(st.code, 410);
@@ -120,7 +213,11 @@ async fn compacted_versions_are_gone_and_the_watcher_relists() {
     noise.abort();
     assert!(gone >= 1, "the watcher was told its version is gone");
     loop {
-        match tokio::time::timeout(Duration::from_secs(5), w.next()).await.unwrap().unwrap() {
+        match tokio::time::timeout(Duration::from_secs(5), w.next())
+            .await
+            .unwrap()
+            .unwrap()
+        {
             Ok(watcher::Event::InitApply(c)) => relisted.push(c.metadata.name.unwrap()),
             Ok(watcher::Event::InitDone) => break,
             _ => {}
@@ -134,16 +231,51 @@ async fn watch_filters_by_label_transitions_and_bookmarks() {
     let s = common::start_with(|b| b.bookmark_interval(Duration::from_millis(100))).await;
     let client = s.admin().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let rv = api.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
-    let mut w = api.watch(&WatchParams::default().labels("app=x"), &rv).await.unwrap().boxed();
-    api.create(&PostParams::default(), &cm("a", json!({"app": "y"}), 1)).await.unwrap();
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "x"}}}))).await.unwrap();
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"v": "2"}}))).await.unwrap();
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "z"}}}))).await.unwrap();
+    let rv = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut w = api
+        .watch(&WatchParams::default().labels("app=x"), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    api.create(&PostParams::default(), &cm("a", json!({"app": "y"}), 1))
+        .await
+        .unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "x"}}})),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "2"}})),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "z"}}})),
+    )
+    .await
+    .unwrap();
     let mut kinds = Vec::new();
     let mut bookmarks = 0;
     while kinds.len() < 3 || bookmarks == 0 {
-        match tokio::time::timeout(Duration::from_secs(5), w.next()).await.unwrap().unwrap().unwrap() {
+        match tokio::time::timeout(Duration::from_secs(5), w.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
             WatchEvent::Added(_) => kinds.push("ADDED"),
             WatchEvent::Modified(_) => kinds.push("MODIFIED"),
             WatchEvent::Deleted(_) => kinds.push("DELETED"),
@@ -151,5 +283,9 @@ async fn watch_filters_by_label_transitions_and_bookmarks() {
             WatchEvent::Error(e) => panic!("{e:?}"),
         }
     }
-    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"], "entering and leaving the selector");
+    assert_eq!(
+        kinds,
+        ["ADDED", "MODIFIED", "DELETED"],
+        "entering and leaving the selector"
+    );
 }

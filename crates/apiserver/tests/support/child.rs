@@ -8,10 +8,17 @@ use tokio::io::AsyncBufReadExt as _;
 pub fn spawn(name: &str, envs: &[(&str, String)]) -> tokio::process::Child {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = tokio::process::Command::new(exe);
-    cmd.args(["--ignored", "--exact", name, "--nocapture", "--test-threads", "1"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .kill_on_drop(true);
+    cmd.args([
+        "--ignored",
+        "--exact",
+        name,
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::inherit())
+    .kill_on_drop(true);
     for (k, v) in envs {
         cmd.env(k, v);
     }

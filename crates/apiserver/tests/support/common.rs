@@ -22,7 +22,10 @@ pub fn init() {
 pub async fn start_with(f: impl FnOnce(Builder) -> Builder) -> TestServer {
     init();
     let dir = tempfile::tempdir().unwrap();
-    let b = ApiServer::builder().data_dir(dir.path()).crd_yaml(WIDGET_CRD).unwrap();
+    let b = ApiServer::builder()
+        .data_dir(dir.path())
+        .crd_yaml(WIDGET_CRD)
+        .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let server = f(b).serve(listener).await.unwrap();
     TestServer { server, dir }
@@ -64,7 +67,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "condition not reached in {secs}s");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not reached in {secs}s"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
