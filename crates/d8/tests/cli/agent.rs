@@ -62,8 +62,10 @@ spec:
 
     let containerd = Containerd::start().await;
     let port = free_port();
+    let metrics_port = free_port();
     let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
     command
+        .env("RUST_LOG", "debug")
         .args([
             "registry",
             "agent",
@@ -73,7 +75,7 @@ spec:
             "1s",
         ])
         .arg(format!("--listen-address=127.0.0.1:{port}"))
-        .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
+        .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
         .arg("--kubeconfig")
         .arg(server.kubeconfig("system-registry-agent-local"))
         .arg("--containerd-registry-dir")
@@ -116,11 +118,33 @@ spec:
         }
     })
     .await;
-    let log = agent.log();
+    // The credential appears nowhere an operator or a scraper can see.
+    let metrics = testkit::http_client(None)
+        .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(
-        !log.contains("s3cret"),
-        "the password reached the log:\n{log}"
+        metrics.contains(r#"d8_registry_agent_requests_total{kind="Primary",result="served"}"#),
+        "{metrics}"
     );
+    let status = kubectl_ok(&admin, &["get", "rnode", "local", "-o", "yaml"]);
+    assert!(status.contains("reconciled: true"), "{status}");
+    for (place, text) in [
+        ("log", agent.log()),
+        ("metrics", metrics),
+        ("status", status),
+    ] {
+        for secret in ["s3cret", auth.as_str()] {
+            assert!(
+                !text.contains(secret),
+                "the credential reached the {place}:\n{text}"
+            );
+        }
+    }
 }
 
 fn base64_of(text: &str) -> String {
