@@ -10,7 +10,7 @@ use anyhow::Context;
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {
     /// The node agent: every containerd pull on the node goes through it.
-    Agent(AgentArgs),
+    Agent(Box<AgentArgs>),
 }
 
 /// Flags of `d8 registry agent` (Deckhouse's names and defaults).
@@ -66,7 +66,7 @@ pub(crate) struct AgentArgs {
 /// Runs a registry component until Ctrl-C or SIGTERM.
 pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Agent(args) => agent(args).await,
+        Command::Agent(args) => agent(*args).await,
     }
 }
 
