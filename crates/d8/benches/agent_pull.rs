@@ -1,0 +1,269 @@
+//! Pull throughput and latency through `d8 registry agent` against Debian's docker-registry
+//! directly, in one run, with ratios; and the agent's memory idle and under many streams.
+//!
+//! `cargo bench -p d8 --bench agent_pull` (needs docker-registry and skopeo). Sizes can be
+//! scaled down with `BENCH_LAYER_MB` (default 256, four layers: 1 GiB).
+
+#![allow(clippy::print_stdout)] // a benchmark reports on stdout
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use testkit::image::Layout as ImageLayout;
+use testkit::process::{Service, free_port, wait_until};
+use testkit::push::Registry;
+use testkit::skopeo::{Access, Copy};
+use testkit::{ImageBuilder, Upstream};
+
+const CLIENTS: usize = 16;
+const HEADS: usize = 2000;
+const STREAMS: usize = 1000;
+
+#[tokio::main]
+async fn main() {
+    let layer_mb: u64 = std::env::var("BENCH_LAYER_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    let upstream = Upstream::start_plain().await;
+    let images = ImageLayout::new(&upstream.scratch_dir().join("images")).unwrap();
+    let image = ImageBuilder::new("bench")
+        .layers(&[layer_mb << 20; 4])
+        .uncompressed()
+        .build(&images);
+    images.tag(&image.manifest, "v1").unwrap();
+    Registry::of(&upstream)
+        .push_image("dkp/bench", Some("v1"), &image)
+        .await
+        .unwrap();
+    let total_mb = image.blob_bytes() as f64 / (1 << 20) as f64;
+    println!("image: 4 layers, {total_mb:.0} MiB; {CLIENTS} concurrent clients");
+
+    let state = tempfile::tempdir().unwrap();
+    let agent = start_agent(&upstream, state.path()).await;
+    let ca = std::fs::read_to_string(state.path().join("pki/ca.crt")).unwrap();
+    let via_agent = Target {
+        base: format!("https://{}", agent.address),
+        repository: "system/deckhouse/bench".into(),
+        client: testkit::http_client(Some(&ca)),
+    };
+    let direct = Target {
+        base: upstream.url(),
+        repository: "dkp/bench".into(),
+        client: testkit::http_client(None),
+    };
+
+    // Warm both paths (page cache, connections).
+    throughput(&direct, &image).await;
+    throughput(&via_agent, &image).await;
+    let direct_rate = throughput(&direct, &image).await;
+    let agent_rate = throughput(&via_agent, &image).await;
+    println!(
+        "throughput, {CLIENTS} Rust clients: direct {:.0} MiB/s, through the agent {:.0} MiB/s, ratio {:.3} (target >= 0.95)",
+        direct_rate,
+        agent_rate,
+        agent_rate / direct_rate
+    );
+
+    let (direct_p50, direct_p99) = head_latency(&direct, image.digest()).await;
+    let (agent_p50, agent_p99) = head_latency(&via_agent, image.digest()).await;
+    println!(
+        "manifest HEAD, {HEADS} sequential: direct p50 {:.3} ms p99 {:.3} ms; agent p50 {:.3} ms p99 {:.3} ms; added p50 {:.3} ms p99 {:.3} ms (target p99 <= 1 ms)",
+        ms(direct_p50),
+        ms(direct_p99),
+        ms(agent_p50),
+        ms(agent_p99),
+        ms(agent_p50.saturating_sub(direct_p50)),
+        ms(agent_p99.saturating_sub(direct_p99))
+    );
+
+    let skopeo_direct = skopeo_pull(
+        &format!("docker://{}/dkp/bench:v1", upstream.host()),
+        Access::anonymous(),
+    )
+    .await;
+    let certs = state.path().join("skopeo-certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    std::fs::write(certs.join("ca.crt"), &ca).unwrap();
+    let skopeo_agent = skopeo_pull(
+        &format!("docker://{}/system/deckhouse/bench:v1", agent.address),
+        Access {
+            credentials: None,
+            cert_dir: Some(certs),
+        },
+    )
+    .await;
+    println!(
+        "skopeo copy of the image: direct {:.2} s, through the agent {:.2} s, throughput ratio {:.3}",
+        skopeo_direct.as_secs_f64(),
+        skopeo_agent.as_secs_f64(),
+        skopeo_direct.as_secs_f64() / skopeo_agent.as_secs_f64()
+    );
+
+    let idle = rss_kib(agent.pid);
+    let loaded = rss_under_streams(&via_agent, &image, agent.pid).await;
+    println!(
+        "agent RSS: idle {:.1} MiB (target <= 20); with {STREAMS} blob streams open {:.1} MiB, {:.1} KiB per stream (target <= 64)",
+        idle as f64 / 1024.0,
+        loaded as f64 / 1024.0,
+        (loaded.saturating_sub(idle)) as f64 / STREAMS as f64
+    );
+    drop(agent);
+}
+
+struct Agent {
+    address: String,
+    pid: u32,
+    _service: Service,
+}
+
+async fn start_agent(upstream: &Upstream, state: &Path) -> Agent {
+    let layout = serde_json::json!({
+        "backends": [{"name": "Upstream", "scheme": "HTTP", "host": upstream.host(), "path": "/dkp"}]
+    });
+    std::fs::write(state.join("layout.json"), layout.to_string()).unwrap();
+    let port = free_port();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
+    command
+        .env("RUST_LOG", "warn")
+        .args(["registry", "agent", "--node-name", "bench"])
+        .arg(format!("--listen-address=127.0.0.1:{port}"))
+        .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
+        .arg("--kubeconfig")
+        .arg(state.join("no-kubeconfig"))
+        .arg("--containerd-registry-dir")
+        .arg(state.join("registry.d"))
+        .arg("--pki-dir")
+        .arg(state.join("pki"))
+        .arg("--bootstrap-layout")
+        .arg(state.join("layout.json"))
+        .arg("--layout-cache")
+        .arg(state.join("cache/layout.json"))
+        .arg("--trust-dir")
+        .arg(state.join("trust"));
+    let mut service =
+        Service::spawn("d8 registry agent", command, state.join("agent.log")).unwrap();
+    let hosts = state.join("registry.d/_default/hosts.toml");
+    wait_until(&mut service, Duration::from_secs(30), || {
+        let hosts = hosts.clone();
+        async move { hosts.exists() }
+    })
+    .await;
+    Agent {
+        address: format!("127.0.0.1:{port}"),
+        pid: service.pid().unwrap(),
+        _service: service,
+    }
+}
+
+struct Target {
+    base: String,
+    repository: String,
+    client: reqwest::Client,
+}
+
+impl Target {
+    fn blob_url(&self, digest: &str) -> String {
+        format!("{}/v2/{}/blobs/{digest}", self.base, self.repository)
+    }
+}
+
+/// MiB/s for CLIENTS concurrent downloads, client i fetching layer i % 4, each its own
+/// connection.
+async fn throughput(target: &Target, image: &testkit::Image) -> f64 {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..CLIENTS {
+        let layer = &image.layers[i % image.layers.len()];
+        let url = target.blob_url(&layer.digest);
+        let expected = layer.size;
+        let ca_client = target.client.clone();
+        tasks.push(tokio::spawn(async move {
+            let response = ca_client.get(&url).send().await.unwrap();
+            assert_eq!(response.status(), 200, "{url}");
+            let mut stream = response.bytes_stream();
+            let mut received = 0u64;
+            while let Some(chunk) = stream.next().await {
+                received += chunk.unwrap().len() as u64;
+            }
+            assert_eq!(received, expected);
+            received
+        }));
+    }
+    let mut bytes = 0u64;
+    for task in tasks {
+        bytes += task.await.unwrap();
+    }
+    bytes as f64 / (1 << 20) as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn head_latency(target: &Target, digest: &str) -> (Duration, Duration) {
+    let url = format!(
+        "{}/v2/{}/manifests/{digest}",
+        target.base, target.repository
+    );
+    let mut samples = Vec::with_capacity(HEADS);
+    for _ in 0..HEADS {
+        let started = Instant::now();
+        let response = target
+            .client
+            .head(&url)
+            .header("Accept", "application/vnd.oci.image.manifest.v1+json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        samples.push(started.elapsed());
+    }
+    samples.sort();
+    (samples[HEADS / 2], samples[HEADS * 99 / 100])
+}
+
+async fn skopeo_pull(source: &str, access: Access) -> Duration {
+    let out = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    Copy::new(source, &format!("oci:{}:v1", out.path().display()))
+        .source_access(access)
+        .run()
+        .await
+        .expect_success("skopeo copy");
+    started.elapsed()
+}
+
+/// RSS with STREAMS blob downloads open and barely read (each client holds its response).
+async fn rss_under_streams(target: &Target, image: &testkit::Image, pid: u32) -> u64 {
+    let url = target.blob_url(&image.layers[0].digest);
+    let mut open = Vec::with_capacity(STREAMS);
+    for _ in 0..STREAMS {
+        let client = target.client.clone();
+        let url = url.clone();
+        open.push(tokio::spawn(async move {
+            let response = client.get(&url).send().await.unwrap();
+            let mut stream = response.bytes_stream();
+            let _first = stream.next().await;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            drop(stream);
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss = rss_kib(pid);
+    for task in open {
+        let _ = task.await;
+    }
+    rss
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
