@@ -21,9 +21,10 @@ pub struct Tls {
     pub cert_pem: String,
     /// Server private key, PEM.
     pub key_pem: String,
-    /// When set, clients are asked for a certificate chaining to this CA (PEM). A connection
-    /// without one is still accepted, so the request can be refused with a clear message; a
-    /// certificate from another CA fails the handshake.
+    /// When set, clients must present a certificate chaining to this CA (PEM): the handshake
+    /// fails without one (clients report `tls: certificate required`) or with one from another
+    /// CA. Answering over HTTP instead would not help: clients do not show the body of a
+    /// refused `/v2/` ping.
     pub client_ca_pem: Option<String>,
 }
 
@@ -60,7 +61,6 @@ pub fn acceptor(tls: &Tls) -> Result<tokio_rustls::TlsAcceptor, Error> {
                 Arc::new(roots),
                 provider,
             )
-            .allow_unauthenticated()
             .build()
             .map_err(|e| Error::Config(format!("client CA: {e}")))?;
             builder.with_client_cert_verifier(verifier)

@@ -1,0 +1,8 @@
+//! The replica end to end: real docker-registry upstreams, skopeo over mTLS, controlled
+//! upstreams for growing-file reads, and `kill -9` of a writing child process.
+
+mod common;
+mod durability;
+mod growing;
+mod publish;
+mod pull_through;

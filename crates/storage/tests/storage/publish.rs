@@ -1,0 +1,252 @@
+//! The publish endpoint: skopeo pushes over mTLS with write credentials; anything less is
+//! refused with a message saying what is missing. And the budget.
+
+use testkit::skopeo::{Access, Copy};
+use testkit::{Certs, Credentials, ImageBuilder};
+
+use crate::common::{self, NODE, Options, PUSHER, basic, client};
+use storage::{Limits, Tls};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skopeo_pushes_only_with_a_client_certificate_and_write_credentials() {
+    let ca = Certs::new("publish-ca");
+    let server = ca.server(&[]);
+    let replica = common::start(Options {
+        write_tls: Some(Tls {
+            cert_pem: server.cert_pem.clone(),
+            key_pem: server.key_pem.clone(),
+            client_ca_pem: Some(ca.ca_pem()),
+        }),
+        ..Options::default()
+    })
+    .await;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let layout = testkit::image::Layout::new(&scratch.path().join("oci")).expect("layout");
+    let image = ImageBuilder::new("published")
+        .layer(256 << 10)
+        .build(&layout);
+    layout.tag(&image.manifest, "v1").expect("tag");
+    let destination = format!("docker://{}/system/deckhouse/app:v1", replica.write);
+    let credentials = Credentials::new(PUSHER.0, PUSHER.1);
+
+    // Certificate-less: the CA is trusted, the right credentials given, still refused.
+    let ca_only = scratch.path().join("ca-only");
+    std::fs::create_dir_all(&ca_only).expect("dir");
+    std::fs::write(ca_only.join("ca.crt"), ca.ca_pem()).expect("ca");
+    let no_cert = Access {
+        credentials: Some(credentials.clone()),
+        cert_dir: Some(ca_only),
+    };
+    let outcome = Copy::new(&layout.skopeo_ref("v1"), &destination)
+        .destination_access(no_cert)
+        .run()
+        .await;
+    assert!(!outcome.success, "a password alone must not push");
+    assert!(
+        outcome.stderr.contains("certificate required"),
+        "the refusal names what is missing: {}",
+        outcome.stderr
+    );
+
+    // Certificate with wrong credentials: refused.
+    let client_cert = ca.client("d8-mirror");
+    let wrong = Access::default()
+        .with_client_cert(&scratch.path().join("wrong"), &ca.ca_pem(), &client_cert)
+        .with_credentials(Some(Credentials::new(PUSHER.0, "leaked-or-guessed")));
+    let outcome = Copy::new(&layout.skopeo_ref("v1"), &destination)
+        .destination_access(wrong)
+        .run()
+        .await;
+    assert!(!outcome.success, "a certificate alone must not push");
+    assert!(
+        outcome.stderr.contains("401") || outcome.stderr.to_lowercase().contains("unauthorized"),
+        "{}",
+        outcome.stderr
+    );
+
+    // A certificate from another CA fails the handshake.
+    let stranger = Certs::new("someone-else").client("d8-mirror");
+    let foreign = Access::default()
+        .with_client_cert(&scratch.path().join("foreign"), &ca.ca_pem(), &stranger)
+        .with_credentials(Some(credentials.clone()));
+    let outcome = Copy::new(&layout.skopeo_ref("v1"), &destination)
+        .destination_access(foreign)
+        .run()
+        .await;
+    assert!(
+        !outcome.success,
+        "a certificate of another CA must not push"
+    );
+
+    // Both: accepted, byte-exact.
+    let both = Access::default()
+        .with_client_cert(&scratch.path().join("both"), &ca.ca_pem(), &client_cert)
+        .with_credentials(Some(credentials));
+    Copy::new(&layout.skopeo_ref("v1"), &destination)
+        .destination_access(both)
+        .run()
+        .await
+        .expect_success("push with certificate and credentials");
+
+    // Pulled back through the read listener by the node account, bit for bit.
+    let http = client();
+    let manifest = http
+        .get(format!(
+            "{}/v2/system/deckhouse/app/manifests/v1",
+            replica.read_url()
+        ))
+        .header("authorization", basic(NODE))
+        .header("accept", oci::media_type::MANIFEST_ACCEPT)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(manifest.status(), 200);
+    assert_eq!(manifest.headers()["docker-content-digest"], image.digest());
+    assert_eq!(
+        manifest.bytes().await.expect("bytes"),
+        image.manifest.read()
+    );
+    for blob in image.blobs() {
+        let d = oci::Digest::parse(&blob.digest).expect("digest");
+        assert_eq!(replica.store().blob_size(&d), Some(blob.size));
+    }
+    let report = replica.store().verify().expect("verify");
+    assert!(report.removed.is_empty());
+}
+
+#[tokio::test]
+async fn chunked_and_monolithic_pushes_and_the_budget() {
+    let replica = common::start(Options {
+        limits: Limits {
+            budget: Some(3 << 20),
+            reserve: Some(0),
+        },
+        ..Options::default()
+    })
+    .await;
+    let http = client();
+    let base = format!("http://{}", replica.write);
+    let auth = basic(PUSHER);
+
+    // chunked: POST, two PATCHes, closing PUT
+    let data = vec![7u8; 2 << 20];
+    let digest = common::sha256(&data);
+    let start = http
+        .post(format!("{base}/v2/system/deckhouse/blobs/uploads/"))
+        .header("authorization", &auth)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(start.status(), 202);
+    let location = start.headers()["location"]
+        .to_str()
+        .expect("location")
+        .to_owned();
+    let patch = http
+        .patch(format!("{base}{location}"))
+        .header("authorization", &auth)
+        .header("content-range", format!("0-{}", (1 << 20) - 1))
+        .body(data[..1 << 20].to_vec())
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(patch.status(), 202);
+    assert_eq!(
+        patch.headers()["range"],
+        format!("0-{}", (1 << 20) - 1).as_str()
+    );
+    let out_of_order = http
+        .patch(format!("{base}{location}"))
+        .header("authorization", &auth)
+        .header("content-range", "5-9")
+        .body(vec![0u8; 5])
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(out_of_order.status(), 416);
+    let patch = http
+        .patch(format!("{base}{location}"))
+        .header("authorization", &auth)
+        .body(data[1 << 20..].to_vec())
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(patch.status(), 202);
+    let put = http
+        .put(format!("{base}{location}?digest={digest}"))
+        .header("authorization", &auth)
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(put.status(), 201, "{:?}", put.text().await);
+
+    // mount of a blob the store has
+    let mount = http
+        .post(format!(
+            "{base}/v2/other/repo/blobs/uploads/?mount={digest}&from=system/deckhouse"
+        ))
+        .header("authorization", &auth)
+        .send()
+        .await
+        .expect("mount");
+    assert_eq!(mount.status(), 201);
+
+    // monolithic with a wrong digest: refused, nothing stored
+    let wrong = http
+        .post(format!(
+            "{base}/v2/system/deckhouse/blobs/uploads/?digest=sha256:{}",
+            "1".repeat(64)
+        ))
+        .header("authorization", &auth)
+        .body(vec![1u8; 100])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(wrong.status(), 400);
+    assert!(wrong.text().await.expect("text").contains("DIGEST_INVALID"));
+
+    // over the budget: refused with the reason; reads go on
+    let big = vec![9u8; 2 << 20];
+    let refused = http
+        .post(format!(
+            "{base}/v2/system/deckhouse/blobs/uploads/?digest={}",
+            common::sha256(&big)
+        ))
+        .header("authorization", &auth)
+        .body(big)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(refused.status(), 507);
+    let text = refused.text().await.expect("text");
+    assert!(
+        text.contains("BudgetExhausted") && text.contains("storage.size"),
+        "{text}"
+    );
+    let usage = replica.store().usage().expect("usage");
+    assert_eq!(usage.used, 2 << 20, "the refused write left nothing behind");
+    let read = http
+        .get(format!(
+            "{}/v2/system/deckhouse/blobs/{digest}",
+            replica.read_url()
+        ))
+        .header("authorization", basic(NODE))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(read.status(), 200);
+    assert_eq!(common::sha256(&read.bytes().await.expect("bytes")), digest);
+
+    // the node account cannot write
+    let node = http
+        .post(format!("{base}/v2/system/deckhouse/blobs/uploads/"))
+        .header("authorization", basic(NODE))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(
+        node.status(),
+        401,
+        "the write listener knows no node account"
+    );
+}
