@@ -1,0 +1,21 @@
+//! The crate's one error type.
+
+/// What stopped a reconcile. The next pass retries; nothing here is fatal.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A read or write through the API failed.
+    #[error("{what}: {source}")]
+    Kube {
+        /// What was being read or written (`kind/name`).
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Attaches `what` to a kube error.
+pub(crate) fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Kube { what, source }
+}

@@ -1,0 +1,1033 @@
+//! One pass: observe, plan, act.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use api::conditions::{ConditionStatus, RegistryCondition};
+use api::module_config::ModuleConfig;
+use api::registry::{
+    CONDITION_ACCEPTED, EffectiveUpstream, NAMESPACE, RESOLVED_AUTH_SECRET, RegistryConfig,
+    RegistryConfigSpec, RegistryConfigStatus, RegistryMode, RegistryNode, RegistryStorage,
+    RegistryUpstream, SINGLETON,
+};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Resource, ResourceExt};
+use registry_controller_plan::arbitration::{self, Candidate};
+use registry_controller_plan::drain::{self, Decision, DrainRecord};
+use registry_controller_plan::image_address::{self, NodeProgress};
+use registry_controller_plan::layout::{self, Inputs, StorageAccess};
+use registry_controller_plan::migration::{self, Gate};
+use registry_controller_plan::plan::{self, Action, Observed};
+use registry_controller_plan::probe::Outcome;
+use registry_controller_plan::{
+    DRAIN_SECRET, IMAGE_ADDRESS_CONFIGMAP, IMAGE_BASE, IN_CLUSTER_HOST, LEGACY_STATE_SECRET,
+    SUGGESTED_CONFIG_KEY, SUGGESTED_CONFIG_SECRET, SWITCH_SECRET, legacy, settings,
+};
+use registry_plan::Credentials;
+
+use crate::error::{Error, kube};
+use crate::metrics::label;
+use crate::{Controller, probe};
+
+/// What the controller remembers between passes: the last probe, so an unchanged upstream is
+/// not probed on every pass.
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    last_probe: Option<(probe::Target, Outcome, Instant)>,
+}
+
+/// What a pass did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// The migration gate.
+    pub gate: Gate,
+    /// The ModuleConfig asks for Managed (and the module is enabled).
+    pub wanted_managed: bool,
+    /// Serving a drain record.
+    pub draining: bool,
+    /// The layout writes performed.
+    pub actions: usize,
+    /// The settings or the configuration were refused (the message), nothing changed.
+    pub invalid: Option<String>,
+}
+
+type Data = BTreeMap<String, Vec<u8>>;
+
+fn data_of(secret: Secret) -> Data {
+    secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect()
+}
+
+fn now() -> jiff::Timestamp {
+    jiff::Timestamp::now()
+}
+
+fn condition(
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    previous: &[RegistryCondition],
+) -> RegistryCondition {
+    let status = if ok {
+        ConditionStatus::True
+    } else {
+        ConditionStatus::False
+    };
+    let last_transition_time = previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or(Time(now()));
+    RegistryCondition {
+        type_: type_.to_owned(),
+        status,
+        observed_generation: generation,
+        last_transition_time,
+        reason: reason.to_owned(),
+        message: Some(message.to_owned()),
+    }
+}
+
+impl Controller {
+    fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), NAMESPACE)
+    }
+
+    async fn secret(&self, name: &str) -> Result<Option<Data>, Error> {
+        let secret = self
+            .secrets()
+            .get_opt(name)
+            .await
+            .map_err(kube(format!("reading Secret {NAMESPACE}/{name}")))?;
+        Ok(secret.map(data_of))
+    }
+
+    async fn put_secret(&self, name: &str, data: &Data) -> Result<(), Error> {
+        let what = format!("writing Secret {NAMESPACE}/{name}");
+        let api = self.secrets();
+        let data = data
+            .iter()
+            .map(|(k, v)| (k.clone(), ByteString(v.clone())))
+            .collect();
+        match api.get_opt(name).await.map_err(kube(&what))? {
+            Some(mut existing) => {
+                existing.data = Some(data);
+                existing.string_data = None;
+                api.replace(name, &PostParams::default(), &existing)
+                    .await
+                    .map_err(kube(&what))?;
+            }
+            None => {
+                let secret = Secret {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(name.to_owned()),
+                        namespace: Some(NAMESPACE.to_owned()),
+                        labels: Some(BTreeMap::from([(
+                            "heritage".to_owned(),
+                            "deckhouse".to_owned(),
+                        )])),
+                        ..Default::default()
+                    },
+                    data: Some(data),
+                    ..Default::default()
+                };
+                api.create(&PostParams::default(), &secret)
+                    .await
+                    .map_err(kube(&what))?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete<K>(&self, api: &Api<K>, name: &str, what: &str) -> Result<(), Error>
+    where
+        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(Error::Kube {
+                what: format!("deleting {what}"),
+                source: e,
+            }),
+        }
+    }
+
+    /// One pass.
+    pub async fn reconcile(&self) -> Result<Report, Error> {
+        let client = self.client.clone();
+        let metrics = &self.metrics;
+        let module_configs: Api<ModuleConfig> = Api::all(client.clone());
+        let mc = module_configs
+            .get_opt("registry")
+            .await
+            .map_err(kube("reading ModuleConfig registry"))?;
+        let enabled = mc.as_ref().is_none_or(|mc| mc.spec.enabled != Some(false));
+        let parsed = settings::parse(mc.as_ref().and_then(|mc| mc.spec.settings.as_ref()));
+
+        // Migration gate.
+        let switched = self.secret(SWITCH_SECRET).await?.is_some();
+        let legacy_state = self.secret(LEGACY_STATE_SECRET).await?;
+        let legacy = migration::read_legacy_state(
+            legacy_state
+                .as_ref()
+                .and_then(|d| d.get("state"))
+                .map(Vec::as_slice),
+        );
+        let module_configured = parsed
+            .as_ref()
+            .is_ok_and(|s| s.mode == Some(RegistryMode::Managed));
+        let gate = migration::gate(switched, &legacy, module_configured);
+        metrics.migration_pending.clear();
+        metrics.migration_preflight.clear();
+        let probe_failed_before = self
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last_probe
+            .as_ref()
+            .map(|(_, outcome, _)| *outcome == Outcome::Accepted);
+        for check in migration::preflight(switched, &legacy, probe_failed_before) {
+            metrics
+                .migration_preflight
+                .get_or_create(&vec![
+                    ("check", check.check.to_owned()),
+                    ("detail", check.detail),
+                    ("blocking", check.blocking.to_string()),
+                ])
+                .set(1);
+        }
+        if let Gate::Blocked(reason) = &gate {
+            tracing::info!(%reason, "the previous registry implementation keeps the pull path");
+            metrics
+                .migration_pending
+                .get_or_create(&label("reason", reason.clone()))
+                .set(1);
+            return Ok(Report {
+                gate,
+                wanted_managed: false,
+                draining: false,
+                actions: 0,
+                invalid: None,
+            });
+        }
+        if !switched {
+            self.put_secret(SWITCH_SECRET, &Data::new()).await?;
+        }
+
+        let settings = match parsed {
+            Ok(settings) => settings,
+            Err(error) => {
+                // Refused before write on a real API; a stored one is kept but not acted on.
+                metrics.config_valid.set(0);
+                let message = error.to_string();
+                tracing::warn!(%message, "ModuleConfig registry is not usable");
+                return Ok(Report {
+                    gate,
+                    wanted_managed: false,
+                    draining: false,
+                    actions: 0,
+                    invalid: Some(message),
+                });
+            }
+        };
+        self.suggest(settings.primary.is_some()).await?;
+        let rendered = settings::render(&settings);
+        let wanted_managed = enabled && rendered.mode == RegistryMode::Managed;
+
+        // Drain.
+        let configs: Api<RegistryConfig> = Api::all(client.clone());
+        let rcfg = configs
+            .get_opt(SINGLETON)
+            .await
+            .map_err(kube("reading RegistryConfig registry"))?;
+        let record = match self.secret(DRAIN_SECRET).await? {
+            Some(data) => match data
+                .get(drain::RECORD_KEY)
+                .map(|b| DrainRecord::from_bytes(b))
+            {
+                Some(Ok(record)) => Some(record),
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "unreadable drain record; starting the drain again");
+                    None
+                }
+                None => None,
+            },
+            None => None,
+        };
+        let references = if wanted_managed {
+            0
+        } else {
+            self.references().await?
+        };
+        let at = now().as_second();
+        let decision = drain::step(drain::Inputs {
+            wanted_managed,
+            module_enabled: enabled,
+            current: rcfg.as_ref().map(|r| r.spec.clone()),
+            record: record.clone(),
+            references,
+            now: at,
+        });
+        metrics.drain_references.set(references as i64);
+        let serving: Option<RegistryConfigSpec> = match &decision {
+            Decision::Follow => {
+                if record.is_some() {
+                    self.delete(&self.secrets(), DRAIN_SECRET, "Secret registry-drain")
+                        .await?;
+                }
+                metrics.drain_seconds.set(0);
+                (rendered.mode == RegistryMode::Managed).then(|| rendered.clone())
+            }
+            Decision::Serve { record } => {
+                let data = Data::from([(drain::RECORD_KEY.to_owned(), record.to_bytes())]);
+                if !record.can_finish() {
+                    tracing::warn!(
+                        "draining: no upstream to point the cluster back at; the drain cannot finish"
+                    );
+                } else if references > 0 {
+                    tracing::info!(
+                        references,
+                        "draining: objects still name the in-cluster registry"
+                    );
+                }
+                self.put_secret(DRAIN_SECRET, &data).await?;
+                metrics.drain_seconds.set(at - record.started_at);
+                Some(record.config.clone())
+            }
+            Decision::Withdraw => {
+                if record.is_some() {
+                    self.delete(&self.secrets(), DRAIN_SECRET, "Secret registry-drain")
+                        .await?;
+                    tracing::info!("drain finished: the registry module withdraws");
+                }
+                metrics.drain_seconds.set(0);
+                None
+            }
+        };
+        let draining = matches!(decision, Decision::Serve { .. });
+
+        // The image address goes at once when not Managed; otherwise the two-step rule below.
+        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+        let address_exists = config_maps
+            .get_opt(IMAGE_ADDRESS_CONFIGMAP)
+            .await
+            .map_err(kube("reading ConfigMap registry-image-address"))?
+            .is_some();
+        if !wanted_managed && address_exists {
+            self.delete(
+                &config_maps,
+                IMAGE_ADDRESS_CONFIGMAP,
+                "ConfigMap registry-image-address",
+            )
+            .await?;
+        }
+
+        metrics.managed.set(i64::from(serving.is_some()));
+        let Some(config) = serving else {
+            let actions = self.withdraw(rcfg.is_some()).await?;
+            self.clear_layout_metrics();
+            metrics.config_valid.set(1);
+            return Ok(Report {
+                gate,
+                wanted_managed,
+                draining,
+                actions,
+                invalid: None,
+            });
+        };
+
+        // RegistryConfig spec follows the ModuleConfig (even while draining: the record serves).
+        let rcfg = self.write_config(rcfg, &rendered).await?;
+        let generation = rcfg.metadata.generation;
+        let previous_status = rcfg.status.clone().unwrap_or_default();
+
+        let report = self
+            .lay_out(
+                &config,
+                &previous_status,
+                generation,
+                wanted_managed,
+                address_exists,
+            )
+            .await;
+        match report {
+            Ok(actions) => Ok(Report {
+                gate,
+                wanted_managed,
+                draining,
+                actions,
+                invalid: None,
+            }),
+            Err(LayoutError::Invalid(message)) => {
+                metrics.config_valid.set(0);
+                let status = RegistryConfigStatus {
+                    observed_generation: generation,
+                    effective_upstream: previous_status.effective_upstream.clone(),
+                    conditions: vec![condition(
+                        "Valid",
+                        false,
+                        "Invalid",
+                        &message,
+                        generation,
+                        &previous_status.conditions,
+                    )],
+                };
+                self.write_config_status(&previous_status, status).await?;
+                Ok(Report {
+                    gate,
+                    wanted_managed,
+                    draining,
+                    actions: 0,
+                    invalid: Some(message),
+                })
+            }
+            Err(LayoutError::Api(error)) => Err(error),
+        }
+    }
+
+    fn clear_layout_metrics(&self) {
+        let m = &self.metrics;
+        m.effective_upstream.clear();
+        m.nodes.set(0);
+        m.node_reconciled.clear();
+        m.node_layout_from_disk.clear();
+        m.air_gap_transition_held.set(0);
+        m.upstreams_rejected.clear();
+    }
+
+    /// Deletes every object the controller wrote (after the drain, or when never Managed).
+    async fn withdraw(&self, config_exists: bool) -> Result<usize, Error> {
+        let observed = self.observe_objects().await?;
+        let actions = plan::plan(None, &observed);
+        self.act(&actions, &BTreeMap::new()).await?;
+        if config_exists {
+            let configs: Api<RegistryConfig> = Api::all(self.client.clone());
+            self.delete(&configs, SINGLETON, "RegistryConfig registry")
+                .await?;
+        }
+        Ok(actions.len())
+    }
+
+    async fn write_config(
+        &self,
+        existing: Option<RegistryConfig>,
+        spec: &RegistryConfigSpec,
+    ) -> Result<RegistryConfig, Error> {
+        let api: Api<RegistryConfig> = Api::all(self.client.clone());
+        let what = "writing RegistryConfig registry";
+        match existing {
+            Some(existing) if existing.spec == *spec => Ok(existing),
+            Some(mut existing) => {
+                existing.spec = spec.clone();
+                api.replace(SINGLETON, &PostParams::default(), &existing)
+                    .await
+                    .map_err(kube(what))
+            }
+            None => {
+                let object = RegistryConfig::new(SINGLETON, spec.clone());
+                api.create(&PostParams::default(), &object)
+                    .await
+                    .map_err(kube(what))
+            }
+        }
+    }
+
+    async fn write_config_status(
+        &self,
+        previous: &RegistryConfigStatus,
+        status: RegistryConfigStatus,
+    ) -> Result<(), Error> {
+        if previous == &status {
+            return Ok(());
+        }
+        let api: Api<RegistryConfig> = Api::all(self.client.clone());
+        let patch = serde_json::json!({ "status": status });
+        api.patch_status(SINGLETON, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(kube("writing the status of RegistryConfig registry"))?;
+        Ok(())
+    }
+
+    async fn observe_objects(&self) -> Result<Observed, Error> {
+        let nodes: Api<RegistryNode> = Api::all(self.client.clone());
+        let storage: Api<RegistryStorage> = Api::all(self.client.clone());
+        Ok(Observed {
+            secret: self.secret(RESOLVED_AUTH_SECRET).await?,
+            nodes: nodes
+                .list(&ListParams::default())
+                .await
+                .map_err(kube("listing RegistryNodes"))?
+                .items
+                .into_iter()
+                .map(|n| (n.name_any(), n.spec))
+                .collect(),
+            storage: storage
+                .get_opt(SINGLETON)
+                .await
+                .map_err(kube("reading RegistryStorage registry"))?
+                .map(|s| s.spec),
+        })
+    }
+
+    /// Objects still naming the in-cluster address: pods that have not pulled yet. An API
+    /// without pods (the single-machine server) has none.
+    async fn references(&self) -> Result<u64, Error> {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let list = match pods.list(&ListParams::default()).await {
+            Ok(list) => list,
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(0),
+            Err(e) => {
+                return Err(Error::Kube {
+                    what: "listing Pods".into(),
+                    source: e,
+                });
+            }
+        };
+        let count = list
+            .items
+            .iter()
+            .filter(|pod| {
+                let pending = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase.as_deref())
+                    .is_none_or(|phase| phase == "Pending");
+                let names = pod.spec.as_ref().is_some_and(|spec| {
+                    spec.containers
+                        .iter()
+                        .chain(spec.init_containers.iter().flatten())
+                        .any(|c| {
+                            c.image
+                                .as_deref()
+                                .is_some_and(|i| i.starts_with(IN_CLUSTER_HOST))
+                        })
+                });
+                pending && names
+            })
+            .count();
+        Ok(count as u64)
+    }
+
+    async fn suggest(&self, operator_names_primary: bool) -> Result<(), Error> {
+        let install = self
+            .secret("deckhouse-registry")
+            .await?
+            .and_then(|d| legacy::InstallRegistry::from_secret(&d));
+        let module_configs: Api<ModuleConfig> = Api::all(self.client.clone());
+        let deckhouse = module_configs
+            .get_opt("deckhouse")
+            .await
+            .map_err(kube("reading ModuleConfig deckhouse"))?;
+        let legacy_settings = match legacy::read_legacy_settings(
+            deckhouse.as_ref().and_then(|mc| mc.spec.settings.as_ref()),
+        ) {
+            Ok(settings) => settings,
+            Err(error) => {
+                tracing::warn!(%error, "legacy registry settings are unreadable");
+                None
+            }
+        };
+        let suggestion = legacy::suggested_config(
+            install.as_ref(),
+            legacy_settings.as_ref(),
+            operator_names_primary,
+        );
+        let existing = self.secret(SUGGESTED_CONFIG_SECRET).await?;
+        match suggestion {
+            Some(yaml) => {
+                let data = Data::from([(SUGGESTED_CONFIG_KEY.to_owned(), yaml.into_bytes())]);
+                if existing.as_ref() != Some(&data) {
+                    self.put_secret(SUGGESTED_CONFIG_SECRET, &data).await?;
+                }
+            }
+            None if existing.is_some() => {
+                self.delete(
+                    &self.secrets(),
+                    SUGGESTED_CONFIG_SECRET,
+                    "Secret registry-suggested-config",
+                )
+                .await?;
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    async fn probe_outcome(&self, target: probe::Target, accepted_before: bool) -> Outcome {
+        if accepted_before {
+            return Outcome::Accepted;
+        }
+        {
+            let memory = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((last, outcome, at)) = &memory.last_probe
+                && *last == target
+                && (*outcome == Outcome::Accepted || at.elapsed() < self.options.probe_retry)
+            {
+                return outcome.clone();
+            }
+        }
+        let outcome = probe::run(&target, self.options.probe_timeout).await;
+        tracing::info!(host = %target.host, outcome = outcome.label(), message = outcome.message(), "preflight probe");
+        self.metrics.probed(outcome.label());
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last_probe = Some((target, outcome.clone(), Instant::now()));
+        outcome
+    }
+
+    async fn lay_out(
+        &self,
+        config: &RegistryConfigSpec,
+        previous: &RegistryConfigStatus,
+        generation: Option<i64>,
+        wanted_managed: bool,
+        address_exists: bool,
+    ) -> Result<usize, LayoutError> {
+        let client = self.client.clone();
+        let metrics = &self.metrics;
+        let observed = self.observe_objects().await?;
+        let persisted: BTreeMap<String, Credentials> = observed
+            .secret
+            .iter()
+            .flatten()
+            .filter_map(|(k, v)| settings::decode(v).map(|c| (k.clone(), c)))
+            .collect();
+
+        // Probe the configured primary upstream when it differs from what is in effect.
+        let configured = config.primary.as_ref().and_then(|p| p.upstream.as_ref());
+        let mut probe_outcome = None;
+        if let Some(upstream) = configured {
+            let credentials =
+                settings::credentials(upstream.auth.as_ref(), "spec.primary.upstream.auth")
+                    .map_err(|e| LayoutError::Invalid(e.to_string()))?;
+            let in_effect = previous.effective_upstream.as_ref();
+            let same_address = in_effect.is_some_and(|e| {
+                let c = layout::effective_of(upstream);
+                (e.scheme, &e.host, &e.path, &e.ca) == (c.scheme, &c.host, &c.path, &c.ca)
+            });
+            let accepted_before = same_address
+                && persisted.get(registry_controller_plan::AUTH_KEY_UPSTREAM)
+                    == credentials.as_ref();
+            let target = probe::Target {
+                scheme: upstream.scheme,
+                host: upstream.host.clone(),
+                path: upstream.path.clone(),
+                ca: upstream.ca.clone(),
+                credentials,
+            };
+            probe_outcome = Some(self.probe_outcome(target, accepted_before).await);
+        }
+        let probe_failed = probe_outcome
+            .as_ref()
+            .is_some_and(|o| *o != Outcome::Accepted);
+
+        // RegistryUpstreams.
+        let upstreams: Api<RegistryUpstream> = Api::all(client.clone());
+        let objects = upstreams
+            .list(&ListParams::default())
+            .await
+            .map_err(kube("listing RegistryUpstreams"))?
+            .items;
+        let candidates: Vec<Candidate> = objects
+            .iter()
+            .map(|u| Candidate {
+                name: u.name_any(),
+                created: u
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map_or(0, |t| t.0.as_second()),
+                generation: u.metadata.generation,
+                spec: u.spec.clone(),
+            })
+            .collect();
+        let arbitration = arbitration::arbitrate(configured, &candidates);
+        for object in &objects {
+            let name = object.name_any();
+            let verdict = &arbitration.verdicts[&name];
+            let previous = object.status.clone().unwrap_or_default();
+            let status = api::registry::RegistryUpstreamStatus {
+                observed_generation: object.metadata.generation,
+                accepted: Some(verdict.accepted),
+                conflict: (!verdict.accepted).then(|| verdict.conflict.clone()),
+                conditions: vec![condition(
+                    CONDITION_ACCEPTED,
+                    verdict.accepted,
+                    verdict.reason.as_str(),
+                    if verdict.accepted {
+                        "compiled into every node's additionalRoutes"
+                    } else {
+                        &verdict.conflict
+                    },
+                    object.metadata.generation,
+                    &previous.conditions,
+                )],
+            };
+            if status != previous {
+                let patch = serde_json::json!({ "status": status });
+                upstreams
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(kube(format!(
+                        "writing the status of RegistryUpstream {name}"
+                    )))?;
+            }
+        }
+        metrics.upstreams_rejected.clear();
+        for (reason, count) in arbitration.rejected() {
+            metrics
+                .upstreams_rejected
+                .get_or_create(&label("reason", reason.as_str()))
+                .set(count as i64);
+        }
+
+        // Storage replicas: the lease holder's own report decides.
+        let storage_api: Api<RegistryStorage> = Api::all(client.clone());
+        let storage_status = storage_api
+            .get_opt(SINGLETON)
+            .await
+            .map_err(kube("reading RegistryStorage registry"))?
+            .and_then(|s| s.status)
+            .unwrap_or_default();
+        let leader = storage_status.leader.clone();
+        let leader_report = leader
+            .as_ref()
+            .and_then(|l| storage_status.replicas.iter().find(|r| &r.node == l));
+        let leader_full = leader_report.is_some_and(|r| {
+            r.full == Some(true) && r.error.as_deref().unwrap_or_default().is_empty()
+        });
+        let mut replicas = self.options.storage.replicas.clone();
+        for replica in &storage_status.replicas {
+            if let Some(address) = &replica.address
+                && !replicas.iter().any(|(n, _)| n == &replica.node)
+            {
+                replicas.push((replica.node.clone(), address.clone()));
+            }
+        }
+        self.storage_metrics(&storage_status, leader_full);
+
+        // Nodes.
+        let node_api: Api<Node> = Api::all(client.clone());
+        let nodes = node_api
+            .list(&ListParams::default())
+            .await
+            .map_err(kube("listing Nodes"))?
+            .items;
+        let node_names: Vec<String> = nodes.iter().map(|n| n.name_any()).collect();
+        let owners: BTreeMap<String, OwnerReference> = nodes
+            .iter()
+            .filter_map(|n| {
+                Some((
+                    n.name_any(),
+                    OwnerReference {
+                        api_version: "v1".into(),
+                        kind: "Node".into(),
+                        name: n.name_any(),
+                        uid: n.metadata.uid.clone()?,
+                        ..Default::default()
+                    },
+                ))
+            })
+            .collect();
+
+        let inputs = Inputs {
+            config: config.clone(),
+            effective: previous.effective_upstream.clone(),
+            persisted,
+            probe_failed,
+            leader_full,
+            nodes: node_names.clone(),
+            routes: arbitration.routes.clone(),
+            storage: StorageAccess {
+                replicas,
+                leader,
+                scheme: self.options.storage.scheme,
+                ca: self.options.storage.ca.clone(),
+                credentials: self.options.storage.credentials.clone(),
+            },
+            gc_schedule_fallback: None,
+        };
+        let desired = layout::compute(&inputs).map_err(|e| LayoutError::Invalid(e.to_string()))?;
+        if desired.drop_upstream {
+            tracing::info!("the storage leader is full: the upstream is dropped (air gap)");
+        }
+        let actions = plan::plan(Some(&desired), &observed);
+        self.act(&actions, &owners).await?;
+
+        // Status.
+        let upstream_condition = match &probe_outcome {
+            None => condition(
+                "UpstreamValid",
+                true,
+                "NoUpstream",
+                "no primary upstream is configured (air gap)",
+                generation,
+                &previous.conditions,
+            ),
+            Some(outcome) => condition(
+                "UpstreamValid",
+                *outcome == Outcome::Accepted,
+                outcome.reason().map_or("Accepted", |r| r.as_str()),
+                outcome.message(),
+                generation,
+                &previous.conditions,
+            ),
+        };
+        let cache = config.storage.as_ref().is_some_and(|s| s.cache);
+        let converged = !cache || (leader_full && !desired.air_gap_held) || configured.is_some();
+        let status = RegistryConfigStatus {
+            observed_generation: generation,
+            effective_upstream: desired.effective.clone(),
+            conditions: vec![
+                condition(
+                    "Valid",
+                    true,
+                    "Valid",
+                    "the configuration is usable",
+                    generation,
+                    &previous.conditions,
+                ),
+                upstream_condition,
+                condition(
+                    "StorageConverged",
+                    converged,
+                    if converged {
+                        "Converged"
+                    } else {
+                        "AirGapTransitionHeld"
+                    },
+                    if converged {
+                        "the storage matches the configuration"
+                    } else {
+                        "air gap is asked for; the upstream is held until the storage leader is full"
+                    },
+                    generation,
+                    &previous.conditions,
+                ),
+            ],
+        };
+        self.write_config_status(previous, status).await?;
+
+        // Image address (step two).
+        let registry_nodes: Api<RegistryNode> = Api::all(client.clone());
+        let progress: BTreeMap<String, NodeProgress> = registry_nodes
+            .list(&ListParams::default())
+            .await
+            .map_err(kube("listing RegistryNodes"))?
+            .items
+            .into_iter()
+            .map(|n| {
+                let status = n.status.clone().unwrap_or_default();
+                let from_disk = status
+                    .conditions
+                    .iter()
+                    .any(|c| c.reason == api::registry::REASON_APPLIED_FROM_CACHE);
+                self.metrics
+                    .node_layout_from_disk
+                    .get_or_create(&label("node", n.name_any()))
+                    .set(i64::from(from_disk));
+                (
+                    n.name_any(),
+                    NodeProgress {
+                        generation: n.metadata.generation,
+                        observed_generation: status.observed_generation,
+                        reconciled: status.reconciled,
+                    },
+                )
+            })
+            .collect();
+        metrics.node_reconciled.clear();
+        for node in &node_names {
+            let applied = progress.get(node).is_some_and(NodeProgress::applied);
+            metrics
+                .node_reconciled
+                .get_or_create(&label("node", node.clone()))
+                .set(i64::from(applied));
+        }
+        let publish =
+            image_address::published(wanted_managed, address_exists, &node_names, &progress);
+        if publish && !address_exists {
+            let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+            let object = ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(IMAGE_ADDRESS_CONFIGMAP.into()),
+                    namespace: Some(NAMESPACE.into()),
+                    ..Default::default()
+                },
+                data: Some(BTreeMap::from([("base".to_owned(), IMAGE_BASE.to_owned())])),
+                ..Default::default()
+            };
+            config_maps
+                .create(&PostParams::default(), &object)
+                .await
+                .map_err(kube("creating ConfigMap registry-image-address"))?;
+            tracing::info!("every node applied its layout: the image address is published");
+        }
+
+        // Metrics.
+        metrics.config_valid.set(1);
+        metrics.nodes.set(node_names.len() as i64);
+        metrics
+            .air_gap_transition_held
+            .set(i64::from(desired.air_gap_held));
+        metrics.effective_upstream.clear();
+        if let Some(host) = desired
+            .effective
+            .as_ref()
+            .and_then(|e: &EffectiveUpstream| e.host.clone())
+        {
+            metrics
+                .effective_upstream
+                .get_or_create(&label("host", host))
+                .set(1);
+        }
+        Ok(actions.len())
+    }
+
+    fn storage_metrics(&self, status: &api::registry::RegistryStorageStatus, leader_full: bool) {
+        let m = &self.metrics;
+        m.storage_replicas.set(status.replicas.len() as i64);
+        m.storage_safe_to_drop_upstream.set(i64::from(leader_full));
+        m.storage_all_replicas_full.set(i64::from(
+            !status.replicas.is_empty() && status.replicas.iter().all(|r| r.full == Some(true)),
+        ));
+        for family in [
+            &m.storage_replica_full,
+            &m.store_used_bytes,
+            &m.store_budget_bytes,
+            &m.store_reserve_bytes,
+            &m.store_filesystem_free_bytes,
+            &m.store_filesystem_capacity_bytes,
+            &m.store_writable,
+        ] {
+            family.clear();
+        }
+        for replica in &status.replicas {
+            let node = replica.node.clone();
+            let role = replica.role.map_or("", |r| r.as_str());
+            m.storage_replica_full
+                .get_or_create(&vec![("node", node.clone()), ("role", role.to_owned())])
+                .set(i64::from(replica.full == Some(true)));
+            if let Some(store) = &replica.store {
+                let node_label = label("node", node.clone());
+                m.store_used_bytes
+                    .get_or_create(&node_label)
+                    .set(store.used_bytes);
+                m.store_budget_bytes
+                    .get_or_create(&node_label)
+                    .set(store.budget_bytes.unwrap_or(0));
+                m.store_reserve_bytes
+                    .get_or_create(&node_label)
+                    .set(store.reserve_bytes);
+                m.store_filesystem_free_bytes
+                    .get_or_create(&node_label)
+                    .set(store.filesystem_free_bytes);
+                m.store_filesystem_capacity_bytes
+                    .get_or_create(&node_label)
+                    .set(store.filesystem_capacity_bytes);
+                m.store_writable
+                    .get_or_create(&vec![
+                        ("node", node),
+                        ("reason", store.reason.map_or("", |r| r.as_str()).to_owned()),
+                    ])
+                    .set(i64::from(store.writable));
+            }
+        }
+    }
+
+    async fn act(
+        &self,
+        actions: &[Action],
+        owners: &BTreeMap<String, OwnerReference>,
+    ) -> Result<(), Error> {
+        let nodes: Api<RegistryNode> = Api::all(self.client.clone());
+        let storage: Api<RegistryStorage> = Api::all(self.client.clone());
+        for action in actions {
+            match action {
+                Action::WriteSecret(data) => self.put_secret(RESOLVED_AUTH_SECRET, data).await?,
+                Action::DeleteSecret => {
+                    self.delete(
+                        &self.secrets(),
+                        RESOLVED_AUTH_SECRET,
+                        "Secret registry-resolved-auth",
+                    )
+                    .await?
+                }
+                Action::ApplyNode { name, spec } => {
+                    let what = format!("writing RegistryNode {name}");
+                    match nodes.get_opt(name).await.map_err(kube(&what))? {
+                        Some(mut existing) => {
+                            existing.spec = (**spec).clone();
+                            nodes
+                                .replace(name, &PostParams::default(), &existing)
+                                .await
+                                .map_err(kube(&what))?;
+                        }
+                        None => {
+                            let mut object = RegistryNode::new(name, (**spec).clone());
+                            object.metadata.owner_references =
+                                owners.get(name).map(|o| vec![o.clone()]);
+                            nodes
+                                .create(&PostParams::default(), &object)
+                                .await
+                                .map_err(kube(&what))?;
+                        }
+                    }
+                }
+                Action::DeleteNode(name) => {
+                    self.delete(&nodes, name, &format!("RegistryNode {name}"))
+                        .await?
+                }
+                Action::ApplyStorage(spec) => {
+                    let what = "writing RegistryStorage registry";
+                    match storage.get_opt(SINGLETON).await.map_err(kube(what))? {
+                        Some(mut existing) => {
+                            existing.spec = (**spec).clone();
+                            storage
+                                .replace(SINGLETON, &PostParams::default(), &existing)
+                                .await
+                                .map_err(kube(what))?;
+                        }
+                        None => {
+                            let object = RegistryStorage::new(SINGLETON, (**spec).clone());
+                            storage
+                                .create(&PostParams::default(), &object)
+                                .await
+                                .map_err(kube(what))?;
+                        }
+                    }
+                }
+                Action::DeleteStorage => {
+                    self.delete(&storage, SINGLETON, "RegistryStorage registry")
+                        .await?
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a layout was not applied.
+enum LayoutError {
+    /// The configuration cannot be laid out (reported in `Valid`).
+    Invalid(String),
+    /// The API failed.
+    Api(Error),
+}
+
+impl From<Error> for LayoutError {
+    fn from(error: Error) -> Self {
+        LayoutError::Api(error)
+    }
+}
