@@ -21,10 +21,10 @@ use release_plan::channel::{
 use release_plan::{Phase, ReleaseVersion, canary, cleanup};
 use serde_json::json;
 
+use crate::Error;
 use crate::controller::Engine;
 use crate::settings::Channel;
 use crate::version_json::VersionJson;
-use crate::Error;
 
 /// What a channel sync did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -109,7 +109,8 @@ impl Engine {
         let mut synced = Synced::default();
 
         let mut releases = self.list_releases().await?;
-        let mut cluster: Vec<ClusterRelease> = releases.iter().filter_map(cluster_release).collect();
+        let mut cluster: Vec<ClusterRelease> =
+            releases.iter().filter_map(cluster_release).collect();
         if needs_restore(&cluster) {
             match self.deployer.running_version().await? {
                 Some(running) => {
@@ -263,10 +264,8 @@ impl Engine {
             version.original(),
             inherited_apply_after,
         )?;
-        let mut annotations = BTreeMap::from([(
-            keys::RELEASE_CHANGE_CAUSE.to_owned(),
-            cause.change_cause(),
-        )]);
+        let mut annotations =
+            BTreeMap::from([(keys::RELEASE_CHANGE_CAUSE.to_owned(), cause.change_cause())]);
         if is_channel_version && metadata.suspend {
             annotations.insert(keys::RELEASE_SUSPENDED.to_owned(), "true".to_owned());
         }
@@ -311,7 +310,12 @@ impl Engine {
     ) -> Result<(), Error> {
         let map: serde_json::Map<String, serde_json::Value> = annotations
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.map_or(serde_json::Value::Null, |v| json!(v))))
+            .map(|(k, v)| {
+                (
+                    (*k).to_owned(),
+                    v.map_or(serde_json::Value::Null, |v| json!(v)),
+                )
+            })
             .collect();
         self.releases_api()
             .patch(

@@ -81,7 +81,10 @@ async fn try_once(
     let status = response.status();
     let text = response.text().await.unwrap_or_default();
     if !status.is_success() {
-        return Err(format!("webhook response with status code {}", status.as_u16()));
+        return Err(format!(
+            "webhook response with status code {}",
+            status.as_u16()
+        ));
     }
     let refused = serde_json::from_str::<serde_json::Value>(&text)
         .ok()

@@ -154,14 +154,18 @@ impl Engine {
         };
         match task.task_type {
             TaskType::Skip => {
-                changed |= self.set_phase(release, Phase::Skipped, &task.message).await?;
+                changed |= self
+                    .set_phase(release, Phase::Skipped, &task.message)
+                    .await?;
                 return Ok(Outcome {
                     changed,
                     requeue_after: None,
                 });
             }
             TaskType::Await => {
-                changed |= self.set_phase(release, Phase::Pending, &task.message).await?;
+                changed |= self
+                    .set_phase(release, Phase::Pending, &task.message)
+                    .await?;
                 return Ok(Outcome::requeue(changed, REQUEUE_BLOCKED));
             }
             TaskType::Process => {}
@@ -277,10 +281,7 @@ impl Engine {
         if delay.apply_after.is_some() {
             wanted.push((keys::RELEASE_NOTIFICATION_TIME_SHIFT, Some("true")));
         }
-        if wanted
-            .iter()
-            .any(|(k, v)| annotation(release, k) != *v)
-        {
+        if wanted.iter().any(|(k, v)| annotation(release, k) != *v) {
             self.annotate(&name, &wanted).await?;
             changed = true;
         }

@@ -42,7 +42,10 @@ pub struct Checks {
 impl fmt::Debug for Checks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Checks")
-            .field("requirements", &self.requirements.keys().collect::<Vec<_>>())
+            .field(
+                "requirements",
+                &self.requirements.keys().collect::<Vec<_>>(),
+            )
             .field("disruptions", &self.disruptions.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -237,7 +240,9 @@ mod tests {
         );
         let ok = checks.requirement_failures(
             &v("v1.68.0"),
-            &[("k8s".to_owned(), "1.28".to_owned())].into_iter().collect(),
+            &[("k8s".to_owned(), "1.28".to_owned())]
+                .into_iter()
+                .collect(),
             &facts(Some("1.29")),
         );
         assert!(ok.is_empty());
@@ -246,7 +251,9 @@ mod tests {
     #[test]
     fn disruptions() {
         let checks = Checks::new()
-            .disruption("ingressNginx", |_| Some("ingress controllers restart".into()))
+            .disruption("ingressNginx", |_| {
+                Some("ingress controllers restart".into())
+            })
             .disruption("quiet", |_| None);
         let reasons = checks.disruption_reasons(
             &["quiet".into(), "ingressNginx".into(), "unknown".into()],

@@ -376,9 +376,7 @@ impl DeckhouseSettings {
                         "update.blockOnAlerts.severity in body should be between 0 and 9".into(),
                     ),
                 },
-                Some(other) => {
-                    problems.must_be("update.blockOnAlerts.severity", "integer", other)
-                }
+                Some(other) => problems.must_be("update.blockOnAlerts.severity", "integer", other),
             }
         }
         finish(out, problems)
@@ -481,11 +479,8 @@ fn parse_notification(
     map: &serde_json::Map<String, Value>,
 ) -> Notification {
     let mut n = Notification::default();
-    if let Some(webhook) = string(
-        problems,
-        map.get("webhook"),
-        "update.notification.webhook",
-    ) && !webhook.is_empty()
+    if let Some(webhook) = string(problems, map.get("webhook"), "update.notification.webhook")
+        && !webhook.is_empty()
     {
         if matches_webhook(webhook) {
             n.webhook = Some(webhook.to_owned());
@@ -540,7 +535,11 @@ fn parse_notification(
         }
     }
     if let Some(auth) = object(problems, map.get("auth"), "update.notification.auth") {
-        let basic = object(problems, auth.get("basic"), "update.notification.auth.basic");
+        let basic = object(
+            problems,
+            auth.get("basic"),
+            "update.notification.auth.basic",
+        );
         let bearer = string(
             problems,
             auth.get("bearerToken"),

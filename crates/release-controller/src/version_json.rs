@@ -141,12 +141,16 @@ pub fn extract_version_json(layer: &[u8]) -> Result<Option<Vec<u8>>, Error> {
     let mut found = None;
     for (count, entry) in entries.enumerate() {
         if count >= MAX_ENTRIES {
-            return Err(invalid(format!("layer has more than {MAX_ENTRIES} entries")));
+            return Err(invalid(format!(
+                "layer has more than {MAX_ENTRIES} entries"
+            )));
         }
         let mut entry = entry.map_err(|e| invalid(format!("reading the layer: {e}")))?;
         let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         if !safe_path(&path) {
-            return Err(invalid(format!("layer entry {path:?} escapes the image root")));
+            return Err(invalid(format!(
+                "layer entry {path:?} escapes the image root"
+            )));
         }
         let name = path.strip_prefix("./").unwrap_or(&path);
         if name != "version.json" || !entry.header().entry_type().is_file() {
@@ -227,7 +231,9 @@ mod tests {
         );
         let err = VersionJson::parse(b"{").unwrap_err().to_string();
         assert!(err.starts_with("version.json: not valid JSON"), "{err}");
-        let err = VersionJson::parse(br#"{"version":"latest"}"#).unwrap_err().to_string();
+        let err = VersionJson::parse(br#"{"version":"latest"}"#)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("invalid release version \"latest\""), "{err}");
         let err = VersionJson::parse(
             br#"{"version":"v1.2.3","canary":{"alpha":{"enabled":true,"waves":2,"interval":"soon"}}}"#,
@@ -239,7 +245,10 @@ mod tests {
 
     #[test]
     fn extracts_from_gzip_and_plain_tar() {
-        let plain = tar_of(&[("changelog.yaml", b"x: 1"), ("version.json", DOC.as_bytes())]);
+        let plain = tar_of(&[
+            ("changelog.yaml", b"x: 1"),
+            ("version.json", DOC.as_bytes()),
+        ]);
         assert_eq!(
             extract_version_json(&plain).unwrap().unwrap(),
             DOC.as_bytes()

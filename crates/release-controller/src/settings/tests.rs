@@ -39,8 +39,14 @@ fn deckhouse_documentation_example() {
     assert_eq!(s.mode, UpdateMode::Auto);
     assert_eq!(s.windows.as_slice().len(), 1);
     // Tuesday 2024-01-02 18:30 is inside, Wednesday is not.
-    assert!(s.windows.is_allowed("2024-01-02T18:30:00Z".parse().unwrap()));
-    assert!(!s.windows.is_allowed("2024-01-03T18:30:00Z".parse().unwrap()));
+    assert!(
+        s.windows
+            .is_allowed("2024-01-02T18:30:00Z".parse().unwrap())
+    );
+    assert!(
+        !s.windows
+            .is_allowed("2024-01-03T18:30:00Z".parse().unwrap())
+    );
     assert_eq!(
         s.notification.webhook.as_deref(),
         Some("https://release-webhook.mydomain.com")
@@ -79,7 +85,8 @@ fn credentials_never_reach_debug_output() {
     let shown = format!("{s:?}");
     assert!(shown.contains("ops"), "{shown}");
     assert!(!shown.contains("hunter2"), "{shown}");
-    let s = parse(json!({"update": {"notification": {"auth": {"bearerToken": "tok-123"}}}})).unwrap();
+    let s =
+        parse(json!({"update": {"notification": {"auth": {"bearerToken": "tok-123"}}}})).unwrap();
     assert!(!format!("{s:?}").contains("tok-123"));
 }
 
@@ -154,7 +161,10 @@ fn every_refusal_has_its_message() {
             json!({"update": {"blockOnAlerts": {"enabled": "yes"}}}),
             "update.blockOnAlerts.enabled in body must be of type boolean: \"string\"",
         ),
-        (json!("text"), "settings in body must be of type object: \"string\""),
+        (
+            json!("text"),
+            "settings in body must be of type object: \"string\"",
+        ),
     ];
     for (settings, expected) in cases {
         let err = parse(settings.clone()).unwrap_err();

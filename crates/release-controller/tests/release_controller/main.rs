@@ -1,0 +1,583 @@
+//! The release engine end to end: the embedded API server, a real `docker-registry` holding the
+//! release channel and release images, a real HTTP receiver for notifications, and time moved
+//! by hand instead of waited for.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use base64::Engine as _;
+use common::{CLUSTER_UUID, Cluster, Receiver, at};
+use jiff::SignedDuration;
+use kube::api::{Patch, PatchParams};
+use release_controller::alerts::Alert;
+use release_controller::channel::{ChannelOutcome, Synced};
+use release_controller::requirements::Checks;
+use serde_json::json;
+
+fn synced(outcome: ChannelOutcome) -> Synced {
+    match outcome {
+        ChannelOutcome::Synced(s) => s,
+        other => panic!("expected a sync, got {other:?}"),
+    }
+}
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+const APPROVAL: &str =
+    "Release is waiting for the 'release.deckhouse.io/approved: \"true\"' annotation";
+
+/// Deployed 1.66.3, tags 1.66.5, 1.67.5, 1.67.11, 1.68.1, 1.68.3, 1.68.5, channel 1.68.5:
+/// 1.66.3 is restored, 1.67.11 and 1.68.5 are created; in Manual mode each waits for approval
+/// in order, and an approval applies it.
+#[tokio::test]
+async fn channel_moving_from_1_66_to_1_68_creates_the_chain_and_manual_mode_waits_for_approval() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    for v in [
+        "v1.66.5", "v1.67.5", "v1.67.11", "v1.68.1", "v1.68.3", "v1.68.5",
+    ] {
+        c.publish_version(v).await;
+    }
+    c.publish_channel("stable", json!({"version": "v1.68.5"}))
+        .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Manual"}}))
+        .await;
+
+    let s = synced(c.engine.sync_channel().await.unwrap());
+    assert_eq!(s.restored.as_deref(), Some("v1.66.3"));
+    assert_eq!(s.created, names(&["v1.67.11", "v1.68.5"]));
+    assert!(s.deleted.is_empty() && s.suspended.is_empty());
+
+    let restored = c.release("v1.66.3").await;
+    assert!(restored.spec.approved);
+    assert_eq!(
+        Cluster::annotations(&restored)["release.deckhouse.io/current-restored"],
+        "true"
+    );
+    assert_eq!(
+        c.phase("v1.66.3").await,
+        ("Deployed".into(), "Release object was restored".into())
+    );
+    let created = c.release("v1.68.5").await;
+    assert_eq!(created.spec.spec.version, "v1.68.5");
+    assert_eq!(
+        created.spec.spec.changelog_link.as_deref(),
+        Some("https://github.com/deckhouse/deckhouse/releases/tag/v1.68.5")
+    );
+    assert_eq!(
+        Cluster::annotations(&created)["release.deckhouse.io/change-cause"],
+        "check release (step-by-step)"
+    );
+
+    // The same channel image again: one HEAD, nothing to do.
+    assert_eq!(
+        c.engine.sync_channel().await.unwrap(),
+        ChannelOutcome::Unchanged
+    );
+
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.summary().await,
+        vec![
+            (
+                "v1.66.3".into(),
+                "Deployed".into(),
+                "Release object was restored".into()
+            ),
+            ("v1.67.11".into(), "Pending".into(), APPROVAL.into()),
+            (
+                "v1.68.5".into(),
+                "Pending".into(),
+                "awaiting for v1.67.11 release to be deployed".into()
+            ),
+        ]
+    );
+    assert!(!c.release("v1.67.11").await.status.unwrap().approved);
+    assert_eq!(c.running().await, "v1.66.3");
+
+    // Approve with the top-level field.
+    c.releases()
+        .patch(
+            "v1.67.11",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"approved": true})),
+        )
+        .await
+        .unwrap();
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.67.11");
+    assert_eq!(c.phase("v1.67.11").await.0, "Deployed");
+    assert_eq!(c.phase("v1.66.3").await.0, "Superseded");
+    assert_eq!(
+        c.phase("v1.68.5").await,
+        ("Pending".into(), APPROVAL.into())
+    );
+    let deployed = c.release("v1.67.11").await;
+    let annotations = Cluster::annotations(&deployed);
+    // The pod is ready at once here, so the update is over and the release counts as notified.
+    assert_eq!(annotations["release.deckhouse.io/isUpdating"], "false");
+    assert_eq!(annotations["release.deckhouse.io/notified"], "true");
+    let info: serde_json::Value =
+        serde_json::from_str(&annotations["release.deckhouse.io/update-info"]).unwrap();
+    assert_eq!(info["from"], "v1.66.3");
+
+    // Approve with the annotation.
+    c.annotate("v1.68.5", "release.deckhouse.io/approved", "true")
+        .await;
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.68.5");
+    assert_eq!(c.phase("v1.68.5").await.0, "Deployed");
+    assert_eq!(c.phase("v1.67.11").await.0, "Superseded");
+}
+
+/// Auto mode with a window: outside it the release waits with Deckhouse's message naming the
+/// next opening; inside it the release is applied.
+#[tokio::test]
+async fn auto_mode_applies_only_inside_the_update_window() {
+    // Monday 08:00 UTC; the window opens at 10:00.
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    c.publish_version("v1.67.0").await;
+    c.publish_channel("stable", json!({"version": "v1.67.0"}))
+        .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {
+        "mode": "Auto", "windows": [{"from": "10:00", "to": "12:00", "days": ["Mon"]}]
+    }}))
+    .await;
+    let s = synced(c.engine.sync_channel().await.unwrap());
+    assert_eq!(s.created, names(&["v1.67.0"]));
+    assert_eq!(
+        Cluster::annotations(&c.release("v1.67.0").await)["release.deckhouse.io/change-cause"],
+        "check release (from deployed)"
+    );
+
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.phase("v1.67.0").await,
+        (
+            "Pending".into(),
+            "Release is waiting for the update window until 01 Jan 2024 10:00 UTC".into()
+        )
+    );
+    assert_eq!(c.running().await, "v1.66.3");
+
+    // 09:59: still closed.
+    c.clock.set(at("2024-01-01T09:59:00Z"));
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.66.3");
+
+    c.clock.set(at("2024-01-01T10:30:00Z"));
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.67.0");
+    assert_eq!(c.phase("v1.67.0").await, ("Deployed".into(), String::new()));
+    assert_eq!(c.phase("v1.66.3").await.0, "Superseded");
+}
+
+/// A canary channel: this cluster's wave sets `applyAfter`; the release waits until then.
+#[tokio::test]
+async fn canary_wave_sets_apply_after_and_holds_the_release() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    // A version whose wave for this cluster is not 0 (wave 0 has no delay).
+    let (version, wave) = (0..50)
+        .map(|p| format!("v1.67.{p}"))
+        .map(|v| {
+            let w = release_plan::canary::wave(CLUSTER_UUID, &v, 5);
+            (v, w)
+        })
+        .find(|(_, w)| *w != 0)
+        .unwrap();
+    c.publish_version(&version).await;
+    c.publish_channel(
+        "stable",
+        json!({"version": version, "canary": {"stable": {"enabled": true, "waves": 5, "interval": "30m"}}}),
+    )
+    .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Auto"}}))
+        .await;
+    c.engine.sync_channel().await.unwrap();
+
+    let expected = at("2024-01-01T08:00:00Z")
+        .checked_add(SignedDuration::from_mins(30 * wave as i64))
+        .unwrap();
+    let release = c.release(&version).await;
+    assert_eq!(
+        release.spec.spec.apply_after.as_ref().map(|t| t.0),
+        Some(expected)
+    );
+
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.phase(&version).await,
+        (
+            "Pending".into(),
+            format!(
+                "Release is postponed until {}",
+                release_plan::deploy::format_until(expected)
+            )
+        )
+    );
+    assert_eq!(c.running().await, "v1.66.3");
+
+    c.clock
+        .set(expected.checked_add(SignedDuration::from_mins(1)).unwrap());
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, version);
+}
+
+/// The notification webhook: the documented body, with Basic auth, received exactly once; the
+/// minimal notification time postpones the release.
+#[tokio::test]
+async fn notification_is_posted_once_with_the_documented_body() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    let receiver = Receiver::start(StatusCode::OK).await;
+    c.publish_version("v1.67.0").await;
+    c.publish_channel(
+        "stable",
+        json!({"version": "v1.67.0", "requirements": {"k8s": "1.27"}}),
+    )
+    .await;
+    c.settings(
+        json!({"releaseChannel": "Stable", "update": {"mode": "Auto", "notification": {
+            "webhook": receiver.url(), "minimalNotificationTime": "1h",
+            "auth": {"basic": {"username": "ops", "password": "s3cret"}}
+        }}}),
+    )
+    .await;
+    c.engine.sync_channel().await.unwrap();
+    c.engine.reconcile("v1.67.0").await.unwrap(); // "" → Pending
+    c.engine.reconcile("v1.67.0").await.unwrap();
+
+    let received = receiver.received();
+    assert_eq!(received.len(), 1, "{received:?}");
+    assert_eq!(
+        received[0].body,
+        json!({
+            "subject": "Deckhouse",
+            "version": "1.67.0",
+            "requirements": {"k8s": "1.27"},
+            "changelogLink": "https://github.com/deckhouse/deckhouse/releases/tag/v1.67.0",
+            "applyTime": "2024-01-01T09:00:00Z",
+            "message": "New Deckhouse Release 1.67.0 is available. Release will be applied at: Monday, 01-Jan-24 09:00:00 UTC",
+        })
+    );
+    let basic = base64::engine::general_purpose::STANDARD.encode("ops:s3cret");
+    assert_eq!(
+        received[0].authorization.as_deref(),
+        Some(format!("Basic {basic}").as_str())
+    );
+    assert_eq!(
+        received[0].content_type.as_deref(),
+        Some("application/json")
+    );
+    assert_eq!(
+        c.phase("v1.67.0").await,
+        (
+            "Pending".into(),
+            "Release is postponed by notification until 01 Jan 2024 09:00 UTC".into()
+        )
+    );
+    let release = c.release("v1.67.0").await;
+    let annotations = Cluster::annotations(&release);
+    assert_eq!(annotations["release.deckhouse.io/notified"], "true");
+    assert_eq!(
+        annotations["release.deckhouse.io/notification-time-shift"],
+        "true"
+    );
+    assert_eq!(
+        release.spec.spec.apply_after.map(|t| t.0),
+        Some(at("2024-01-01T09:00:00Z"))
+    );
+
+    // Looking again sends nothing more; the shifted applyAfter now holds the release.
+    c.clock.set(at("2024-01-01T08:30:00Z"));
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(receiver.received().len(), 1);
+    assert_eq!(
+        c.phase("v1.67.0").await,
+        (
+            "Pending".into(),
+            "Release is postponed until 01 Jan 2024 09:00 UTC".into()
+        )
+    );
+    assert_eq!(c.running().await, "v1.66.3");
+
+    c.clock.set(at("2024-01-01T09:01:00Z"));
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.67.0");
+    assert_eq!(receiver.received().len(), 1);
+}
+
+/// A receiver answering 500 blocks the release with Deckhouse's message after 5 tries spaced
+/// by `retryMinTime` doubled (2 s, 4 s, 8 s, 16 s on the injected clock).
+#[tokio::test]
+async fn failing_notification_receiver_blocks_the_release() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    let receiver = Receiver::start(StatusCode::INTERNAL_SERVER_ERROR).await;
+    c.publish_version("v1.67.0").await;
+    c.publish_channel("stable", json!({"version": "v1.67.0"}))
+        .await;
+    c.settings(
+        json!({"releaseChannel": "Stable", "update": {"mode": "Auto", "notification": {
+            "webhook": receiver.url(), "auth": {"bearerToken": "tok-1"}
+        }}}),
+    )
+    .await;
+    c.engine.sync_channel().await.unwrap();
+    c.engine.reconcile("v1.67.0").await.unwrap(); // "" → Pending
+    c.engine.reconcile("v1.67.0").await.unwrap();
+
+    let received = receiver.received();
+    assert_eq!(received.len(), 5);
+    assert!(
+        received
+            .iter()
+            .all(|r| r.authorization.as_deref() == Some("Bearer tok-1"))
+    );
+    assert_eq!(c.clock_now(), at("2024-01-01T08:00:30Z"));
+    assert_eq!(
+        c.phase("v1.67.0").await,
+        (
+            "Pending".into(),
+            "Release is blocked, failed to send release notification: webhook response with status code 500".into()
+        )
+    );
+    let annotations = Cluster::annotations(&c.release("v1.67.0").await);
+    assert_eq!(annotations["release.deckhouse.io/notified"], "false");
+    assert_eq!(c.running().await, "v1.66.3");
+}
+
+/// `apply-now` skips approval; `force` skips even failed requirements; both annotations are
+/// removed once applied.
+#[tokio::test]
+async fn apply_now_and_force_behave_as_documented() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    c.publish_version("v1.67.0").await;
+    c.publish_channel("stable", json!({"version": "v1.67.0"}))
+        .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Manual"}}))
+        .await;
+    c.engine.sync_channel().await.unwrap();
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.phase("v1.67.0").await,
+        ("Pending".into(), APPROVAL.into())
+    );
+
+    c.annotate("v1.67.0", "release.deckhouse.io/apply-now", "true")
+        .await;
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.67.0");
+    assert_eq!(c.phase("v1.67.0").await.0, "Deployed");
+    assert!(
+        !Cluster::annotations(&c.release("v1.67.0").await)
+            .contains_key("release.deckhouse.io/apply-now")
+    );
+
+    // The next release needs a newer Kubernetes than the cluster runs.
+    c.publish_version("v1.68.0").await;
+    c.publish_channel(
+        "stable",
+        json!({"version": "v1.68.0", "requirements": {"k8s": "1.30"}}),
+    )
+    .await;
+    let s = synced(c.engine.sync_channel().await.unwrap());
+    assert_eq!(s.created, names(&["v1.68.0"]));
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.phase("v1.68.0").await,
+        (
+            "Pending".into(),
+            "\"k8s\" requirement for DeckhouseRelease \"1.68.0\" not met: current kubernetes version 1.29.3 is lower than required 1.30".into()
+        )
+    );
+    // apply-now does not override requirements.
+    c.annotate("v1.68.0", "release.deckhouse.io/apply-now", "true")
+        .await;
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.67.0");
+
+    c.annotate("v1.68.0", "release.deckhouse.io/force", "true")
+        .await;
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.68.0");
+    assert_eq!(c.phase("v1.68.0").await.0, "Deployed");
+    let annotations = Cluster::annotations(&c.release("v1.68.0").await);
+    assert!(!annotations.contains_key("release.deckhouse.io/force"));
+    assert!(!annotations.contains_key("release.deckhouse.io/apply-now"));
+}
+
+/// `blockOnAlerts`: a firing alert at the threshold or more critical holds the release; a less
+/// critical one does not; a forced release passes.
+#[tokio::test]
+async fn firing_alerts_block_updates_until_they_stop() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    c.publish_version("v1.67.0").await;
+    c.publish_channel("stable", json!({"version": "v1.67.0"}))
+        .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {
+        "mode": "Auto", "blockOnAlerts": {"enabled": true, "severity": 4}
+    }}))
+    .await;
+    c.alerts.set(vec![
+        Alert::new("D8Quiet", 7),
+        Alert::new("KubernetesVersionEndOfLife", 3),
+    ]);
+    c.engine.sync_channel().await.unwrap();
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.phase("v1.67.0").await,
+        (
+            "Pending".into(),
+            "Release is blocked by the firing alert KubernetesVersionEndOfLife with severity level 3 (update.blockOnAlerts.severity is 4)".into()
+        )
+    );
+    assert_eq!(c.running().await, "v1.66.3");
+
+    c.alerts.set(vec![Alert::new("D8Quiet", 7)]);
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.67.0");
+}
+
+/// `disruptionApprovalMode: Manual`: a minor release with a registered disruption waits for
+/// `disruption-approved`.
+#[tokio::test]
+async fn disruptive_release_waits_for_disruption_approval() {
+    let checks = Checks::with_defaults().disruption("ingressNginx", |_| {
+        Some("ingress-nginx controllers will restart".into())
+    });
+    let c = Cluster::start_with("v1.66.3", "2024-01-01T08:00:00Z", checks).await;
+    c.publish_version("v1.67.0").await;
+    c.publish_channel(
+        "stable",
+        json!({"version": "v1.67.0", "disruptions": {"1.67": ["ingressNginx"], "1.66": ["other"]}}),
+    )
+    .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {
+        "mode": "Auto", "disruptionApprovalMode": "Manual"
+    }}))
+    .await;
+    c.engine.sync_channel().await.unwrap();
+    assert_eq!(
+        c.release("v1.67.0").await.spec.spec.disruptions,
+        names(&["ingressNginx"])
+    );
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.phase("v1.67.0").await,
+        (
+            "Pending".into(),
+            "release blocked, disruption approval required: (`kubectl annotate DeckhouseRelease v1.67.0 release.deckhouse.io/disruption-approved=true`): ingress-nginx controllers will restart".into()
+        )
+    );
+    c.annotate(
+        "v1.67.0",
+        "release.deckhouse.io/disruption-approved",
+        "true",
+    )
+    .await;
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.67.0");
+}
+
+/// A channel that suspends its version suspends the release; lifting it resumes the release.
+#[tokio::test]
+async fn channel_suspend_and_resume() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    c.publish_version("v1.67.0").await;
+    c.publish_channel("stable", json!({"version": "v1.67.0", "suspend": true}))
+        .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Auto"}}))
+        .await;
+    c.engine.sync_channel().await.unwrap();
+    assert_eq!(
+        Cluster::annotations(&c.release("v1.67.0").await)["release.deckhouse.io/suspended"],
+        "true"
+    );
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.phase("v1.67.0").await,
+        ("Suspended".into(), "Release is suspended".into())
+    );
+    assert!(
+        !Cluster::annotations(&c.release("v1.67.0").await)
+            .contains_key("release.deckhouse.io/suspended")
+    );
+    assert_eq!(c.running().await, "v1.66.3");
+
+    c.publish_channel("stable", json!({"version": "v1.67.0", "suspend": false}))
+        .await;
+    let s = synced(c.engine.sync_channel().await.unwrap());
+    assert_eq!(s.resumed, names(&["v1.67.0"]));
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.67.0");
+}
+
+/// A channel rolled back below a Pending release deletes that release and creates the
+/// channel's version.
+#[tokio::test]
+async fn channel_rollback_deletes_newer_pending_releases() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    c.publish_version("v1.67.0").await;
+    c.publish_version("v1.66.5").await;
+    c.publish_channel("stable", json!({"version": "v1.67.0"}))
+        .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Manual"}}))
+        .await;
+    c.engine.sync_channel().await.unwrap();
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.phase("v1.67.0").await.0, "Pending");
+
+    c.publish_channel("stable", json!({"version": "v1.66.5"}))
+        .await;
+    let s = synced(c.engine.sync_channel().await.unwrap());
+    assert_eq!(s.created, names(&["v1.66.5"]));
+    assert_eq!(s.deleted, names(&["v1.67.0"]));
+    assert!(c.releases().get_opt("v1.67.0").await.unwrap().is_none());
+    // Manual mode: the patch waits for approval too.
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.phase("v1.66.5").await,
+        ("Pending".into(), APPROVAL.into())
+    );
+}
+
+/// The running controller: a settings change (dev mode → a channel) wakes the channel loop at
+/// once, and the DeckhouseRelease controller applies the new release.
+#[tokio::test]
+async fn running_engine_follows_a_settings_change() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    c.publish_version("v1.67.0").await;
+    c.publish_channel("stable", json!({"version": "v1.67.0"}))
+        .await;
+    c.settings(json!({"update": {"mode": "Auto"}})).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let engine = Arc::clone(&c.engine);
+    let running = tokio::spawn(engine.run(async move {
+        let _ = stopped.await;
+    }));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(c.summary().await.is_empty(), "dev mode follows no channel");
+
+    c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Auto"}}))
+        .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if c.running().await == "v1.67.0" && c.phase("v1.67.0").await.0 == "Deployed" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not applied: {:?}",
+            c.summary().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("the engine stops on shutdown")
+        .unwrap();
+}
