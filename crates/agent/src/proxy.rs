@@ -302,8 +302,8 @@ fn forwarded_headers(client: &HeaderMap, kind: Kind) -> HeaderMap {
     headers
 }
 
-/// A bounded name for logs and the failover metric: the configured host, or the kind for
-/// PassThrough (whose hosts are whatever clients ask for).
+/// The target's name in logs and the failover metric: its host. Bounded, because only
+/// configured hosts can be failed over from: a PassThrough resolution has a single target.
 fn target_name(target: &Target<'_>) -> String {
     target.host.to_string()
 }
