@@ -3,6 +3,7 @@
 
 mod apiserver_cmd;
 mod registry_cmd;
+mod release_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -23,6 +24,8 @@ enum Command {
         #[command(subcommand)]
         command: registry_cmd::Command,
     },
+    /// Platform releases: list (with why each waits), approve, apply now; the release engine.
+    Release(release_cmd::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -40,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
             Command::Registry { command } => registry_cmd::run(command).await,
+            Command::Release(args) => release_cmd::run(args).await,
         }
     })
 }

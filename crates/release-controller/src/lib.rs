@@ -10,6 +10,7 @@
 //!   apply).
 //! - [`controller`]: the long-running loops and the one place that decides backoff.
 //! - [`settings`]: the `deckhouse` ModuleConfig settings, validated.
+//! - [`view`]: the operator's listing (`d8 release list`): why each release waits.
 //!
 //! Every decision is made by `release-plan`; this crate only observes and acts. Time comes from
 //! a [`Clock`], so tests move time instead of waiting. It must not depend on the API server
@@ -28,6 +29,7 @@ pub mod requirements;
 pub mod settings;
 pub mod source;
 pub mod version_json;
+pub mod view;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
