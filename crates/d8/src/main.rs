@@ -2,6 +2,7 @@
 //! command line and hands over; each subcommand lives in its own module.
 
 mod apiserver_cmd;
+mod controller_cmd;
 mod registry_cmd;
 mod release_cmd;
 
@@ -19,6 +20,8 @@ struct Cli {
 enum Command {
     /// The embedded Kubernetes API server for a single machine.
     Apiserver(apiserver_cmd::Args),
+    /// Every platform controller (registry, releases) under leader election.
+    Controller(Box<controller_cmd::Args>),
     /// The registry module's components.
     Registry {
         #[command(subcommand)]
@@ -42,6 +45,7 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async {
         match cli.command {
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
+            Command::Controller(args) => controller_cmd::run(*args).await,
             Command::Registry { command } => registry_cmd::run(command).await,
             Command::Release(args) => release_cmd::run(args).await,
         }

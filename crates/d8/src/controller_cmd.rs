@@ -1,0 +1,199 @@
+//! `d8 controller`: the one place every controller of the platform is composed. One replica at
+//! a time acts, elected through Lease `d8-system/deckhouse-leader-election`; while it leads it
+//! runs the registry controller and the release engine, and stops them the moment it loses the
+//! lease. Metrics are served on every replica.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::release_cmd;
+
+/// The Lease of the platform controller.
+const LEASE: &str = "deckhouse-leader-election";
+
+/// Flags of `d8 controller`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Kubeconfig to use (default: in-cluster or `~/.kube/config`).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// This replica's identity in the election (default: the host name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Where `/metrics` is served.
+    #[arg(long, default_value = "127.0.0.1:4281")]
+    metrics_address: SocketAddr,
+    /// Time between two passes of the registry controller.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    registry_interval: Duration,
+    /// The cache replicas speak plain HTTP (single machine, loopback only).
+    #[arg(long)]
+    storage_plain_http: bool,
+    /// CA (PEM) of the cache replicas' serving certificate.
+    #[arg(long)]
+    storage_ca: Option<PathBuf>,
+    /// A cache replica known up front, `NODE=HOST:PORT` (repeatable).
+    #[arg(long = "storage-replica", value_name = "NODE=HOST:PORT")]
+    storage_replicas: Vec<String>,
+    /// Do not run the release engine.
+    #[arg(long)]
+    without_release_engine: bool,
+    #[command(flatten)]
+    engine: release_cmd::EngineArgs,
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
+    let Some(path) = kubeconfig else {
+        return Client::try_default()
+            .await
+            .context("no Kubernetes configuration (use --kubeconfig)");
+    };
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .context("loading the kubeconfig")?;
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+fn registry_options(args: &Args) -> anyhow::Result<registry_controller::Options> {
+    let mut storage = registry_controller::StorageOptions {
+        scheme: if args.storage_plain_http {
+            api::module_source::Scheme::Http
+        } else {
+            api::module_source::Scheme::Https
+        },
+        ..Default::default()
+    };
+    if let Some(path) = &args.storage_ca {
+        storage.ca = Some(
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+        );
+    }
+    for replica in &args.storage_replicas {
+        let (node, address) = replica
+            .split_once('=')
+            .with_context(|| format!("--storage-replica {replica:?}: expected NODE=HOST:PORT"))?;
+        storage.replicas.push((node.to_owned(), address.to_owned()));
+    }
+    Ok(registry_controller::Options {
+        interval: args.registry_interval,
+        storage,
+        ..Default::default()
+    })
+}
+
+/// Runs the composition until Ctrl-C or SIGTERM.
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+    let client = client(args.kubeconfig.as_ref()).await?;
+    let identity = match &args.identity {
+        Some(identity) => identity.clone(),
+        None => std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_owned())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| format!("d8-controller-{}", std::process::id())),
+    };
+    let registry = Arc::new(registry_controller::Controller::new(
+        client.clone(),
+        registry_options(&args)?,
+    ));
+    let engine = if args.without_release_engine {
+        None
+    } else {
+        Some(Arc::new(release_cmd::engine(client.clone(), &args.engine)?))
+    };
+    let mut metrics = Registry::default();
+    registry.metrics().register(&mut metrics);
+    let metrics = Arc::new(metrics);
+    let listener = tokio::net::TcpListener::bind(args.metrics_address)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.metrics_address))?;
+    tracing::info!(address = %args.metrics_address, "metrics at /metrics");
+    tokio::spawn(serve_metrics(listener, metrics));
+
+    let leases: Api<Lease> = Api::namespaced(client, "d8-system");
+    let elector = leader::LeaderElector::new(leases, leader::Config::new(LEASE, &identity))
+        .context("leader election")?;
+    let mut leadership = elector.spawn();
+    let signal = crate::shutdown_signal();
+    tokio::pin!(signal);
+    loop {
+        // Wait to lead.
+        while !leadership.is_leader() {
+            tokio::select! {
+                _ = &mut signal => {
+                    leadership.shutdown().await;
+                    return Ok(());
+                }
+                _ = leadership.changed() => {}
+            }
+        }
+        tracing::info!(%identity, lease = LEASE, "leading: controllers start");
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn({
+            let registry = registry.clone();
+            let stopped = until_stopped(stopped.clone());
+            async move { registry.run(stopped).await }
+        }));
+        if let Some(engine) = &engine {
+            let engine = engine.clone();
+            let stopped = until_stopped(stopped.clone());
+            tasks.push(tokio::spawn(async move { engine.run(stopped).await }));
+        }
+        let quit = loop {
+            tokio::select! {
+                _ = &mut signal => break true,
+                leading = leadership.changed() => if !leading { break false },
+            }
+        };
+        let _ = stop.send(true);
+        for task in tasks {
+            let _ = task.await;
+        }
+        if quit {
+            leadership.shutdown().await;
+            return Ok(());
+        }
+        tracing::warn!(%identity, "lost the lease: controllers stopped");
+    }
+}
+
+/// A minimal `/metrics` endpoint (Prometheus text format); anything else is 404.
+async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<Registry>) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let mut buffer = [0u8; 1024];
+            let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer)).await;
+            let Ok(Ok(n)) = read else { return };
+            let request = String::from_utf8_lossy(&buffer[..n]);
+            let path = request.split_whitespace().nth(1).unwrap_or_default();
+            let (status, body) = if path == "/metrics" {
+                ("200 OK", registry_controller::metrics::encode(&metrics))
+            } else {
+                ("404 Not Found", String::new())
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        });
+    }
+}
