@@ -581,3 +581,74 @@ async fn running_engine_follows_a_settings_change() {
         .expect("the engine stops on shutdown")
         .unwrap();
 }
+
+/// The cleanup: extra Deployed releases are superseded, Pending releases older than the
+/// Deployed one are skipped with Deckhouse's message, and only the newest 10 outdated releases
+/// are kept.
+#[tokio::test]
+async fn cleanup_supersedes_skips_and_keeps_ten_outdated_releases() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    let mut wanted: Vec<(String, &str)> = (50..62)
+        .map(|minor| (format!("v1.{minor}.0"), "Superseded"))
+        .collect();
+    wanted.push(("v1.62.0".into(), "Pending"));
+    wanted.push(("v1.65.0".into(), "Deployed"));
+    wanted.push(("v1.66.3".into(), "Deployed"));
+    for (name, phase) in &wanted {
+        let release: api::deckhouse_release::DeckhouseRelease = serde_json::from_value(json!({
+            "apiVersion": "deckhouse.io/v1alpha1", "kind": "DeckhouseRelease",
+            "metadata": {"name": name}, "spec": {"version": name},
+        }))
+        .unwrap();
+        c.releases()
+            .create(&Default::default(), &release)
+            .await
+            .unwrap();
+        c.releases()
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": phase}})),
+            )
+            .await
+            .unwrap();
+    }
+    let plan = c.engine.cleanup().await.unwrap();
+    assert_eq!(plan.supersede, names(&["v1.65.0"]));
+    assert_eq!(plan.skip, names(&["v1.62.0"]));
+    assert_eq!(plan.delete, names(&["v1.51.0", "v1.50.0"]));
+    assert_eq!(c.phase("v1.65.0").await.0, "Superseded");
+    assert_eq!(
+        c.phase("v1.62.0").await,
+        ("Skipped".into(), "Skipped by cleanup hook".into())
+    );
+    assert!(c.releases().get_opt("v1.50.0").await.unwrap().is_none());
+    assert!(c.releases().get_opt("v1.52.0").await.unwrap().is_some());
+    assert_eq!(c.phase("v1.66.3").await.0, "Deployed");
+}
+
+/// Invalid settings stop the reconcile with the schema's message, and the one backoff policy
+/// doubles per consecutive failure up to its ceiling.
+#[tokio::test]
+async fn invalid_settings_fail_the_reconcile_and_back_off() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    c.publish_version("v1.67.0").await;
+    c.publish_channel("stable", json!({"version": "v1.67.0"}))
+        .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Auto"}}))
+        .await;
+    c.engine.sync_channel().await.unwrap();
+    c.engine.reconcile("v1.67.0").await.unwrap();
+    c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Whenever"}}))
+        .await;
+    let err = c.engine.reconcile("v1.67.0").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the deckhouse ModuleConfig settings are invalid: update.mode in body should be one of [AutoPatch Auto Manual]"
+    );
+    assert_eq!(c.running().await, "v1.66.3");
+    let delays: Vec<u64> = (0..8)
+        .map(|_| c.engine.error_policy("v1.67.0", &err).as_secs())
+        .collect();
+    assert_eq!(delays, [5, 10, 20, 40, 80, 160, 300, 300]);
+}
