@@ -35,7 +35,7 @@ pub struct ModuleSettings {
 pub struct Checked {
     /// The refusal, in Deckhouse's words; `None` when admitted.
     pub error: Option<String>,
-    /// Warnings for an admitted config.
+    /// Warnings for an admitted config (none when refused).
     pub warnings: Vec<String>,
     /// The values the module runs with: converted to the latest version, defaults merged.
     /// `None` when refused.
@@ -88,7 +88,10 @@ impl ModuleSettings {
 
     /// The latest settings version: the highest conversion, or the schema's `x-config-version`.
     pub fn latest(&self) -> i64 {
-        let from_schema = self.schema.as_ref().map_or(1, SettingsSchema::config_version);
+        let from_schema = self
+            .schema
+            .as_ref()
+            .map_or(1, SettingsSchema::config_version);
         self.conversions.latest().max(from_schema)
     }
 
@@ -114,7 +117,9 @@ impl ModuleSettings {
     pub fn values(&self, settings: Option<&Value>, version: Option<i64>) -> Result<Value, String> {
         let spec = ModuleConfigSpec {
             enabled: Some(true),
-            version: version.filter(|v| *v != 0).or(settings.map(|_| self.latest())),
+            version: version
+                .filter(|v| *v != 0)
+                .or(settings.map(|_| self.latest())),
             settings: settings.cloned(),
             ..Default::default()
         };
@@ -138,13 +143,16 @@ impl ModuleSettings {
         let refuse = |mut checked: Checked, error: String| {
             checked.error = Some(error);
             checked.values = None;
+            checked.warnings.clear();
             checked
         };
         if version == 0 && settings.is_some() {
             return refuse(checked, MSG_VERSION_REQUIRED.to_owned());
         }
         if version != 0 && settings.is_none() {
-            checked.warnings.push(MSG_VERSION_WITHOUT_SETTINGS.to_owned());
+            checked
+                .warnings
+                .push(MSG_VERSION_WITHOUT_SETTINGS.to_owned());
         }
         let mut converted = Value::Object(Default::default());
         if version != 0 {

@@ -69,8 +69,7 @@ impl Constraint {
                 }
                 i += 1;
             }
-            let req = VersionReq::parse(&comparators.join(", "))
-                .map_err(|e| bad(e.to_string()))?;
+            let req = VersionReq::parse(&comparators.join(", ")).map_err(|e| bad(e.to_string()))?;
             alternatives.push(req);
         }
         Ok(Self {

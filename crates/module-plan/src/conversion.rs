@@ -200,8 +200,7 @@ fn with_filter<T>(
 
 /// Definitions put before every program so that jaq behaves as gojq where conversions rely on
 /// it: `del` of a path through a missing (null) parent is a no-op in gojq and an error in jaq.
-const GOJQ_PRELUDE: &str =
-    "def del(f): . as $r | delpaths([path(f) | select(. as $p | length < 2 or ($r | getpath($p[:-1])) != null)] | sort | reverse);";
+const GOJQ_PRELUDE: &str = "def del(f): . as $r | delpaths([path(f) | select(. as $p | length < 2 or ($r | getpath($p[:-1])) != null)] | sort | reverse);";
 
 fn compile_check(program: &str) -> Result<(), String> {
     with_filter(program, |_| ())
@@ -284,11 +283,19 @@ conversions:
             ("del(.a.b)", json!({"x": 1}), json!({"x": 1})),
             ("del(.a.b.c)", json!({"a": {}}), json!({"a": {}})),
             ("del(.a)", json!({"a": null, "b": 1}), json!({"b": 1})),
-            ("del(.a.b)", json!({"a": {"b": 1, "c": 2}}), json!({"a": {"c": 2}})),
+            (
+                "del(.a.b)",
+                json!({"a": {"b": 1, "c": 2}}),
+                json!({"a": {"c": 2}}),
+            ),
             ("del(.[0, 1])", json!([1, 2, 3]), json!([3])),
             ("del(.a[1])", json!({"a": [1, 2, 3]}), json!({"a": [1, 3]})),
         ] {
-            assert_eq!(run_program(program, &input), Ok(output), "{program} on {input}");
+            assert_eq!(
+                run_program(program, &input),
+                Ok(output),
+                "{program} on {input}"
+            );
         }
     }
 
@@ -348,7 +355,10 @@ conversions:
             .add_file("v2.yaml", "version: 2\nconversions: ['.a = ']\n")
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("invalid conversion v2.yaml: cannot parse"), "{err}");
+        assert!(
+            err.starts_with("invalid conversion v2.yaml: cannot parse"),
+            "{err}"
+        );
         let err = c
             .add_file("v2.yaml", "version: 2\nconversions: ['nosuchfn(1)']\n")
             .unwrap_err()

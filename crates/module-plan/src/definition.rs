@@ -88,7 +88,10 @@ pub struct ModuleDefinition {
 impl ModuleDefinition {
     /// The definition of an embedded module in directory `dir_name` with its `module.yaml`.
     pub fn embedded(dir_name: &str, module_yaml: Option<&str>) -> Result<Self, Error> {
-        let yaml = module_yaml.map(ModuleYaml::parse).transpose()?.unwrap_or_default();
+        let yaml = module_yaml
+            .map(ModuleYaml::parse)
+            .transpose()?
+            .unwrap_or_default();
         let (dir_weight, dir_module) = parse_dir_name(dir_name);
         let name = yaml.name.clone().unwrap_or(dir_module);
         let weight = yaml.weight.or(dir_weight).unwrap_or(DEFAULT_WEIGHT);
@@ -98,7 +101,10 @@ impl ModuleDefinition {
 
     /// The definition of a downloaded module `name` with the `module.yaml` of its release.
     pub fn downloaded(name: &str, module_yaml: Option<&str>) -> Result<Self, Error> {
-        let yaml = module_yaml.map(ModuleYaml::parse).transpose()?.unwrap_or_default();
+        let yaml = module_yaml
+            .map(ModuleYaml::parse)
+            .transpose()?
+            .unwrap_or_default();
         validate_name(name)?;
         if let Some(other) = yaml.name.as_deref()
             && other != name
@@ -277,7 +283,10 @@ mod tests {
         let err = ModuleDefinition::downloaded("echo", Some("name: other\n"))
             .unwrap_err()
             .to_string();
-        assert_eq!(err, "module \"echo\": module.yaml names the module \"other\"");
+        assert_eq!(
+            err,
+            "module \"echo\": module.yaml names the module \"other\""
+        );
         let err = ModuleDefinition::downloaded("echo", Some("weight: [")).unwrap_err();
         assert!(err.to_string().starts_with("module.yaml: "), "{err}");
     }

@@ -92,7 +92,7 @@ impl SettingsSchema {
             .iter_errors(values)
             .map(|e| {
                 let path = render_path(prefix, e.instance_path().as_str());
-                format!("{path}: {}", e.masked())
+                format!("{path}: {e}")
             })
             .collect();
         if errors.is_empty() {
@@ -117,7 +117,11 @@ fn render_path(prefix: &str, pointer: &str) -> String {
             out.push_str(&part);
         }
     }
-    if out.is_empty() { "settings".into() } else { out }
+    if out.is_empty() {
+        "settings".into()
+    } else {
+        out
+    }
 }
 
 fn kind(value: &Value) -> &'static str {
@@ -176,8 +180,7 @@ pub fn to_json_schema(openapi: &Value) -> Value {
         }
     }
     let preserve = node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
-    if node.contains_key("properties") && !node.contains_key("additionalProperties") && !preserve
-    {
+    if node.contains_key("properties") && !node.contains_key("additionalProperties") && !preserve {
         out.insert("additionalProperties".into(), Value::Bool(false));
     }
     Value::Object(out)
