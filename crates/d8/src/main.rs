@@ -3,6 +3,7 @@
 
 mod apiserver_cmd;
 mod controller_cmd;
+mod mirror_cmd;
 mod registry_cmd;
 mod release_cmd;
 
@@ -22,6 +23,11 @@ enum Command {
     Apiserver(apiserver_cmd::Args),
     /// Every platform controller (registry, releases) under leader election.
     Controller(Box<controller_cmd::Args>),
+    /// Bundles of platform releases and modules for air-gapped clusters.
+    Mirror {
+        #[command(subcommand)]
+        command: mirror_cmd::Command,
+    },
     /// The registry module's components.
     Registry {
         #[command(subcommand)]
@@ -46,6 +52,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
             Command::Controller(args) => controller_cmd::run(*args).await,
+            Command::Mirror { command } => mirror_cmd::run(command).await,
             Command::Registry { command } => registry_cmd::run(command).await,
             Command::Release(args) => release_cmd::run(args).await,
         }

@@ -634,7 +634,9 @@ impl Puller {
                 return Err(Error::registry(&self.shown, false, "list the modules", e));
             }
         };
-        let selected: Vec<String> = names.into_iter().filter(|n| filter.wants(n)).collect();
+        let mut selected: Vec<String> = names.into_iter().filter(|n| filter.wants(n)).collect();
+        selected.sort();
+        selected.dedup();
         for spec in &filter.include {
             if !selected.contains(&spec.name) {
                 self.progress.warn(&format!(
