@@ -33,6 +33,8 @@ pub struct Source {
     pub expected: Vec<Expected>,
     /// Blob bytes of the expected set (distinct blobs).
     pub blob_bytes: u64,
+    /// The distinct blobs (configs, layers, manifests) of the expected set.
+    pub blobs: Vec<String>,
     _scratch: tempfile::TempDir,
 }
 
@@ -204,6 +206,7 @@ pub async fn source(layer: u64) -> Source {
         upstream,
         expected: b.expected,
         blob_bytes: b.blobs.values().sum(),
+        blobs: b.blobs.keys().cloned().collect(),
         _scratch: scratch,
     }
 }
