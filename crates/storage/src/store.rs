@@ -531,6 +531,33 @@ impl Store {
         Ok(Some(tags))
     }
 
+    /// Counts the expected set on this replica's own disk (never through the upstream): a
+    /// digest counts when its content is committed here, a tag when `repository` resolves it to
+    /// committed content; `deployed` must resolve for the replica to be full.
+    pub fn completeness(
+        &self,
+        repository: &Repository,
+        set: &registry_plan::expected::ExpectedSet,
+        deployed: Option<&Tag>,
+    ) -> registry_plan::expected::Completeness {
+        let held = |d: &str| {
+            Digest::parse(d)
+                .ok()
+                .is_some_and(|d| self.blob_size(&d).is_some())
+        };
+        let resolve = |t: &str| {
+            Tag::parse(t)
+                .ok()
+                .and_then(|t| self.tag(repository, &t))
+                .map(|d| d.to_string())
+        };
+        let deployed_resolvable = deployed.is_none_or(|t| {
+            self.tag(repository, t)
+                .is_some_and(|d| self.has_manifest(repository, &d))
+        });
+        registry_plan::expected::completeness(set, held, resolve, deployed_resolvable)
+    }
+
     /// The digests of every committed blob.
     pub fn blobs(&self) -> Result<Vec<Digest>, Error> {
         let mut out = Vec::new();

@@ -174,3 +174,39 @@ fn reserve_refuses_writes() {
         Some(Refusal::ReserveExhausted)
     );
 }
+
+#[test]
+fn completeness_is_counted_on_the_own_disk() {
+    use registry_plan::expected::{Entry, ExpectedSet};
+    let (_dir, store) = store(Limits::default());
+    let platform = repo("system/deckhouse");
+    let v = Tag::parse("v1.60.3").expect("tag");
+    let held = store.put_bytes(b"layer", None).expect("put");
+    let absent = Digest::sha256(b"elsewhere");
+    let set = ExpectedSet {
+        entries: [
+            Entry::Digest(held.to_string()),
+            Entry::Digest(absent.to_string()),
+        ]
+        .into(),
+    };
+    let c = store.completeness(&platform, &set, Some(&v));
+    assert_eq!((c.declared, c.held, c.full), (2, 1, false));
+    store.put_bytes(b"elsewhere", None).expect("put");
+    let c = store.completeness(&platform, &set, Some(&v));
+    assert_eq!(
+        (c.held, c.full),
+        (2, false),
+        "the deployed tag does not resolve yet"
+    );
+    store
+        .put_manifest(
+            &platform,
+            br#"{"schemaVersion":2}"#,
+            oci::media_type::OCI_MANIFEST,
+            None,
+            Some(&v),
+        )
+        .expect("manifest");
+    assert!(store.completeness(&platform, &set, Some(&v)).full);
+}
