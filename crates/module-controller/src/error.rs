@@ -72,6 +72,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The release's settings schema refuses the module's current settings.
+    #[error("validation failed: {reason}")]
+    SettingsRejected {
+        /// The validator's message.
+        reason: String,
+    },
     /// A module's files are invalid (settings schema, conversions, module.yaml, version.json).
     #[error(transparent)]
     Module(#[from] module_plan::Error),

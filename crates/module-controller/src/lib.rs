@@ -1,12 +1,19 @@
 //! Deckhouse modules from OCI registries.
 //!
+//! - [`apply`]: download, verify, unpack, check the settings, place and activate a release;
+//! - [`registry`]: a ModuleSource's registry layout (module names, release channels, module
+//!   images) and verified downloads;
+//! - [`install`]: the downloaded modules directory, releases placed and activated atomically;
 //! - [`unpack`]: module image layers unpacked without trusting them (no traversal, no escaping
 //!   symlinks, no devices, bounded sizes, owner-only permissions).
 //!
 //! It is an adapter: it reads registries and writes the file system; every decision about
 //! settings, enabling and releases is made by `module-plan` and `release-plan`.
 
+pub mod apply;
 mod error;
+pub mod install;
+pub mod registry;
 pub mod unpack;
 
 pub use error::Error;
