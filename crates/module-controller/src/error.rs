@@ -5,6 +5,15 @@ use std::path::PathBuf;
 /// What went wrong while reading a module registry, unpacking a module image or installing it.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A Kubernetes API request failed.
+    #[error("{what}: {source}")]
+    Kube {
+        /// What was being done, e.g. `list ModuleSources`.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
     /// A registry request failed.
     #[error("{what}: {source}")]
     Registry {
@@ -91,6 +100,13 @@ impl Error {
         Self::Io {
             what,
             path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn kube(what: impl Into<String>, source: kube::Error) -> Self {
+        Self::Kube {
+            what: what.into(),
             source,
         }
     }

@@ -13,6 +13,7 @@
 pub mod apply;
 mod error;
 pub mod install;
+pub mod manager;
 pub mod registry;
 pub mod unpack;
 

@@ -1,0 +1,211 @@
+//! Modules and ModuleConfigs: enabling, source choice, update policy, ModuleConfig status.
+
+use super::*;
+
+impl Manager {
+    /// The settings of the module's active release (`None` when nothing is installed).
+    fn active_settings(&self, module: &str) -> Option<module_plan::config::ModuleSettings> {
+        let version = self.downloaded.active_version(module)?;
+        let dir = self.downloaded.release_dir(module, &version);
+        read_module_files(module, &dir).ok().map(|f| f.settings)
+    }
+
+    /// Runs the enabling chain and writes Module conditions, phases and ModuleConfig statuses.
+    pub async fn sync_modules(&self) -> Result<(), Error> {
+        let modules: Api<Module> = self.api();
+        let configs: Api<ModuleConfig> = self.api();
+        let all = modules
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::kube("list Modules", e))?
+            .items;
+        let all_configs: BTreeMap<String, ModuleConfig> = configs
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::kube("list ModuleConfigs", e))?
+            .items
+            .into_iter()
+            .map(|c| (c.name_any(), c))
+            .collect();
+        let mut facts = self.facts.clone();
+        if let Some(settings) = all_configs
+            .get("deckhouse")
+            .and_then(|c| c.spec.settings.as_ref())
+        {
+            facts.allow_experimental = settings
+                .get("allowExperimentalModules")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            facts.allowed_experimental = settings
+                .get("allowedExperimentalModules")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_else(BTreeSet::new);
+        }
+        let inputs: Vec<enabling::Input> = all
+            .iter()
+            .map(|m| enabling::Input {
+                name: m.name_any(),
+                properties: m.spec.properties.clone(),
+                version: m
+                    .spec
+                    .properties
+                    .version
+                    .as_deref()
+                    .and_then(enabling::version_of),
+                config_enabled: all_configs.get(&m.name_any()).and_then(|c| c.spec.enabled),
+                ..Default::default()
+            })
+            .collect();
+        let decisions = enabling::decide_all(&inputs, &facts);
+        let now = self.now();
+        for module in &all {
+            let name = module.name_any();
+            let config = all_configs.get(&name);
+            let decision = &decisions[&name];
+            let embedded = module.spec.properties.source.as_deref() == Some(SOURCE_EMBEDDED);
+            let mut properties = serde_json::Map::new();
+            let mut chosen = module.spec.properties.source.clone();
+            if !embedded && decision.enabled {
+                if let Some(source) = config.and_then(|c| c.spec.source.clone()) {
+                    chosen = Some(source);
+                } else if chosen.is_none() && module.spec.properties.available_sources.len() == 1 {
+                    chosen = module.spec.properties.available_sources.first().cloned();
+                }
+                if chosen != module.spec.properties.source {
+                    properties.insert("source".into(), json!(chosen));
+                }
+            }
+            let policy = config.and_then(|c| c.spec.update_policy.clone());
+            if policy != module.spec.properties.update_policy {
+                properties.insert("updatePolicy".into(), json!(policy));
+            }
+            if !properties.is_empty() {
+                modules
+                    .patch(
+                        &name,
+                        &pp(),
+                        &Patch::Merge(json!({"properties": properties})),
+                    )
+                    .await
+                    .map_err(|e| Error::kube(format!("patch Module {name}"), e))?;
+            }
+            let by_config = config.and_then(|c| c.spec.enabled);
+            let mut conditions = vec![condition(
+                ModuleConditionType::EnabledByModuleConfig,
+                by_config == Some(true),
+                (by_config != Some(true)).then_some(ModuleConditionReason::ModuleConfig),
+                if by_config == Some(true) {
+                    ""
+                } else {
+                    "turned off by module config"
+                },
+                &now,
+            )];
+            let current = module.status.as_ref().and_then(|s| s.phase);
+            let conflict = !embedded
+                && decision.enabled
+                && chosen.is_none()
+                && module.spec.properties.available_sources.len() > 1;
+            let phase = if conflict {
+                conditions.push(condition(
+                    ModuleConditionType::EnabledByModuleManager,
+                    false,
+                    Some(ModuleConditionReason::Conflict),
+                    "several available sources",
+                    &now,
+                ));
+                conditions.push(condition(
+                    ModuleConditionType::IsReady,
+                    false,
+                    Some(ModuleConditionReason::Conflict),
+                    "several available sources",
+                    &now,
+                ));
+                Some(ModulePhase::Conflict)
+            } else if decision.enabled {
+                conditions.push(condition(
+                    ModuleConditionType::EnabledByModuleManager,
+                    true,
+                    None,
+                    "",
+                    &now,
+                ));
+                match current {
+                    Some(ModulePhase::Conflict) => Some(ModulePhase::Available),
+                    other => other,
+                }
+            } else {
+                conditions.push(condition(
+                    ModuleConditionType::EnabledByModuleManager,
+                    false,
+                    Some(decision.reason),
+                    &decision.message,
+                    &now,
+                ));
+                conditions.push(condition(
+                    ModuleConditionType::IsReady,
+                    false,
+                    Some(decision.reason),
+                    &decision.message,
+                    &now,
+                ));
+                if decision.is_unavailable() {
+                    Some(ModulePhase::Unavailable)
+                } else if matches!(
+                    current,
+                    Some(ModulePhase::Available | ModulePhase::Unavailable)
+                ) {
+                    current
+                } else {
+                    Some(ModulePhase::Downloaded)
+                }
+            };
+            self.set_module_phase(&name, phase.unwrap_or(ModulePhase::Available), conditions)
+                .await?;
+            if let Some(config) = config {
+                let settings = self.active_settings(&name);
+                let status = match settings {
+                    Some(s) => s.status(&config.spec),
+                    None => api::module_config::ModuleConfigStatus::default(),
+                };
+                if config.status.as_ref() != Some(&status) {
+                    configs
+                        .patch_status(&name, &pp(), &Patch::Merge(json!({"status": status})))
+                        .await
+                        .map_err(|e| Error::kube(format!("patch ModuleConfig {name} status"), e))?;
+                }
+                if by_config == Some(false)
+                    && config
+                        .annotations()
+                        .contains_key(keys::ANNOTATION_ALLOW_DISABLING)
+                {
+                    configs
+                        .patch(&name, &pp(), &Patch::Merge(json!({"metadata": {"annotations": {keys::ANNOTATION_ALLOW_DISABLING: null}}})))
+                        .await
+                        .map_err(|e| Error::kube(format!("patch ModuleConfig {name}"), e))?;
+                }
+            }
+        }
+        // ModuleConfigs of unknown modules.
+        let known: BTreeSet<String> = all.iter().map(ResourceExt::name_any).collect();
+        for (name, config) in &all_configs {
+            if known.contains(name) || name == "global" || name == "deckhouse" {
+                continue;
+            }
+            let status = module_plan::config::unknown_module_status();
+            if config.status.as_ref() != Some(&status) {
+                configs
+                    .patch_status(name, &pp(), &Patch::Merge(json!({"status": status})))
+                    .await
+                    .map_err(|e| Error::kube(format!("patch ModuleConfig {name} status"), e))?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,412 @@
+//! ModuleReleases: the task calculator and deploy-time rules decide, apply installs.
+
+use super::*;
+
+/// Most releases of one module settled in one pass.
+const MAX_STEPS: usize = 16;
+
+impl Manager {
+    async fn set_release_status(
+        &self,
+        name: &str,
+        phase: ModuleReleasePhase,
+        message: &str,
+        extra: Value,
+    ) -> Result<(), Error> {
+        let releases: Api<ModuleRelease> = self.api();
+        let mut status = json!({"phase": phase, "message": message, "transitionTime": self.now()});
+        if let (Value::Object(s), Value::Object(e)) = (&mut status, extra) {
+            s.extend(e);
+        }
+        releases
+            .patch_status(name, &pp(), &Patch::Merge(json!({"status": status})))
+            .await
+            .map_err(|e| Error::kube(format!("patch ModuleRelease {name} status"), e))?;
+        releases
+            .patch(
+                name,
+                &pp(),
+                &Patch::Merge(json!({"metadata": {"labels": {keys::LABEL_STATUS: phase.label()}}})),
+            )
+            .await
+            .map_err(|e| Error::kube(format!("patch ModuleRelease {name}"), e))?;
+        Ok(())
+    }
+
+    /// Settles the Pending releases of `module`.
+    pub async fn process_releases(&self, module: &str) -> Result<(), Error> {
+        if self.get_opt::<ModulePullOverride>(module).await?.is_some() {
+            return Ok(());
+        }
+        let config: Option<ModuleConfig> = self.get_opt(module).await?;
+        for _ in 0..MAX_STEPS {
+            let releases = self.module_releases(module).await?;
+            if config
+                .as_ref()
+                .is_some_and(|c| c.spec.enabled == Some(false))
+            {
+                for r in releases
+                    .iter()
+                    .filter(|r| matches!(release_phase(r), Phase::Pending | Phase::New))
+                {
+                    self.api::<ModuleRelease>()
+                        .delete(&r.name_any(), &DeleteParams::default())
+                        .await
+                        .map_err(|e| Error::kube("delete ModuleRelease", e))?;
+                }
+                return Ok(());
+            }
+            let mut entries: Vec<(ModuleRelease, task::Release)> = Vec::new();
+            for r in &releases {
+                let Ok(version) = ReleaseVersion::parse(&r.spec.version) else {
+                    continue;
+                };
+                let mut phase = release_phase(r);
+                if phase == Phase::New {
+                    self.set_release_status(
+                        &r.name_any(),
+                        ModuleReleasePhase::Pending,
+                        "",
+                        json!({}),
+                    )
+                    .await?;
+                    phase = Phase::Pending;
+                }
+                let mut t = task::Release::new(r.name_any(), version, phase);
+                t.forced = r.is_forced();
+                t.message = r
+                    .status
+                    .as_ref()
+                    .map(|s| s.message.clone())
+                    .unwrap_or_default();
+                entries.push((r.clone(), t));
+            }
+            entries.sort_by(|a, b| a.1.version.cmp(&b.1.version));
+            let Some((release, _)) = entries.iter().find(|(_, t)| t.phase == Phase::Pending) else {
+                return Ok(());
+            };
+            let name = release.name_any();
+            let policy = match self.policy_for(module).await? {
+                Ok(p) => p,
+                Err(message) => {
+                    self.set_release_status(
+                        &name,
+                        ModuleReleasePhase::Pending,
+                        &message,
+                        json!({}),
+                    )
+                    .await?;
+                    return Ok(());
+                }
+            };
+            if release.labels().get(keys::LABEL_UPDATE_POLICY) != Some(&policy.name) {
+                self.api::<ModuleRelease>()
+                    .patch(&name, &pp(), &Patch::Merge(json!({"metadata": {"labels": {keys::LABEL_UPDATE_POLICY: policy.name}}})))
+                    .await
+                    .map_err(|e| Error::kube(format!("patch ModuleRelease {name}"), e))?;
+            }
+            let all: Vec<task::Release> = entries.iter().map(|(_, t)| t.clone()).collect();
+            let context = task::Context {
+                kind: ReleaseKind::Module,
+                lts: policy.channel == ReleaseChannel::Lts,
+            };
+            let decided = match task::calculate(&all, &name, context) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.set_release_status(
+                        &name,
+                        ModuleReleasePhase::Pending,
+                        &e.to_string(),
+                        json!({}),
+                    )
+                    .await?;
+                    return Ok(());
+                }
+            };
+            match decided.task_type {
+                task::TaskType::Skip => {
+                    self.set_release_status(
+                        &name,
+                        ModuleReleasePhase::Skipped,
+                        &decided.message,
+                        json!({}),
+                    )
+                    .await?;
+                    continue;
+                }
+                task::TaskType::Await => {
+                    self.set_release_status(
+                        &name,
+                        ModuleReleasePhase::Pending,
+                        &decided.message,
+                        json!({}),
+                    )
+                    .await?;
+                    return Ok(());
+                }
+                task::TaskType::Process => {}
+            }
+            let mut settings = deploy::Settings::new(ReleaseKind::Module, policy.mode);
+            settings.windows = policy.windows.clone();
+            let state = deploy::ReleaseState {
+                name: name.clone(),
+                apply_after: release.spec.apply_after.as_ref().map(|t| t.0),
+                apply_now: release.is_apply_now(),
+                forced: release.is_forced(),
+                notified: keys::flag(
+                    release.metadata.annotations.as_ref(),
+                    keys::MODULE_RELEASE_NOTIFIED,
+                ),
+                manually_approved: release.is_approved(),
+                disruption_approved: false,
+            };
+            let failures = self.requirement_failures(release);
+            let plan = deploy::plan(&deploy::Input {
+                settings: &settings,
+                release: &state,
+                task: &decided,
+                now: self.clock.now(),
+                pod_ready: true,
+                requirement_failures: &failures,
+                disruption_reasons: &[],
+            })?;
+            match plan {
+                deploy::Plan::ApplyForced | deploy::Plan::DeployTime { delay: None, .. } => {
+                    if !self.apply(module, release, config.as_ref()).await? {
+                        return Ok(());
+                    }
+                }
+                deploy::Plan::DeployTime {
+                    delay: Some(delay), ..
+                } => {
+                    self.set_release_status(
+                        &name,
+                        ModuleReleasePhase::Pending,
+                        &delay.message,
+                        json!({}),
+                    )
+                    .await?;
+                    return Ok(());
+                }
+                deploy::Plan::Blocked { message } => {
+                    self.set_release_status(
+                        &name,
+                        ModuleReleasePhase::Pending,
+                        &message,
+                        json!({}),
+                    )
+                    .await?;
+                    return Ok(());
+                }
+                deploy::Plan::Requeue => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    fn requirement_failures(&self, release: &ModuleRelease) -> Vec<String> {
+        let mut failures = Vec::new();
+        let Some(requirements) = release.spec.requirements.as_ref() else {
+            return failures;
+        };
+        let version = ReleaseVersion::parse(&release.spec.version).ok();
+        for (key, constraint, actual) in [
+            (
+                "deckhouse",
+                requirements.deckhouse.as_deref(),
+                self.facts.deckhouse_version.as_ref(),
+            ),
+            (
+                "kubernetes",
+                requirements.kubernetes.as_deref(),
+                self.facts.kubernetes_version.as_ref(),
+            ),
+        ] {
+            let (Some(constraint), Some(actual), Some(version)) =
+                (constraint, actual, version.as_ref())
+            else {
+                continue;
+            };
+            let ok =
+                module_plan::constraint::Constraint::parse(constraint).map(|c| c.matches(actual));
+            let error = match ok {
+                Ok(true) => continue,
+                Ok(false) => format!("{actual} does not satisfy {constraint:?}"),
+                Err(e) => e.to_string(),
+            };
+            failures.push(deploy::requirement_not_met_message(key, version, &error));
+        }
+        failures
+    }
+
+    /// Installs `release`; `Ok(false)` when it could not be (the reason is in its status).
+    async fn apply(
+        &self,
+        module: &str,
+        release: &ModuleRelease,
+        config: Option<&ModuleConfig>,
+    ) -> Result<bool, Error> {
+        let name = release.name_any();
+        let version = release.spec.version.clone();
+        let source_name = release
+            .labels()
+            .get(keys::LABEL_SOURCE)
+            .cloned()
+            .unwrap_or_default();
+        let Some(source) = self.get_opt::<ModuleSource>(&source_name).await? else {
+            self.set_release_status(
+                &name,
+                ModuleReleasePhase::Pending,
+                &format!("the source {source_name:?} not found"),
+                json!({}),
+            )
+            .await?;
+            return Ok(false);
+        };
+        let registry = match self.registry(&source) {
+            Ok(r) => r,
+            Err(e) => {
+                self.set_release_status(
+                    &name,
+                    ModuleReleasePhase::Pending,
+                    &e.to_string(),
+                    json!({}),
+                )
+                .await?;
+                return Ok(false);
+            }
+        };
+        let spec = config.map(|c| c.spec.clone()).unwrap_or_default();
+        let installed = match install(
+            &registry,
+            &self.downloaded,
+            module,
+            &format!("v{version}"),
+            &version,
+            &spec,
+            self.limits,
+        )
+        .await
+        {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::warn!(release = %name, error = %e, "module release not applied");
+                self.set_release_status(
+                    &name,
+                    ModuleReleasePhase::Pending,
+                    &e.to_string(),
+                    json!({}),
+                )
+                .await?;
+                let first = self.downloaded.active_version(module).is_none();
+                if first && !matches!(e, Error::SettingsRejected { .. }) {
+                    self.set_module_phase(module, ModulePhase::DownloadingError, vec![])
+                        .await?;
+                }
+                return Ok(false);
+            }
+        };
+        let releases: Api<ModuleRelease> = self.api();
+        for other in self.module_releases(module).await? {
+            if other.name_any() != name && release_phase(&other) == Phase::Deployed {
+                self.set_release_status(
+                    &other.name_any(),
+                    ModuleReleasePhase::Superseded,
+                    "",
+                    json!({}),
+                )
+                .await?;
+            }
+        }
+        let mut finalizers = release.finalizers().to_vec();
+        if !finalizers.iter().any(|f| f == keys::FINALIZER_EXIST_ON_FS) {
+            finalizers.push(keys::FINALIZER_EXIST_ON_FS.into());
+        }
+        releases
+            .patch(
+                &name,
+                &pp(),
+                &Patch::Merge(json!({"metadata": {
+                    "finalizers": finalizers,
+                    "annotations": {
+                        keys::MODULE_RELEASE_APPLY_NOW: null,
+                        keys::MODULE_RELEASE_FORCE: null,
+                        keys::RELEASE_FORCE: null,
+                        keys::MODULE_RELEASE_IS_UPDATING: "false",
+                    }
+                }})),
+            )
+            .await
+            .map_err(|e| Error::kube(format!("patch ModuleRelease {name}"), e))?;
+        let pull = format!("{:.3}s", installed.download.duration.as_secs_f64());
+        self.set_release_status(
+            &name,
+            ModuleReleasePhase::Deployed,
+            "",
+            json!({"size": installed.download.size, "pullDuration": pull, "approved": true}),
+        )
+        .await?;
+        self.api::<Module>()
+            .patch(
+                module,
+                &pp(),
+                &Patch::Merge(json!({"properties": {
+                    "version": format!("v{version}"),
+                    "source": source_name,
+                    "weight": installed.files.definition.weight,
+                }})),
+            )
+            .await
+            .map_err(|e| Error::kube(format!("patch Module {module}"), e))?;
+        let now = self.now();
+        self.set_module_phase(
+            module,
+            ModulePhase::Ready,
+            vec![
+                condition(
+                    ModuleConditionType::LastReleaseDeployed,
+                    true,
+                    None,
+                    "",
+                    &now,
+                ),
+                condition(ModuleConditionType::IsReady, true, None, "", &now),
+            ],
+        )
+        .await?;
+        tracing::info!(release = %name, "module release deployed");
+        self.cleanup(module).await?;
+        Ok(true)
+    }
+
+    async fn cleanup(&self, module: &str) -> Result<(), Error> {
+        let releases = self.module_releases(module).await?;
+        let entries: Vec<cleanup::Entry> = releases
+            .iter()
+            .filter_map(|r| {
+                Some(cleanup::Entry {
+                    name: r.name_any(),
+                    version: ReleaseVersion::parse(&r.spec.version).ok()?,
+                    phase: release_phase(r),
+                })
+            })
+            .collect();
+        let api: Api<ModuleRelease> = self.api();
+        for name in cleanup::module(&entries) {
+            if let Some(r) = releases.iter().find(|r| r.name_any() == name) {
+                self.downloaded.remove_release(module, &r.spec.version)?;
+            }
+            api.patch(
+                &name,
+                &pp(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .map_err(|e| Error::kube(format!("patch ModuleRelease {name}"), e))?;
+            api.delete(&name, &DeleteParams::default())
+                .await
+                .map_err(|e| Error::kube(format!("delete ModuleRelease {name}"), e))?;
+        }
+        Ok(())
+    }
+}
