@@ -214,7 +214,8 @@ impl Manager {
         for o in &overrides {
             self.sync_override(o).await?;
         }
-        Ok(())
+        // Once more, so that conditions and ModuleConfig statuses reflect what was installed.
+        self.sync_modules().await
     }
 
     async fn get_opt<K>(&self, name: &str) -> Result<Option<K>, Error>

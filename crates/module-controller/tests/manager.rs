@@ -1,0 +1,473 @@
+//! The module manager end to end: the embedded API server with the platform's CRDs and a real
+//! `docker-registry` holding a module source. Scanning creates Modules and ModuleReleases;
+//! enabling a module installs its first release at once; a new channel version is applied per
+//! policy (Auto, Manual with approval); a release whose schema refuses the current settings is
+//! not switched in and says why; an override follows a moving tag and rolls back on delete.
+
+#[path = "support/fixtures.rs"]
+mod support;
+
+use std::sync::Arc;
+
+use api::module::Module;
+use api::module_config::ModuleConfig;
+use api::module_pull_override::ModulePullOverride;
+use api::module_release::ModuleRelease;
+use api::module_source::ModuleSource;
+use api::module_update_policy::v1alpha2::ModuleUpdatePolicy;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use module_controller::install::Downloaded;
+use module_controller::manager::Manager;
+use module_plan::enabling::{Facts, version_of};
+use release_controller::ManualClock;
+use serde_json::{Value, json};
+use support::{REPO, Source, module_image, release_image, source};
+
+struct Cluster {
+    _server: apiserver::RunningServer,
+    client: Client,
+    source: Source,
+    manager: Manager,
+    downloaded: Downloaded,
+    _dir: tempfile::TempDir,
+}
+
+async fn cluster() -> Cluster {
+    let source = source().await;
+    let dir = tempfile::tempdir().unwrap();
+    let crds = api::crds::all()
+        .into_iter()
+        .map(|crd| serde_json::to_value(crd).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = apiserver::ApiServer::builder()
+        .data_dir(dir.path().join("apiserver"))
+        .crds(crds)
+        .namespace("d8-system")
+        .serve(listener)
+        .await
+        .unwrap();
+    let kubeconfig = kube::config::Kubeconfig::read_from(server.admin_kubeconfig()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = Client::try_from(config).unwrap();
+    let downloaded = Downloaded::open(dir.path().join("downloaded")).unwrap();
+    let clock = ManualClock::new("2026-11-30T12:00:00Z".parse().unwrap());
+    let facts = Facts {
+        bundle: "Default".into(),
+        edition: "ee".into(),
+        deckhouse_version: version_of("v1.69.3"),
+        kubernetes_version: version_of("1.29.3"),
+        bootstrapped: true,
+        ..Default::default()
+    };
+    let manager = Manager::new(client.clone(), downloaded.clone(), Arc::new(clock), facts);
+    let cluster = Cluster {
+        _server: server,
+        client,
+        source,
+        manager,
+        downloaded,
+        _dir: dir,
+    };
+    cluster
+        .apply::<ModuleSource>(json!({
+            "apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleSource",
+            "metadata": {"name": "example"},
+            "spec": {"registry": {"scheme": "HTTP", "repo": format!("{}/{REPO}", cluster.source.upstream.host())}}
+        }))
+        .await;
+    cluster
+}
+
+impl Cluster {
+    async fn apply<K>(&self, object: Value)
+    where
+        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + serde::Serialize,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        let api: Api<K> = Api::all(self.client.clone());
+        let name = object["metadata"]["name"].as_str().unwrap().to_owned();
+        let typed: K = serde_json::from_value(object.clone()).unwrap();
+        if api.get_opt(&name).await.unwrap().is_some() {
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(object))
+                .await
+                .unwrap();
+        } else {
+            api.create(&PostParams::default(), &typed).await.unwrap();
+        }
+    }
+
+    async fn config(&self, module: &str, spec: Value) {
+        self.apply::<ModuleConfig>(json!({
+            "apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleConfig",
+            "metadata": {"name": module}, "spec": spec
+        }))
+        .await;
+    }
+
+    async fn pass(&self) {
+        self.manager.reconcile_all().await.unwrap();
+    }
+
+    async fn releases(&self, module: &str) -> Vec<(String, String, String)> {
+        let api: Api<ModuleRelease> = Api::all(self.client.clone());
+        let mut out: Vec<(String, String, String)> = api
+            .list(&ListParams::default().labels(&format!("module={module}")))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|r| {
+                let s = r.status.clone().unwrap_or_default();
+                (
+                    r.name_any(),
+                    s.phase.map(|p| p.as_str().to_owned()).unwrap_or_default(),
+                    s.message,
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    async fn module(&self, name: &str) -> Module {
+        Api::<Module>::all(self.client.clone())
+            .get(name)
+            .await
+            .unwrap()
+    }
+
+    async fn release(&self, name: &str) -> ModuleRelease {
+        Api::<ModuleRelease>::all(self.client.clone())
+            .get(name)
+            .await
+            .unwrap()
+    }
+
+    async fn publish(&self, module: &str, channel: &str, version: &str, max_replicas: u32) {
+        let image = module_image(&self.source.layout, module, version, max_replicas);
+        self.source
+            .push
+            .push_image(&format!("{REPO}/{module}"), Some(version), &image)
+            .await
+            .unwrap();
+        let release = release_image(&self.source.layout, module, version);
+        self.source
+            .push
+            .push_image(&format!("{REPO}/{module}/release"), Some(channel), &release)
+            .await
+            .unwrap();
+    }
+}
+
+fn phase(m: &Module) -> String {
+    m.status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_default()
+}
+
+fn condition(m: &Module, type_: &str) -> (String, Option<String>, Option<String>) {
+    let c = m
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap();
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+#[tokio::test]
+async fn scanning_enabling_and_updating_per_policy() {
+    let c = cluster().await;
+    c.config(
+        "deckhouse",
+        json!({"version": 1, "settings": {"releaseChannel": "Stable", "update": {"mode": "Auto"}}}),
+    )
+    .await;
+    c.pass().await;
+
+    // Every tag of the repository became a Module, offered by the source, not installed.
+    let source: ModuleSource = Api::all(c.client.clone()).get("example").await.unwrap();
+    let status = source.status.unwrap();
+    assert_eq!(status.modules_count, Some(3));
+    let names: Vec<&str> = status.modules.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, vec!["echo", "hello", "parca"]);
+    assert_eq!(status.modules[0].version.as_deref(), Some("1.0.1"));
+    assert!(
+        source
+            .metadata
+            .finalizers
+            .unwrap()
+            .contains(&"modules.deckhouse.io/module-exists".to_owned())
+    );
+    let echo = c.module("echo").await;
+    assert_eq!(echo.spec.properties.available_sources, vec!["example"]);
+    assert_eq!(
+        echo.spec.properties.release_channel.as_deref(),
+        Some("Stable")
+    );
+    assert_eq!(
+        condition(&echo, "EnabledByModuleManager"),
+        (
+            "False".into(),
+            Some("Bundle".into()),
+            Some("turned off by bundle".into())
+        )
+    );
+    assert!(
+        c.releases("echo").await.is_empty(),
+        "no release for a disabled module"
+    );
+
+    // Enabling installs the channel version at once (apply-now on the first release).
+    c.config(
+        "echo",
+        json!({"enabled": true, "version": 1, "settings": {"count": 3}}),
+    )
+    .await;
+    c.pass().await;
+    let releases = c.releases("echo").await;
+    assert_eq!(
+        releases,
+        vec![("echo-v1.0.1".into(), "Deployed".into(), String::new())]
+    );
+    let release = c.release("echo-v1.0.1").await;
+    let labels = release.labels();
+    assert_eq!(labels["module"], "echo");
+    assert_eq!(labels["source"], "example");
+    assert_eq!(labels["status"], "deployed");
+    assert_eq!(labels["release-checksum"].len(), 32);
+    assert_eq!(
+        release.annotations()["modules.deckhouse.io/change-cause"],
+        "check release (no releases in cluster)"
+    );
+    assert!(
+        !release
+            .annotations()
+            .contains_key("modules.deckhouse.io/apply-now")
+    );
+    assert!(
+        release
+            .finalizers()
+            .contains(&"modules.deckhouse.io/exist-on-fs".to_owned())
+    );
+    assert_eq!(release.owner_references()[0].name, "example");
+    let echo = c.module("echo").await;
+    assert_eq!(
+        (
+            phase(&echo).as_str(),
+            echo.spec.properties.version.as_deref()
+        ),
+        ("Ready", Some("v1.0.1"))
+    );
+    assert_eq!(echo.spec.properties.source.as_deref(), Some("example"));
+    assert_eq!(
+        c.downloaded.active_version("echo").as_deref(),
+        Some("1.0.1")
+    );
+    let mc: ModuleConfig = Api::all(c.client.clone()).get("echo").await.unwrap();
+    assert_eq!(
+        mc.status.unwrap().message,
+        "Update available, latest spec.settings schema version is 2"
+    );
+
+    // A policy on the Alpha channel: the step-by-step chain 1.1.0, 1.2.0 is created; 1.1.0 is
+    // applied (Auto), 1.2.0 refuses the current settings (3 replicas, at most 2) and says so.
+    c.apply::<ModuleUpdatePolicy>(json!({
+        "apiVersion": "deckhouse.io/v1alpha2", "kind": "ModuleUpdatePolicy",
+        "metadata": {"name": "fast"}, "spec": {"releaseChannel": "Alpha", "update": {"mode": "Auto"}}
+    }))
+    .await;
+    c.config(
+        "echo",
+        json!({"enabled": true, "updatePolicy": "fast", "version": 1, "settings": {"count": 3}}),
+    )
+    .await;
+    c.pass().await;
+    let releases = c.releases("echo").await;
+    assert_eq!(
+        releases[0],
+        ("echo-v1.0.1".into(), "Superseded".into(), String::new())
+    );
+    assert_eq!(
+        releases[1],
+        ("echo-v1.1.0".into(), "Deployed".into(), String::new())
+    );
+    assert_eq!(releases[2].0, "echo-v1.2.0");
+    assert_eq!(releases[2].1, "Pending");
+    assert_eq!(
+        releases[2].2,
+        "validation failed: spec.settings are not valid (version 1 converted to 2): echo.replicas: 3 is greater than the maximum of 2"
+    );
+    assert_eq!(
+        c.downloaded.active_version("echo").as_deref(),
+        Some("1.1.0")
+    );
+    assert_eq!(
+        c.release("echo-v1.2.0").await.labels()["modules.deckhouse.io/update-policy"],
+        "fast"
+    );
+    // Fixing the settings lets it through on the next pass (a merge patch: `count` removed).
+    c.config("echo", json!({"enabled": true, "updatePolicy": "fast", "version": 2, "settings": {"count": null, "replicas": 2}})).await;
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("echo").as_deref(),
+        Some("1.2.0")
+    );
+    assert_eq!(c.releases("echo").await[2].1, "Deployed");
+
+    // Manual mode: a new version waits for the approval annotation.
+    c.apply::<ModuleUpdatePolicy>(json!({
+        "apiVersion": "deckhouse.io/v1alpha2", "kind": "ModuleUpdatePolicy",
+        "metadata": {"name": "manual"}, "spec": {"releaseChannel": "Stable", "update": {"mode": "Manual"}}
+    }))
+    .await;
+    c.config("hello", json!({"enabled": true, "updatePolicy": "manual"}))
+        .await;
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("hello").as_deref(),
+        Some("0.2.0"),
+        "the first release is applied at once"
+    );
+    c.publish("hello", "stable", "v0.2.1", 10).await;
+    c.pass().await;
+    let pending = c.releases("hello").await;
+    assert_eq!(
+        pending[1],
+        (
+            "hello-v0.2.1".into(),
+            "Pending".into(),
+            "Release is waiting for the 'modules.deckhouse.io/approved: \"true\"' annotation"
+                .into()
+        )
+    );
+    Api::<ModuleRelease>::all(c.client.clone())
+        .patch(
+            "hello-v0.2.1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"modules.deckhouse.io/approved": "true"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("hello").as_deref(),
+        Some("0.2.1")
+    );
+
+    // A ModuleConfig for a module nobody offers.
+    c.config("nonexistent", json!({"enabled": true})).await;
+    c.pass().await;
+    let mc: ModuleConfig = Api::all(c.client.clone()).get("nonexistent").await.unwrap();
+    assert_eq!(mc.status.unwrap().message, "Ignored: unknown module name");
+}
+
+#[tokio::test]
+async fn an_override_follows_a_moving_tag_and_rolls_back() {
+    let c = cluster().await;
+    c.config("parca", json!({"enabled": true})).await;
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("parca").as_deref(),
+        Some("2.0.0")
+    );
+
+    let push_main = |text: &'static str| {
+        let image = testkit::ImageBuilder::new(text)
+            .files(&[
+                ("module.yaml", b"name: parca\nweight: 910\n".as_slice()),
+                ("templates/build.txt", text.as_bytes()),
+            ])
+            .build(&c.source.layout);
+        let push = c.source.push.clone();
+        async move {
+            push.push_image(&format!("{REPO}/parca"), Some("main"), &image)
+                .await
+                .unwrap()
+        }
+    };
+    push_main("build 1").await;
+    c.apply::<ModulePullOverride>(json!({
+        "apiVersion": "deckhouse.io/v1alpha2", "kind": "ModulePullOverride",
+        "metadata": {"name": "parca"}, "spec": {"imageTag": "main", "scanInterval": "15s", "rollback": true}
+    }))
+    .await;
+    c.pass().await;
+    let overrides: Api<ModulePullOverride> = Api::all(c.client.clone());
+    let o = overrides.get("parca").await.unwrap();
+    let status = o.status.clone().unwrap();
+    assert_eq!(status.message.as_deref(), Some("Ready"));
+    let first_digest = status.image_digest.clone().unwrap();
+    assert_eq!(c.downloaded.active_version("parca").as_deref(), Some("dev"));
+    let link = c.downloaded.root().join("modules/910-parca");
+    assert_eq!(
+        std::fs::read_to_string(link.join("templates/build.txt")).unwrap(),
+        "build 1"
+    );
+    assert_eq!(
+        condition(&c.module("parca").await, "IsOverridden").0,
+        "True"
+    );
+
+    // The tag moves: the next pass re-installs.
+    push_main("build 2").await;
+    c.pass().await;
+    let status = overrides.get("parca").await.unwrap().status.unwrap();
+    assert_ne!(status.image_digest.unwrap(), first_digest);
+    assert_eq!(
+        std::fs::read_to_string(link.join("templates/build.txt")).unwrap(),
+        "build 2"
+    );
+
+    // While the override exists, a new channel version is not released.
+    c.publish("parca", "stable", "v2.1.0", 10).await;
+    c.pass().await;
+    assert_eq!(c.releases("parca").await.len(), 1);
+    let source: ModuleSource = Api::all(c.client.clone()).get("example").await.unwrap();
+    let parca = source
+        .status
+        .unwrap()
+        .modules
+        .into_iter()
+        .find(|m| m.name == "parca")
+        .unwrap();
+    assert_eq!(parca.overridden, Some(true));
+
+    // Delete with rollback: back to the deployed release.
+    overrides
+        .delete("parca", &DeleteParams::default())
+        .await
+        .unwrap();
+    c.pass().await;
+    assert!(
+        overrides.get_opt("parca").await.unwrap().is_none(),
+        "finalizer released"
+    );
+    assert_eq!(
+        condition(&c.module("parca").await, "IsOverridden").0,
+        "False"
+    );
+    assert_eq!(
+        c.downloaded.active_version("parca").as_deref(),
+        Some("2.0.0")
+    );
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("parca").as_deref(),
+        Some("2.1.0"),
+        "releases resume"
+    );
+}
