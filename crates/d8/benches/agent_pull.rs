@@ -49,6 +49,15 @@ async fn main() {
         repository: "system/deckhouse/bench".into(),
         client: testkit::http_client(Some(&ca)),
     };
+    let via_agent_http1 = Target {
+        base: via_agent.base.clone(),
+        repository: via_agent.repository.clone(),
+        client: reqwest::Client::builder()
+            .http1_only()
+            .tls_certs_only(reqwest::Certificate::from_pem_bundle(ca.as_bytes()).unwrap())
+            .build()
+            .unwrap(),
+    };
     let direct = Target {
         base: upstream.url(),
         repository: "dkp/bench".into(),
@@ -60,6 +69,12 @@ async fn main() {
     throughput(&via_agent, &image).await;
     let direct_rate = throughput(&direct, &image).await;
     let agent_rate = throughput(&via_agent, &image).await;
+    let agent_http1_rate = throughput(&via_agent_http1, &image).await;
+    println!(
+        "throughput through the agent over HTTP/1.1 (as containerd talks): {:.0} MiB/s, ratio {:.3}",
+        agent_http1_rate,
+        agent_http1_rate / direct_rate
+    );
     println!(
         "throughput, {CLIENTS} Rust clients: direct {:.0} MiB/s, through the agent {:.0} MiB/s, ratio {:.3} (target >= 0.95)",
         direct_rate,
