@@ -4,6 +4,7 @@
 mod apiserver_cmd;
 mod controller_cmd;
 mod mirror_cmd;
+mod module_cmd;
 mod registry_cmd;
 mod release_cmd;
 
@@ -28,6 +29,9 @@ enum Command {
         #[command(subcommand)]
         command: mirror_cmd::Command,
     },
+    /// Modules: list (phase, source, version, why disabled), releases (why each waits), the
+    /// module manager.
+    Module(module_cmd::Args),
     /// The registry module's components.
     Registry {
         #[command(subcommand)]
@@ -53,6 +57,7 @@ fn main() -> anyhow::Result<()> {
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
             Command::Controller(args) => controller_cmd::run(*args).await,
             Command::Mirror { command } => mirror_cmd::run(command).await,
+            Command::Module(args) => module_cmd::run(args).await,
             Command::Registry { command } => registry_cmd::run(command).await,
             Command::Release(args) => release_cmd::run(args).await,
         }

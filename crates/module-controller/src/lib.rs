@@ -16,5 +16,6 @@ pub mod install;
 pub mod manager;
 pub mod registry;
 pub mod unpack;
+pub mod view;
 
 pub use error::Error;

@@ -1,0 +1,135 @@
+//! `d8 module …`: which modules run (phase, source, version, why disabled), their releases with
+//! why each waits, and `d8 module controller`, the module manager on its own.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use api::module::Module;
+use api::module_release::ModuleRelease;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use module_controller::install::Downloaded;
+use module_controller::manager::Manager;
+use module_controller::view;
+use module_plan::enabling::{Facts, version_of};
+
+/// Flags of `d8 module`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Kubeconfig to use (default: `$KUBECONFIG`, `~/.kube/config`, or in-cluster).
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Modules with phase, source, version and why a module does not run.
+    List,
+    /// ModuleReleases with why each one waits (optionally of one module).
+    Releases {
+        /// Only this module's releases.
+        module: Option<String>,
+    },
+    /// Run the module manager: ModuleSources, Modules, ModuleConfigs, ModuleReleases and
+    /// ModulePullOverrides.
+    Controller(ControllerArgs),
+}
+
+/// Flags of the module manager.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ControllerArgs {
+    /// Where downloaded modules live (`$DOWNLOADED_MODULES_DIR`).
+    #[arg(
+        long,
+        env = "DOWNLOADED_MODULES_DIR",
+        default_value = "/deckhouse/downloaded"
+    )]
+    downloaded_dir: PathBuf,
+    /// The bundle (`Default`, `Minimal`, `Managed`).
+    #[arg(long, default_value = "Default")]
+    bundle: String,
+    /// The edition (`ce`, `ee`, …).
+    #[arg(long, default_value = "ce")]
+    edition: String,
+    /// The running Deckhouse version, for module requirements.
+    #[arg(long)]
+    deckhouse_version: Option<String>,
+    /// The Kubernetes version, for module requirements.
+    #[arg(long)]
+    kubernetes_version: Option<String>,
+    /// Seconds between two passes.
+    #[arg(long, default_value_t = 30)]
+    interval: u64,
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
+    let Some(path) = kubeconfig else {
+        return Client::try_default()
+            .await
+            .context("no Kubernetes configuration (use --kubeconfig)");
+    };
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .context("loading the kubeconfig")?;
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Runs `d8 module …`.
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+    let client = client(args.kubeconfig.as_ref()).await?;
+    match args.command {
+        Command::List => {
+            let modules = Api::<Module>::all(client)
+                .list(&ListParams::default())
+                .await
+                .context("listing Modules")?;
+            print(&view::render_modules(&view::module_rows(&modules.items)))
+        }
+        Command::Releases { module } => {
+            let mut params = ListParams::default();
+            if let Some(module) = &module {
+                params = params.labels(&format!("{}={module}", api::keys::LABEL_MODULE));
+            }
+            let releases = Api::<ModuleRelease>::all(client)
+                .list(&params)
+                .await
+                .context("listing ModuleReleases")?;
+            print(&view::render_releases(&releases.items))
+        }
+        Command::Controller(args) => {
+            let downloaded = Downloaded::open(&args.downloaded_dir)
+                .with_context(|| format!("opening {}", args.downloaded_dir.display()))?;
+            let facts = Facts {
+                bundle: args.bundle,
+                edition: args.edition,
+                deckhouse_version: args.deckhouse_version.as_deref().and_then(version_of),
+                kubernetes_version: args.kubernetes_version.as_deref().and_then(version_of),
+                bootstrapped: true,
+                ..Default::default()
+            };
+            let manager = Manager::new(
+                client,
+                downloaded,
+                Arc::new(release_controller::SystemClock),
+                facts,
+            );
+            tokio::select! {
+                () = manager.run(std::time::Duration::from_secs(args.interval)) => Ok(()),
+                () = crate::shutdown_signal() => Ok(()),
+            }
+        }
+    }
+}
