@@ -1,6 +1,7 @@
 //! Deckhouse modules from OCI registries.
 //!
 //! - [`apply`]: download, verify, unpack, check the settings, place and activate a release;
+//! - [`embedded`]: the embedded modules directory (`module.yaml` or `NNN-name`);
 //! - [`registry`]: a ModuleSource's registry layout (module names, release channels, module
 //!   images) and verified downloads;
 //! - [`install`]: the downloaded modules directory, releases placed and activated atomically;
@@ -11,6 +12,7 @@
 //! settings, enabling and releases is made by `module-plan` and `release-plan`.
 
 pub mod apply;
+pub mod embedded;
 mod error;
 pub mod install;
 pub mod manager;

@@ -70,6 +70,7 @@ pub struct Manager {
     clock: Arc<dyn Clock>,
     facts: Facts,
     limits: Limits,
+    embedded: Vec<crate::embedded::EmbeddedModule>,
 }
 
 impl std::fmt::Debug for Manager {
@@ -156,7 +157,14 @@ impl Manager {
             clock,
             facts,
             limits: Limits::default(),
+            embedded: Vec::new(),
         }
+    }
+
+    /// Manages these embedded modules (Modules with `source: Embedded`).
+    pub fn with_embedded(mut self, embedded: Vec<crate::embedded::EmbeddedModule>) -> Self {
+        self.embedded = embedded;
+        self
     }
 
     /// Uses other unpack limits.

@@ -62,7 +62,16 @@ async fn cluster() -> Cluster {
         bootstrapped: true,
         ..Default::default()
     };
-    let manager = Manager::new(client.clone(), downloaded.clone(), Arc::new(clock), facts);
+    let modules_dir = dir.path().join("modules");
+    std::fs::create_dir_all(modules_dir.join("040-node-manager/openapi")).unwrap();
+    std::fs::write(
+        modules_dir.join("040-node-manager/openapi/config-values.yaml"),
+        "type: object\nproperties:\n  earlyOomEnabled: {type: boolean, default: true}\n",
+    )
+    .unwrap();
+    let embedded = module_controller::embedded::discover(&modules_dir).unwrap();
+    let manager = Manager::new(client.clone(), downloaded.clone(), Arc::new(clock), facts)
+        .with_embedded(embedded);
     let cluster = Cluster {
         _server: server,
         client,

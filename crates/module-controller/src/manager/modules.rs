@@ -5,13 +5,118 @@ use super::*;
 impl Manager {
     /// The settings of the module's active release (`None` when nothing is installed).
     fn active_settings(&self, module: &str) -> Option<module_plan::config::ModuleSettings> {
+        if let Some(e) = self
+            .embedded
+            .iter()
+            .find(|e| e.files.definition.name == module)
+        {
+            return Some(e.files.settings.clone());
+        }
         let version = self.downloaded.active_version(module)?;
         let dir = self.downloaded.release_dir(module, &version);
         read_module_files(module, &dir).ok().map(|f| f.settings)
     }
 
+    /// Creates or updates the Modules of the embedded modules and deletes embedded Modules no
+    /// longer on disk.
+    async fn sync_embedded(&self) -> Result<(), Error> {
+        let modules: Api<Module> = self.api();
+        let version = self
+            .facts
+            .deckhouse_version
+            .as_ref()
+            .map(|v| format!("v{v}"));
+        let channel = self
+            .policy_for("deckhouse")
+            .await?
+            .ok()
+            .map(|p| p.channel.as_str().to_owned());
+        for e in &self.embedded {
+            let name = &e.files.definition.name;
+            let mut properties = e.files.definition.properties();
+            properties.source = Some(SOURCE_EMBEDDED.to_owned());
+            properties.version = version.clone();
+            properties.release_channel = channel.clone();
+            let existing = self.get_opt::<Module>(name).await?;
+            if let Some(m) = &existing {
+                properties.update_policy = m.spec.properties.update_policy.clone();
+            }
+            match existing {
+                None => {
+                    let mut m = Module::new(name, Default::default());
+                    m.spec.properties = properties;
+                    modules
+                        .create(&PostParams::default(), &m)
+                        .await
+                        .map_err(|e| Error::kube(format!("create Module {name}"), e))?;
+                }
+                Some(m) if m.spec.properties != properties => {
+                    modules
+                        .patch(
+                            name,
+                            &pp(),
+                            &Patch::Merge(json!({"properties": properties})),
+                        )
+                        .await
+                        .map_err(|e| Error::kube(format!("patch Module {name}"), e))?;
+                }
+                Some(_) => {}
+            }
+        }
+        for m in modules
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::kube("list Modules", e))?
+        {
+            let embedded = m.spec.properties.source.as_deref() == Some(SOURCE_EMBEDDED);
+            if embedded
+                && !self
+                    .embedded
+                    .iter()
+                    .any(|e| e.files.definition.name == m.name_any())
+            {
+                modules
+                    .delete(&m.name_any(), &DeleteParams::default())
+                    .await
+                    .map_err(|e| Error::kube(format!("delete Module {}", m.name_any()), e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the ModuleSettingsDefinition of a module from its settings.
+    async fn sync_settings_definition(
+        &self,
+        module: &str,
+        settings: &module_plan::config::ModuleSettings,
+    ) -> Result<(), Error> {
+        use api::module_settings_definition::ModuleSettingsDefinition;
+        let api: Api<ModuleSettingsDefinition> = self.api();
+        let spec = settings.definition();
+        match self.get_opt::<ModuleSettingsDefinition>(module).await? {
+            Some(existing) if existing.spec == spec => Ok(()),
+            Some(_) => api
+                .patch(module, &pp(), &Patch::Merge(json!({"spec": spec})))
+                .await
+                .map(drop)
+                .map_err(|e| Error::kube(format!("patch ModuleSettingsDefinition {module}"), e)),
+            None => {
+                let mut msd = ModuleSettingsDefinition::new(module, spec);
+                msd.labels_mut()
+                    .insert(keys::LABEL_HERITAGE.into(), keys::HERITAGE_DECKHOUSE.into());
+                api.create(&PostParams::default(), &msd)
+                    .await
+                    .map(drop)
+                    .map_err(|e| {
+                        Error::kube(format!("create ModuleSettingsDefinition {module}"), e)
+                    })
+            }
+        }
+    }
+
     /// Runs the enabling chain and writes Module conditions, phases and ModuleConfig statuses.
     pub async fn sync_modules(&self) -> Result<(), Error> {
+        self.sync_embedded().await?;
         let modules: Api<Module> = self.api();
         let configs: Api<ModuleConfig> = self.api();
         let all = modules
@@ -168,8 +273,11 @@ impl Manager {
             };
             self.set_module_phase(&name, phase.unwrap_or(ModulePhase::Available), conditions)
                 .await?;
+            let settings = self.active_settings(&name);
+            if let Some(settings) = &settings {
+                self.sync_settings_definition(&name, settings).await?;
+            }
             if let Some(config) = config {
-                let settings = self.active_settings(&name);
                 let status = match settings {
                     Some(s) => s.status(&config.spec),
                     None => api::module_config::ModuleConfigStatus::default(),
