@@ -202,8 +202,16 @@ impl Manager {
             .list(&ListParams::default())
             .await
             .map_err(|e| Error::kube("list ModuleSources", e))?;
+        // Every source's modules are registered first, so that a module offered by several
+        // sources is seen as such before any release is created.
+        let mut registered = Vec::new();
         for source in &sources {
-            self.sync_source(source).await?;
+            if let Some((registry, modules)) = self.register_source(source).await? {
+                registered.push((source, registry, modules));
+            }
+        }
+        for (source, registry, modules) in registered {
+            self.scan_source(source, &registry, &modules).await?;
         }
         self.sync_modules().await?;
         let modules = self
@@ -315,12 +323,26 @@ impl Manager {
         Ok(())
     }
 
-    /// Scans one ModuleSource.
+    /// Scans one ModuleSource on its own ([`Manager::reconcile_all`] registers every source
+    /// first).
     pub async fn sync_source(&self, source: &ModuleSource) -> Result<(), Error> {
+        if let Some((registry, modules)) = self.register_source(source).await? {
+            self.scan_source(source, &registry, &modules).await?;
+        }
+        Ok(())
+    }
+
+    /// Handles deletion and the finalizer, lists the source's modules and records the source in
+    /// their `availableSources`. `None` when there is nothing more to do.
+    async fn register_source(
+        &self,
+        source: &ModuleSource,
+    ) -> Result<Option<(ModuleRegistry, Vec<String>)>, Error> {
         let name = source.name_any();
         let sources: Api<ModuleSource> = self.api();
         if source.meta().deletion_timestamp.is_some() {
-            return self.delete_source(source).await;
+            self.delete_source(source).await?;
+            return Ok(None);
         }
         if !source
             .finalizers()
@@ -341,23 +363,42 @@ impl Manager {
         let registry = match self.registry(source) {
             Ok(r) => r,
             Err(e) => {
-                return self
-                    .set_source_status(&name, json!({"message": e.to_string()}))
-                    .await;
+                self.set_source_status(&name, json!({"message": e.to_string()}))
+                    .await?;
+                return Ok(None);
             }
         };
         let modules = match registry.modules().await {
             Ok(m) => m,
             Err(e) => {
-                return self
-                    .set_source_status(&name, json!({"phase": "Active", "message": e.to_string(), "syncTime": self.now()}))
-                    .await;
+                self.set_source_status(
+                    &name,
+                    json!({"phase": "Active", "message": e.to_string(), "syncTime": self.now()}),
+                )
+                .await?;
+                return Ok(None);
             }
         };
+        for module in &modules {
+            let policy = self.policy_for(module).await?;
+            self.ensure_module(&name, module, policy.as_ref().ok())
+                .await?;
+        }
+        Ok(Some((registry, modules)))
+    }
+
+    /// Reads each module's channel, creates releases, writes the source's status.
+    async fn scan_source(
+        &self,
+        source: &ModuleSource,
+        registry: &ModuleRegistry,
+        modules: &[String],
+    ) -> Result<(), Error> {
+        let name = source.name_any();
         let mut entries = Vec::new();
         let mut some_errors = false;
-        for module in &modules {
-            let entry = self.sync_source_module(source, &registry, module).await?;
+        for module in modules {
+            let entry = self.sync_source_module(source, registry, module).await?;
             some_errors |= entry.pull_error.is_some() || entry.error.is_some();
             entries.push(entry);
         }

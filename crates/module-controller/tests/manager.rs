@@ -480,3 +480,43 @@ async fn an_override_follows_a_moving_tag_and_rolls_back() {
         "releases resume"
     );
 }
+
+#[tokio::test]
+async fn several_sources_without_a_choice_is_a_conflict() {
+    let c = cluster().await;
+    c.apply::<ModuleSource>(json!({
+        "apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleSource",
+        "metadata": {"name": "mirror"},
+        "spec": {"registry": {"scheme": "HTTP", "repo": format!("{}/{REPO}", c.source.upstream.host())}}
+    }))
+    .await;
+    c.config("echo", json!({"enabled": true})).await;
+    c.pass().await;
+    let echo = c.module("echo").await;
+    assert_eq!(
+        echo.spec.properties.available_sources,
+        vec!["example", "mirror"]
+    );
+    assert_eq!(phase(&echo), "Conflict");
+    assert_eq!(
+        condition(&echo, "EnabledByModuleManager"),
+        (
+            "False".into(),
+            Some("Conflict".into()),
+            Some("several available sources".into())
+        )
+    );
+    assert!(
+        c.releases("echo").await.is_empty(),
+        "nothing is downloaded in conflict"
+    );
+    // Choosing a source settles it: the release comes from the chosen source.
+    c.config("echo", json!({"enabled": true, "source": "mirror"}))
+        .await;
+    c.pass().await;
+    c.pass().await;
+    let echo = c.module("echo").await;
+    assert_eq!(echo.spec.properties.source.as_deref(), Some("mirror"));
+    assert_eq!(phase(&echo), "Ready");
+    assert_eq!(c.release("echo-v1.0.1").await.labels()["source"], "mirror");
+}
