@@ -70,6 +70,18 @@ pub enum Error {
         /// `scheme://host/path`.
         registry: String,
     },
+    /// The registry broke off the connection while we presented no client certificate: over
+    /// TLS 1.3 a refusal for want of one can surface as a bare reset, so say what is likely.
+    #[error(
+        "cannot reach {registry} ({detail}); if it is the publish endpoint of the cluster's registry, \
+         it requires a client certificate: pass --tls-cert and --tls-key"
+    )]
+    UnreachableWithoutCertificate {
+        /// `scheme://host/path`.
+        registry: String,
+        /// The transport error.
+        detail: String,
+    },
     /// The registry refused the client certificate presented.
     #[error(
         "{registry} refused the client certificate given with --tls-cert ({detail}): use a certificate \
@@ -245,6 +257,34 @@ impl Error {
         Self::Registry {
             what: what.into(),
             source,
+        }
+    }
+
+    /// [`Error::registry`] for the first contact with a push target: a connection broken off
+    /// over HTTPS with no client certificate configured is reported as probably wanting one.
+    pub(crate) fn first_contact(
+        registry: &str,
+        endpoint: &registry_client::Endpoint,
+        source: registry_client::Error,
+    ) -> Self {
+        let without_certificate =
+            endpoint.client_identity.is_none() && endpoint.scheme == registry_client::Scheme::Https;
+        match Self::registry(registry, true, format!("connect to {registry}"), source) {
+            Self::Registry { source, .. }
+                if without_certificate
+                    && matches!(
+                        source,
+                        registry_client::Error::Transport { .. }
+                            | registry_client::Error::Connect { .. }
+                            | registry_client::Error::Auth { .. }
+                    ) =>
+            {
+                Self::UnreachableWithoutCertificate {
+                    registry: registry.to_owned(),
+                    detail: error_chain(&source),
+                }
+            }
+            other => other,
         }
     }
 

@@ -159,7 +159,7 @@ pub async fn push(options: &PushOptions, progress: &Progress) -> Result<PushSumm
     remote
         .check()
         .await
-        .map_err(|e| Error::registry(&shown, true, format!("connect to {shown}"), e))?;
+        .map_err(|e| Error::first_contact(&shown, &options.target, e))?;
     let state_dir = options
         .state_dir
         .clone()
