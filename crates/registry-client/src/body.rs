@@ -65,7 +65,8 @@ struct Watched {
     expected_len: Option<u64>,
     stall: Duration,
     stall_timer: Pin<Box<Sleep>>,
-    waiting: bool,
+    /// When the consumer started waiting for the chunk being read, if it is waiting.
+    waiting_since: Option<Instant>,
     deadline: Option<(Pin<Box<Sleep>>, Duration, String)>,
     done: bool,
 }
@@ -109,7 +110,7 @@ impl Body {
                 expected_len,
                 stall,
                 stall_timer: Box::pin(tokio::time::sleep(stall)),
-                waiting: false,
+                waiting_since: None,
                 deadline: deadline
                     .map(|(at, total, url)| (Box::pin(tokio::time::sleep_until(at)), total, url)),
                 done: false,
@@ -174,15 +175,14 @@ impl Watched {
                 url: std::mem::take(url),
             })));
         }
-        if !self.waiting {
-            // The stall window starts when the consumer asks for data, so back-pressure from a
-            // slow consumer is never mistaken for a stalled upstream.
-            self.stall_timer.as_mut().reset(Instant::now() + self.stall);
-            self.waiting = true;
-        }
+        // The stall window starts when the consumer asks for data, so back-pressure from a
+        // slow consumer is never mistaken for a stalled upstream. Only the start is recorded
+        // per chunk; the timer is re-armed when it fires early, not on every chunk (resetting a
+        // timer per chunk costs more than the relay itself at gigabytes per second).
+        let since = *self.waiting_since.get_or_insert_with(Instant::now);
         match self.stream.as_mut().poll_next(cx) {
             Poll::Ready(Some(Ok(chunk))) => {
-                self.waiting = false;
+                self.waiting_since = None;
                 self.received += chunk.len() as u64;
                 if let Some(expected) = self.expected_len
                     && self.received > expected
@@ -222,12 +222,17 @@ impl Watched {
                 }
             }
             Poll::Pending => {
-                if self.stall_timer.as_mut().poll(cx).is_ready() {
-                    self.done = true;
-                    return Poll::Ready(Some(Err(Error::Stalled {
-                        after: self.stall,
-                        received: self.received,
-                    })));
+                let due = since + self.stall;
+                while self.stall_timer.as_mut().poll(cx).is_ready() {
+                    if Instant::now() >= due {
+                        self.done = true;
+                        return Poll::Ready(Some(Err(Error::Stalled {
+                            after: self.stall,
+                            received: self.received,
+                        })));
+                    }
+                    // Fired for an earlier wait: arm it for this one.
+                    self.stall_timer.as_mut().reset(due);
                 }
                 Poll::Pending
             }
