@@ -11,6 +11,71 @@ use anyhow::Context;
 pub(crate) enum Command {
     /// The node agent: every containerd pull on the node goes through it.
     Agent(Box<AgentArgs>),
+    /// A cache replica: the store, the read ("5001") and write ("5003") listeners, pull-through
+    /// from the upstream while one is held.
+    Storage(Box<StorageArgs>),
+}
+
+/// Flags of `d8 registry storage`.
+///
+/// Credentials are read from files (or the environment), never from the command line: a file
+/// holds one `username:password` per line.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StorageArgs {
+    /// The store's directory.
+    #[arg(long, default_value = "/opt/deckhouse/registry")]
+    data_dir: PathBuf,
+    /// Where the read listener (pull API, pull-through) listens.
+    #[arg(long, default_value = "0.0.0.0:5001")]
+    read_address: SocketAddr,
+    /// Where the write listener (push API; the publish endpoint's backend) listens.
+    #[arg(long, default_value = "0.0.0.0:5003")]
+    write_address: SocketAddr,
+    /// Serving certificate (PEM) of both listeners; without it they speak plain HTTP.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of the serving certificate.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// CA (PEM) whose client certificates the write listener requires, in addition to write
+    /// credentials.
+    #[arg(long, requires = "tls_cert")]
+    client_ca: Option<PathBuf>,
+    /// Accounts that may pull (the node account): `username:password` per line. Also read
+    /// from the environment variable `D8_REGISTRY_PULL_CREDENTIALS`.
+    #[arg(long)]
+    pull_credentials_file: Option<PathBuf>,
+    /// Accounts that may push and pull (the sync account, write credentials): `username:password`
+    /// per line. Also read from the environment variable `D8_REGISTRY_PUSH_CREDENTIALS`.
+    #[arg(long)]
+    push_credentials_file: Option<PathBuf>,
+    /// Accept every request without credentials (local experiments only).
+    #[arg(long, conflicts_with_all = ["pull_credentials_file", "push_credentials_file"])]
+    no_auth: bool,
+    /// The upstream filled from on a miss, `https://host[:port][/path]`; none = authoritative.
+    #[arg(long)]
+    upstream: Option<String>,
+    /// The upstream's credentials: a file holding `username:password`.
+    #[arg(long, requires = "upstream")]
+    upstream_credentials_file: Option<PathBuf>,
+    /// CA (PEM) verifying the upstream, in addition to the system roots.
+    #[arg(long, requires = "upstream")]
+    upstream_ca: Option<PathBuf>,
+    /// The local repository prefix mapped to the upstream's root.
+    #[arg(long, default_value = "system/deckhouse")]
+    upstream_prefix: String,
+    /// `storage.size`: writes are refused beyond it (`BudgetExhausted`), e.g. `20Gi`.
+    #[arg(long)]
+    size: Option<String>,
+    /// Bytes kept free on the filesystem (`ReserveExhausted` below it); default from capacity.
+    #[arg(long)]
+    reserve: Option<String>,
+    /// This node's name (the replica's identity).
+    #[arg(long, env = "NODE_NAME")]
+    node_name: String,
+    /// Kubeconfig for status and leader election; none runs the replica alone.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
 }
 
 /// Flags of `d8 registry agent` (Deckhouse's names and defaults).
@@ -67,6 +132,7 @@ pub(crate) struct AgentArgs {
 pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Agent(args) => agent(*args).await,
+        Command::Storage(args) => storage(*args).await,
     }
 }
 
@@ -99,4 +165,191 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     crate::shutdown_signal().await;
     running.stop().await;
     Ok(())
+}
+
+/// Environment variable with pull accounts (`username:password` per line).
+const PULL_CREDENTIALS_ENV: &str = "D8_REGISTRY_PULL_CREDENTIALS";
+/// Environment variable with push accounts (`username:password` per line).
+const PUSH_CREDENTIALS_ENV: &str = "D8_REGISTRY_PUSH_CREDENTIALS";
+
+fn read_text(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("reading {what} {}", path.display()))
+}
+
+/// `username:password` lines; blank lines and `#` comments skipped. Errors name the line, never
+/// its content.
+fn credential_lines(text: &str, origin: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        match line.split_once(':') {
+            Some((user, password)) if !user.is_empty() && !password.is_empty() => {
+                out.push((user.to_owned(), password.to_owned()));
+            }
+            _ => anyhow::bail!(
+                "{origin}, line {}: expected username:password (both non-empty)",
+                n + 1
+            ),
+        }
+    }
+    Ok(out)
+}
+
+fn accounts_from(
+    file: Option<&std::path::Path>,
+    env: &str,
+    what: &str,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    if let Some(path) = file {
+        out.extend(credential_lines(
+            &read_text(path, what)?,
+            &path.display().to_string(),
+        )?);
+    }
+    if let Ok(text) = std::env::var(env) {
+        out.extend(credential_lines(&text, &format!("${env}"))?);
+    }
+    Ok(out)
+}
+
+fn storage_config(args: &StorageArgs) -> anyhow::Result<storage::run::Config> {
+    use storage::{Access, Accounts};
+    let pull = accounts_from(
+        args.pull_credentials_file.as_deref(),
+        PULL_CREDENTIALS_ENV,
+        "pull credentials",
+    )?;
+    let push = accounts_from(
+        args.push_credentials_file.as_deref(),
+        PUSH_CREDENTIALS_ENV,
+        "push credentials",
+    )?;
+    let (read_accounts, write_accounts) = if args.no_auth {
+        (Accounts::open(), Accounts::open())
+    } else {
+        if pull.is_empty() && push.is_empty() {
+            anyhow::bail!(
+                "no accounts: give --pull-credentials-file / --push-credentials-file (or ${PULL_CREDENTIALS_ENV} / ${PUSH_CREDENTIALS_ENV}), or --no-auth for local experiments"
+            );
+        }
+        let mut read = Accounts::new();
+        let mut write = Accounts::new();
+        for (user, password) in &pull {
+            read = read.with(user, password, Access::Pull);
+        }
+        for (user, password) in &push {
+            read = read.with(user, password, Access::Push);
+            write = write.with(user, password, Access::Push);
+        }
+        (read, write)
+    };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(storage::Tls {
+            cert_pem: read_text(cert, "--tls-cert")?,
+            key_pem: read_text(key, "--tls-key")?,
+            client_ca_pem: args
+                .client_ca
+                .as_deref()
+                .map(|p| read_text(p, "--client-ca"))
+                .transpose()?,
+        }),
+        _ => None,
+    };
+    let upstream = match &args.upstream {
+        Some(url) => {
+            let mut endpoint = registry_client::Endpoint::from_url(url)
+                .with_context(|| "--upstream: expected https://host[:port][/path]")?;
+            if let Some(path) = &args.upstream_ca {
+                endpoint = endpoint.ca_pem(&read_text(path, "--upstream-ca")?);
+            }
+            if let Some(path) = &args.upstream_credentials_file {
+                let lines = credential_lines(
+                    &read_text(path, "--upstream-credentials-file")?,
+                    &path.display().to_string(),
+                )?;
+                let [(user, password)] = lines.as_slice() else {
+                    anyhow::bail!(
+                        "{}: expected exactly one username:password line",
+                        path.display()
+                    );
+                };
+                endpoint = endpoint.credentials(registry_client::Credentials::new(user, password));
+            }
+            let remote = registry_client::Client::new(registry_client::Config::default())
+                .remote(endpoint)
+                .context("--upstream")?;
+            Some(storage::Upstream {
+                remote,
+                prefix: args.upstream_prefix.trim_matches('/').to_owned(),
+            })
+        }
+        None => None,
+    };
+    let quantity = |flag: &str, value: &Option<String>| -> anyhow::Result<Option<u64>> {
+        value
+            .as_deref()
+            .map(registry_plan::budget::parse_quantity)
+            .transpose()
+            .with_context(|| flag.to_owned())
+    };
+    Ok(storage::run::Config {
+        data_dir: args.data_dir.clone(),
+        read_address: args.read_address,
+        write_address: args.write_address,
+        tls,
+        read_accounts,
+        write_accounts,
+        upstream,
+        limits: storage::Limits {
+            budget: quantity("--size", &args.size)?,
+            reserve: quantity("--reserve", &args.reserve)?,
+        },
+        settings: storage::Settings::default(),
+    })
+}
+
+async fn storage(args: StorageArgs) -> anyhow::Result<()> {
+    let config = storage_config(&args)?;
+    let running = storage::run::start(config)
+        .await
+        .context("starting the storage replica")?;
+    tracing::info!(
+        node = %args.node_name,
+        read = %running.read_address,
+        write = %running.write_address,
+        "registry storage listening"
+    );
+    crate::shutdown_signal().await;
+    running.stop().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_files_are_read_strictly_and_errors_hide_content() {
+        let lines = credential_lines("# accounts\nnode:p1\n\nsync:p:2\r\n", "f").unwrap();
+        assert_eq!(
+            lines,
+            vec![
+                ("node".to_owned(), "p1".to_owned()),
+                ("sync".to_owned(), "p:2".to_owned())
+            ]
+        );
+        let error = credential_lines("node:ok\nsecretwithoutcolon\n", "f")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("line 2") && !error.contains("secretwithoutcolon"),
+            "{error}"
+        );
+        assert!(credential_lines(":nouser", "f").is_err());
+        assert!(credential_lines("nopassword:", "f").is_err());
+    }
 }

@@ -3,6 +3,7 @@
 
 mod agent;
 mod apiserver;
+mod storage;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
