@@ -96,35 +96,91 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_ref()).await?;
     let identity = match &args.identity {
         Some(identity) => identity.clone(),
-        None => std::fs::read_to_string("/etc/hostname")
-            .map(|h| h.trim().to_owned())
-            .ok()
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| format!("d8-controller-{}", std::process::id())),
+        None => hostname().unwrap_or_else(|| format!("d8-controller-{}", std::process::id())),
     };
-    let registry = Arc::new(registry_controller::Controller::new(
-        client.clone(),
-        registry_options(&args)?,
-    ));
     let engine = if args.without_release_engine {
         None
     } else {
-        Some(Arc::new(release_cmd::engine(client.clone(), &args.engine)?))
+        Some(release_cmd::engine(client.clone(), &args.engine)?)
     };
+    let composition = Composition {
+        identity,
+        registry: registry_options(&args)?,
+        engine,
+        metrics_address: args.metrics_address,
+    };
+    let metrics = bind_metrics(composition.metrics_address).await?;
+    lead(client, composition, metrics, crate::shutdown_signal()).await
+}
+
+/// This machine's host name, if it has one.
+pub(crate) fn hostname() -> Option<String> {
+    std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+}
+
+/// What [`lead`] runs: the registry controller and, optionally, the release engine.
+pub(crate) struct Composition {
+    /// This replica's identity in the election.
+    pub(crate) identity: String,
+    /// The registry controller's settings.
+    pub(crate) registry: registry_controller::Options,
+    /// The release engine, if it runs.
+    pub(crate) engine: Option<release_controller::controller::Engine>,
+    /// Where `/metrics` is served.
+    pub(crate) metrics_address: SocketAddr,
+}
+
+/// Binds the metrics listener (separately, so a caller learns of a busy port before it starts).
+pub(crate) async fn bind_metrics(address: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address}"))
+}
+
+/// Serves metrics on `listener` and runs the controllers while this replica holds the lease,
+/// until `shutdown` resolves; then stops them and releases the lease.
+pub(crate) async fn lead(
+    client: Client,
+    composition: Composition,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let Composition {
+        identity,
+        registry,
+        engine,
+        metrics_address,
+    } = composition;
+    let registry = Arc::new(registry_controller::Controller::new(
+        client.clone(),
+        registry,
+    ));
+    let engine = engine.map(Arc::new);
     let mut metrics = Registry::default();
     registry.metrics().register(&mut metrics);
     let metrics = Arc::new(metrics);
-    let listener = tokio::net::TcpListener::bind(args.metrics_address)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.metrics_address))?;
-    tracing::info!(address = %args.metrics_address, "metrics at /metrics");
-    tokio::spawn(serve_metrics(listener, metrics));
+    tracing::info!(address = %metrics_address, "metrics at /metrics");
+    let metrics_task = tokio::spawn(serve_metrics(listener, metrics));
+    let result = elect_and_run(client, &identity, registry, engine, shutdown).await;
+    metrics_task.abort();
+    result
+}
 
+async fn elect_and_run(
+    client: Client,
+    identity: &str,
+    registry: Arc<registry_controller::Controller>,
+    engine: Option<Arc<release_controller::controller::Engine>>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     let leases: Api<Lease> = Api::namespaced(client, "d8-system");
-    let elector = leader::LeaderElector::new(leases, leader::Config::new(LEASE, &identity))
+    let elector = leader::LeaderElector::new(leases, leader::Config::new(LEASE, identity))
         .context("leader election")?;
     let mut leadership = elector.spawn();
-    let signal = crate::shutdown_signal();
+    let signal = shutdown;
     tokio::pin!(signal);
     loop {
         // Wait to lead.

@@ -7,6 +7,7 @@ mod mirror_cmd;
 mod module_cmd;
 mod registry_cmd;
 mod release_cmd;
+mod up_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -39,6 +40,9 @@ enum Command {
     },
     /// Platform releases: list (with why each waits), approve, apply now; the release engine.
     Release(release_cmd::Args),
+    /// The whole platform on this machine: API server, controllers and this node's registry
+    /// agent in one process.
+    Up(Box<up_cmd::Args>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -60,6 +64,7 @@ fn main() -> anyhow::Result<()> {
             Command::Module(args) => module_cmd::run(args).await,
             Command::Registry { command } => registry_cmd::run(command).await,
             Command::Release(args) => release_cmd::run(args).await,
+            Command::Up(args) => up_cmd::run(*args).await,
         }
     })
 }

@@ -1,9 +1,10 @@
 //! The `d8` binary as an operator runs it: `d8 apiserver` with kubectl, and `d8 registry agent`
-//! pulling for containerd on the layout an operator applies.
+//! pulling for containerd on the layout an operator applies; `d8 up`, the whole platform.
 
 mod agent;
 mod apiserver;
 mod storage;
+mod up;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,0 +1,314 @@
+//! `d8 up`: the whole platform on one machine, in one process. The embedded API server (state
+//! in `--data-dir`), the local Node, the controllers `d8 controller` composes (registry
+//! controller and release engine, under leader election) and the registry agent of this node
+//! run as tasks side by side; Ctrl-C or SIGTERM stops them in reverse order and a restart on the
+//! same directory carries on from the same state.
+//!
+//! Without a `registry` ModuleConfig the registry module is Unmanaged: the agent listens but
+//! writes nothing for containerd until an operator applies a Managed configuration.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::PostParams;
+use kube::{Api, Client};
+
+use crate::apiserver_cmd::platform_apiserver;
+use crate::controller_cmd::{self, Composition};
+use crate::release_cmd;
+
+/// Flags of `d8 up`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Where all state lives: `apiserver/` (database, PKI, kubeconfigs) and `agent/` (the
+    /// agent's PKI and layout cache).
+    #[arg(long, default_value = "/var/lib/d8")]
+    data_dir: PathBuf,
+    /// This machine's Node name (default: the host name).
+    #[arg(long, env = "NODE_NAME")]
+    node_name: Option<String>,
+    /// Address of the Kubernetes API (HTTPS).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Address of the registry agent containerd pulls through (HTTPS).
+    #[arg(long, default_value = "127.0.0.1:5001")]
+    agent_address: SocketAddr,
+    /// Where the agent serves `/metrics`.
+    #[arg(long, default_value = "127.0.0.1:4286")]
+    agent_metrics_address: SocketAddr,
+    /// Where the controllers serve `/metrics`.
+    #[arg(long, default_value = "127.0.0.1:4281")]
+    metrics_address: SocketAddr,
+    /// containerd's registry drop-in directory (containerd's `config_path`).
+    #[arg(long, default_value = "/etc/containerd/registry.d")]
+    containerd_registry_dir: PathBuf,
+    /// The agent's PKI directory (default: `DATA_DIR/agent/pki`).
+    #[arg(long)]
+    pki_dir: Option<PathBuf>,
+    /// The agent's copy of its last layout (default: `DATA_DIR/agent/layout.json`).
+    #[arg(long)]
+    layout_cache: Option<PathBuf>,
+    /// Extra CA certificates the agent trusts for every registry (default:
+    /// `DATA_DIR/agent/trust`).
+    #[arg(long)]
+    trust_dir: Option<PathBuf>,
+    /// Time between two passes of the registry controller and of the agent's layout loop.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    interval: Duration,
+    /// Do not run the release engine.
+    #[arg(long)]
+    without_release_engine: bool,
+}
+
+/// The release engine's flags as `d8 up` sets them (parsed, so defaults stay in one place).
+#[derive(Debug, clap::Parser)]
+struct EngineFlags {
+    #[command(flatten)]
+    engine: release_cmd::EngineArgs,
+}
+
+/// Node names are DNS subdomains (RFC 1123): refuse a host name that is not one up front.
+fn check_node_name(name: &str) -> anyhow::Result<()> {
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    anyhow::ensure!(
+        valid,
+        "node name {name:?} is not a lowercase DNS name (RFC 1123); pass --node-name"
+    );
+    Ok(())
+}
+
+async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .context("loading the admin kubeconfig")?;
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// Creates Node `name` unless it exists (a restart finds it there).
+async fn ensure_node(client: &Client, name: &str) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    if nodes.get_opt(name).await?.is_some() {
+        return Ok(());
+    }
+    let node: Node = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+    }))?;
+    match nodes.create(&PostParams::default(), &node).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("creating Node {name}")),
+    }
+}
+
+/// `Managed` or `Unmanaged`, as the `registry` ModuleConfig says now.
+async fn registry_mode(client: &Client) -> String {
+    let configs: Api<api::module_config::ModuleConfig> = Api::all(client.clone());
+    match configs.get_opt("registry").await {
+        Ok(Some(config)) => config
+            .spec
+            .settings
+            .as_ref()
+            .and_then(|s| s.get("mode"))
+            .and_then(|m| m.as_str())
+            .unwrap_or("Unmanaged")
+            .to_owned(),
+        Ok(None) => "Unmanaged (no ModuleConfig registry)".to_owned(),
+        Err(e) => format!("unknown ({e})"),
+    }
+}
+
+fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Runs the platform until Ctrl-C or SIGTERM.
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+    // Listen for the signal from the start: a stop during start-up still stops cleanly.
+    let signal = tokio::spawn(crate::shutdown_signal());
+    let node = match &args.node_name {
+        Some(name) => name.clone(),
+        None => controller_cmd::hostname().context("no host name: pass --node-name")?,
+    };
+    check_node_name(&node)?;
+    let data_dir = &args.data_dir;
+    let agent_dir = data_dir.join("agent");
+    let pki_dir = args
+        .pki_dir
+        .clone()
+        .unwrap_or_else(|| agent_dir.join("pki"));
+    let layout_cache = args
+        .layout_cache
+        .clone()
+        .unwrap_or_else(|| agent_dir.join("layout.json"));
+    let trust_dir = args
+        .trust_dir
+        .clone()
+        .unwrap_or_else(|| agent_dir.join("trust"));
+    std::fs::create_dir_all(&agent_dir)
+        .with_context(|| format!("creating {}", agent_dir.display()))?;
+
+    // The API server.
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let server =
+        platform_apiserver(apiserver::ApiServer::builder().data_dir(data_dir.join("apiserver")))
+            .user(apiserver::User::registry_agent(&node))
+            .serve(listener)
+            .await
+            .context("starting the API server")?;
+    let admin_kubeconfig = server.admin_kubeconfig().to_owned();
+    let agent_kubeconfig = server
+        .kubeconfig(&format!("system:registry-agent:{node}"))
+        .context("the API server wrote no kubeconfig for the agent")?
+        .to_owned();
+    let admin = client(&admin_kubeconfig).await?;
+    ensure_node(&admin, &node).await?;
+
+    // The registry agent of this node.
+    let agent = agent::run::start(
+        agent::run::Config {
+            listen: args.agent_address,
+            advertise: None,
+            plain_http: false,
+            metrics: Some(args.agent_metrics_address),
+            containerd_registry_dir: args.containerd_registry_dir.clone(),
+            pki_dir: pki_dir.clone(),
+            trust_dir: Some(trust_dir),
+            bootstrap_layout: None,
+            layout_cache,
+            interval: args.interval,
+            timeouts: registry_client::Timeouts::default(),
+        },
+        agent_kube::KubeNodeApi::new(&node, agent_kube::Connection::Kubeconfig(agent_kubeconfig)),
+    )
+    .await
+    .context("starting the registry agent")?;
+    let agent_ca = pki_dir.join(agent::pki::CA_FILE);
+
+    // The controllers, reading release channels through the agent.
+    let engine = if args.without_release_engine {
+        None
+    } else {
+        let flags = <EngineFlags as clap::Parser>::try_parse_from([
+            "d8 up".to_owned(),
+            format!("--registry={}", agent.address),
+            format!("--registry-ca={}", agent_ca.display()),
+            "--embedded".to_owned(),
+        ])
+        .context("release engine flags")?;
+        Some(release_cmd::engine(admin.clone(), &flags.engine)?)
+    };
+    let metrics = controller_cmd::bind_metrics(args.metrics_address).await?;
+    let controller_metrics = metrics.local_addr()?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut controllers = tokio::spawn(controller_cmd::lead(
+        admin.clone(),
+        Composition {
+            identity: node.clone(),
+            registry: registry_controller::Options {
+                interval: args.interval,
+                ..Default::default()
+            },
+            engine,
+            metrics_address: controller_metrics,
+        },
+        metrics,
+        async move {
+            let mut stopped = stopped;
+            let _ = stopped.wait_for(|s| *s).await;
+        },
+    ));
+
+    let mode = registry_mode(&admin).await;
+    let agent_metrics = agent
+        .metrics_address
+        .map(|a| format!("http://{a}/metrics"))
+        .unwrap_or_default();
+    let registry_dir = args.containerd_registry_dir.display();
+    let admin_path = admin_kubeconfig.display();
+    print(&format!(
+        "d8 up: node {node}, state in {data}
+  Kubernetes API      {url}
+  admin kubeconfig    {admin_path}
+  registry agent      https://{agent_address} (CA {ca})
+  containerd drop-in  {registry_dir}/{default}/hosts.toml (containerd's config_path: {registry_dir})
+  metrics             http://{controller_metrics}/metrics (controllers), {agent_metrics} (agent)
+  registry module     {mode}
+To pull through the agent, make the registry module Managed with an upstream:
+  kubectl --kubeconfig {admin_path} apply -f examples/moduleconfig-registry.yaml
+then, once ConfigMap d8-system/registry-image-address exists:
+  ctr -n k8s.io images pull --hosts-dir {registry_dir} registry.d8-system.svc:5001/system/deckhouse/<image>
+Ctrl-C stops.
+",
+        data = data_dir.display(),
+        url = server.url(),
+        agent_address = agent.address,
+        ca = agent_ca.display(),
+        default = agent::dropin::DEFAULT_HOST,
+    ))?;
+    tracing::info!(%node, url = server.url(), agent = %agent.address, "platform running");
+
+    let outcome = tokio::select! {
+        _ = signal => Ok(()),
+        ended = &mut controllers => match ended {
+            Ok(Ok(())) => Err(anyhow::anyhow!("the controllers stopped on their own")),
+            Ok(Err(e)) => Err(e.context("the controllers failed")),
+            Err(e) => Err(anyhow::anyhow!("the controllers panicked: {e}")),
+        },
+    };
+    tracing::info!("stopping: controllers, agent, API server");
+    let _ = stop.send(true);
+    if !controllers.is_finished() {
+        let _ = controllers.await;
+    }
+    agent.stop().await;
+    server.shutdown().await;
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_must_be_dns_names() {
+        for good in ["local", "node-1", "a.b.c", "n0"] {
+            assert!(check_node_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "Node", "-a", "a-", "a..b", "a_b", &"x".repeat(254)] {
+            let error = check_node_name(bad).unwrap_err().to_string();
+            assert!(error.contains("--node-name"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_engine_flags_parse() {
+        let flags = <EngineFlags as clap::Parser>::try_parse_from([
+            "d8 up",
+            "--registry=127.0.0.1:5001",
+            "--registry-ca=/tmp/ca.crt",
+            "--embedded",
+        ]);
+        assert!(flags.is_ok(), "{flags:?}");
+    }
+}
