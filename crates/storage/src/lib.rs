@@ -21,6 +21,7 @@ pub mod fill;
 pub mod run;
 pub mod server;
 pub mod service;
+pub mod status;
 pub mod store;
 
 pub use auth::{Access, Accounts};
