@@ -1,5 +1,6 @@
 //! The cache replica's Kubernetes side: [`KubeStatus`] writes the replica's own
-//! `RegistryStorage.status.replicas[]` entry (implementing [`storage::status::StatusSink`]).
+//! `RegistryStorage.status.replicas[]` entry (implementing [`storage::status::StatusSink`]);
+//! [`election`] campaigns for Lease `registry-storage` under the `MayLead` rules.
 //!
 //! Several replicas write entries of one list. Every write is a read-modify-replace of the
 //! status guarded by `resourceVersion`: a concurrent writer turns ours into a 409, and we read
@@ -9,12 +10,14 @@
 //!
 //! Depends on kube and the API types; the data path (`storage`) must not depend on this crate.
 
+pub mod election;
+
 use std::time::Duration;
 
 use api::registry::{RegistryStorage, Replica, ReplicaRole, SINGLETON, StoreLimit, StoreUsage};
 use kube::api::{Api, PostParams};
 use registry_plan::budget::Refusal;
-use registry_plan::election;
+use registry_plan::election as plan;
 use storage::status::{Report, Role, StatusSink, StoreReport};
 
 /// How many times a write is retried after losing a race.
@@ -127,7 +130,7 @@ fn jitter(node: &str, attempt: u32) -> Duration {
 impl StatusSink for KubeStatus {
     type Error = Error;
 
-    async fn publish(&self, report: &Report) -> Result<Vec<election::Report>, Error> {
+    async fn publish(&self, report: &Report) -> Result<Vec<plan::Report>, Error> {
         Ok(self
             .write(report)
             .await?
@@ -198,8 +201,8 @@ pub fn entry(report: &Report) -> Replica {
 }
 
 /// What leader election reads of a status entry.
-pub fn election_report(replica: &Replica) -> election::Report {
-    election::Report {
+pub fn election_report(replica: &Replica) -> plan::Report {
+    plan::Report {
         node: replica.node.clone(),
         full: replica.full.unwrap_or(false),
         error: replica.error.is_some(),
