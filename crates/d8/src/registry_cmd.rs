@@ -73,6 +73,9 @@ pub(crate) struct StorageArgs {
     /// This node's name (the replica's identity).
     #[arg(long, env = "NODE_NAME")]
     node_name: String,
+    /// Where `/metrics` is served (the store's gauges).
+    #[arg(long, default_value = "127.0.0.1:4284")]
+    metrics_address: SocketAddr,
     /// Kubeconfig for status and leader election; none runs the replica alone.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -309,6 +312,8 @@ fn storage_config(args: &StorageArgs) -> anyhow::Result<storage::run::Config> {
             reserve: quantity("--reserve", &args.reserve)?,
         },
         settings: storage::Settings::default(),
+        node: args.node_name.clone(),
+        metrics_address: Some(args.metrics_address),
     })
 }
 
@@ -321,6 +326,7 @@ async fn storage(args: StorageArgs) -> anyhow::Result<()> {
         node = %args.node_name,
         read = %running.read_address,
         write = %running.write_address,
+        metrics = ?running.metrics_address,
         "registry storage listening"
     );
     crate::shutdown_signal().await;

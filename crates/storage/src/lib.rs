@@ -8,7 +8,8 @@
 //! - [`fill`]: one upstream request per missing digest however many clients ask; every reader
 //!   follows the growing file, Range requests included; the fill outlives its first client.
 //! - [`service`]: the request pipeline of the read ("5001") and write ("5003") listeners;
-//!   [`auth`]: accounts; [`server`]: TLS and client certificates; [`run`]: a replica's process.
+//!   [`auth`]: accounts; [`server`]: TLS and client certificates; [`run`]: a replica's process;
+//!   [`metrics`]: the store's gauges; [`status`]: the replica's report.
 //! - [`body`]: file-backed response bodies with large positional reads.
 //!
 //! The data path must not depend on Kubernetes crates: what the replica reads from and writes
@@ -18,6 +19,7 @@ pub mod auth;
 pub mod body;
 mod error;
 pub mod fill;
+pub mod metrics;
 pub mod run;
 pub mod server;
 pub mod service;

@@ -3,12 +3,14 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::auth::Accounts;
 use crate::error::Error;
+use crate::metrics::StoreMetrics;
 use crate::server::{self, Tls};
 use crate::service::{Listener, Registry, Settings, Upstream};
 use crate::store::{Limits, Store};
@@ -36,6 +38,10 @@ pub struct Config {
     pub limits: Limits,
     /// Registry settings.
     pub settings: Settings,
+    /// The node (the `node` label of the metrics).
+    pub node: String,
+    /// Where `/metrics` is served (plain HTTP); none serves no metrics.
+    pub metrics_address: Option<SocketAddr>,
 }
 
 /// A running replica.
@@ -47,6 +53,8 @@ pub struct Running {
     pub read_address: SocketAddr,
     /// Where the write listener is bound.
     pub write_address: SocketAddr,
+    /// Where `/metrics` is served, if it is.
+    pub metrics_address: Option<SocketAddr>,
     stops: Vec<oneshot::Sender<()>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -85,8 +93,25 @@ pub async fn start(config: Config) -> Result<Running, Error> {
     let write_address = write
         .local_addr()
         .map_err(|e| Error::Config(format!("write listener: {e}")))?;
+    let metrics = match config.metrics_address {
+        Some(address) => Some(bind(address, "metrics").await?),
+        None => None,
+    };
+    let metrics_address = metrics
+        .as_ref()
+        .map(TcpListener::local_addr)
+        .transpose()
+        .map_err(|e| Error::Config(format!("metrics listener: {e}")))?;
     let mut stops = Vec::new();
     let mut tasks = Vec::new();
+    if let Some(socket) = metrics {
+        let gauges = Arc::new(StoreMetrics::new(registry.store().clone(), &config.node));
+        let (tx, rx) = oneshot::channel::<()>();
+        stops.push(tx);
+        tasks.push(tokio::spawn(crate::metrics::serve(socket, gauges, async {
+            let _ = rx.await;
+        })));
+    }
     for (socket, acceptor, listener) in [
         (
             read,
@@ -118,6 +143,7 @@ pub async fn start(config: Config) -> Result<Running, Error> {
         registry,
         read_address,
         write_address,
+        metrics_address,
         stops,
         tasks,
     })
@@ -153,6 +179,8 @@ mod tests {
             upstream: None,
             limits: Limits::default(),
             settings: Settings::default(),
+            node: "n".into(),
+            metrics_address: None,
         };
         let error = start(config).await.unwrap_err().to_string();
         assert!(

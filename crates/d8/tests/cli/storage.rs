@@ -19,9 +19,14 @@ fn basic(user: &str, password: &str) -> String {
 }
 
 /// Starts `d8 registry storage` and waits until its read listener answers.
-async fn start_replica(dir: &Path, upstream: Option<&Upstream>, log: &str) -> (Service, String) {
+async fn start_replica(
+    dir: &Path,
+    upstream: Option<&Upstream>,
+    log: &str,
+) -> (Service, String, String) {
     let read = free_port();
     let write = free_port();
+    let metrics = free_port();
     let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
     command
         .env("RUST_LOG", "debug")
@@ -31,6 +36,7 @@ async fn start_replica(dir: &Path, upstream: Option<&Upstream>, log: &str) -> (S
         .arg(dir.join("data"))
         .arg(format!("--read-address=127.0.0.1:{read}"))
         .arg(format!("--write-address=127.0.0.1:{write}"))
+        .arg(format!("--metrics-address=127.0.0.1:{metrics}"))
         .arg("--pull-credentials-file")
         .arg(dir.join("pull"));
     if let Some(upstream) = upstream {
@@ -49,7 +55,7 @@ async fn start_replica(dir: &Path, upstream: Option<&Upstream>, log: &str) -> (S
         async move { http.get(&ping).send().await.is_ok() }
     })
     .await;
-    (service, url)
+    (service, url, format!("http://127.0.0.1:{metrics}/metrics"))
 }
 
 #[tokio::test]
@@ -68,7 +74,8 @@ async fn the_storage_binary_pulls_through_from_the_upstream_with_credentials_fro
     std::fs::write(dir.path().join("pull"), "# node account\nnode:node-pw\n").unwrap();
     std::fs::write(dir.path().join("upstream"), "up:up-pw\n").unwrap();
 
-    let (mut replica, url) = start_replica(dir.path(), Some(&upstream), "storage.log").await;
+    let (mut replica, url, metrics) =
+        start_replica(dir.path(), Some(&upstream), "storage.log").await;
     let http = testkit::http_client(None);
     let layer = &image.layers[0];
     let blob = format!("{url}/v2/system/deckhouse/blobs/{}", layer.digest);
@@ -94,6 +101,27 @@ async fn the_storage_binary_pulls_through_from_the_upstream_with_credentials_fro
     assert_eq!(bytes.len(), layer.read().len());
     assert_eq!(oci::Digest::sha256(&bytes).to_string(), layer.digest);
 
+    // The stored blob shows in the store's metrics, labelled with the node.
+    let text = http
+        .get(&metrics)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let used: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(r#"d8_registry_store_used_bytes{node="master-0"} "#))
+        .unwrap_or_else(|| panic!("no used_bytes in:\n{text}"))
+        .parse()
+        .unwrap();
+    assert!(used >= 3 << 20, "{used}");
+    assert!(
+        text.contains(r#"d8_registry_store_writable{node="master-0",reason=""} 1"#),
+        "{text}"
+    );
+
     // The push account from the environment may pull too; the read listener takes no pushes.
     let manifest = http
         .get(format!("{url}/v2/system/deckhouse/manifests/v1.70.0"))
@@ -114,7 +142,7 @@ async fn the_storage_binary_pulls_through_from_the_upstream_with_credentials_fro
     // Restarted with the upstream gone, the replica serves what it stored.
     replica.stop();
     upstream.kill();
-    let (_replica, url) = start_replica(dir.path(), None, "storage-2.log").await;
+    let (_replica, url, _) = start_replica(dir.path(), None, "storage-2.log").await;
     let response = http
         .get(format!("{url}/v2/system/deckhouse/blobs/{}", layer.digest))
         .header("authorization", basic("node", "node-pw"))
