@@ -9,7 +9,8 @@
 //!   follows the growing file, Range requests included; the fill outlives its first client.
 //! - [`service`]: the request pipeline of the read ("5001") and write ("5003") listeners;
 //!   [`auth`]: accounts; [`server`]: TLS and client certificates; [`run`]: a replica's process;
-//!   [`metrics`]: the store's gauges; [`status`]: the replica's report.
+//!   [`metrics`]: the store's gauges; [`status`]: the replica's report; [`replicate`]: copying
+//!   images from the leader (or the upstream) ahead of time.
 //! - [`body`]: file-backed response bodies with large positional reads.
 //!
 //! The data path must not depend on Kubernetes crates: what the replica reads from and writes
@@ -20,6 +21,7 @@ pub mod body;
 mod error;
 pub mod fill;
 pub mod metrics;
+pub mod replicate;
 pub mod run;
 pub mod server;
 pub mod service;

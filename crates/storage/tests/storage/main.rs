@@ -6,3 +6,4 @@ mod durability;
 mod growing;
 mod publish;
 mod pull_through;
+mod replicate;
