@@ -27,7 +27,10 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(256);
-    let upstream = Upstream::start_plain().await;
+    // The upstream serves HTTPS, as real upstreams do: both paths then pay for TLS, and the ratio
+    // is the agent's own cost.
+    let upstream_ca = testkit::Certs::new("bench upstream CA");
+    let upstream = Upstream::start(testkit::UpstreamOptions::default().tls(&upstream_ca)).await;
     let images = ImageLayout::new(&upstream.scratch_dir().join("images")).unwrap();
     let image = ImageBuilder::new("bench")
         .layers(&[layer_mb << 20; 4])
@@ -43,6 +46,7 @@ async fn main() {
 
     let state = tempfile::tempdir().unwrap();
     let agent = start_agent(&upstream, state.path()).await;
+    let idle_at_start = rss_kib(agent.pid);
     let ca = std::fs::read_to_string(state.path().join("pki/ca.crt")).unwrap();
     let via_agent = Target {
         base: format!("https://{}", agent.address),
@@ -61,7 +65,7 @@ async fn main() {
     let direct = Target {
         base: upstream.url(),
         repository: "dkp/bench".into(),
-        client: testkit::http_client(None),
+        client: testkit::http_client(upstream.ca_pem()),
     };
 
     // Warm both paths (page cache, connections).
@@ -120,7 +124,8 @@ async fn main() {
     let idle = rss_kib(agent.pid);
     let loaded = rss_under_streams(&via_agent, &image, agent.pid).await;
     println!(
-        "agent RSS: idle {:.1} MiB (target <= 20); with {STREAMS} blob streams open {:.1} MiB, {:.1} KiB per stream (target <= 64)",
+        "agent RSS: idle at start {:.1} MiB (target <= 20), idle after the runs above {:.1} MiB; with {STREAMS} blob streams open {:.1} MiB, {:.1} KiB per stream (target <= 64)",
+        idle_at_start as f64 / 1024.0,
         idle as f64 / 1024.0,
         loaded as f64 / 1024.0,
         (loaded.saturating_sub(idle)) as f64 / STREAMS as f64
@@ -136,7 +141,10 @@ struct Agent {
 
 async fn start_agent(upstream: &Upstream, state: &Path) -> Agent {
     let layout = serde_json::json!({
-        "backends": [{"name": "Upstream", "scheme": "HTTP", "host": upstream.host(), "path": "/dkp"}]
+        "backends": [{
+            "name": "Upstream", "scheme": "HTTPS", "host": upstream.host(), "path": "/dkp",
+            "ca": upstream.ca_pem(),
+        }]
     });
     std::fs::write(state.join("layout.json"), layout.to_string()).unwrap();
     let port = free_port();
