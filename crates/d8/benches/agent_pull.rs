@@ -100,7 +100,7 @@ async fn main() {
 
     let skopeo_direct = skopeo_pull(
         &format!("docker://{}/dkp/bench:v1", upstream.host()),
-        Access::anonymous(),
+        Access::of(&upstream),
     )
     .await;
     let certs = state.path().join("skopeo-certs");
