@@ -1,7 +1,8 @@
 //! Leader election of the cache replicas on Lease `registry-storage` with the `MayLead` rules.
 //!
 //! Each round the replica publishes its entry (with its current role), reads every replica's
-//! entry and the lease, and asks [`registry_plan::election::may_lead`] whether it may lead.
+//! entry and the lease (the first round only publishes, so replicas starting together see each
+//! other before anyone campaigns), and asks [`registry_plan::election::may_lead`] whether it may lead.
 //! Only then does it try to acquire or renew the lease (through [`leader::LeaderElector`]); a
 //! leader that may no longer lead steps aside by releasing the lease. When the status or lease
 //! cannot be read, the current arrangement is kept.
@@ -88,7 +89,7 @@ impl Election {
 
 /// The live holder of `lease`: named, and renewed within its duration (wall clock, as the
 /// holder wrote it; a holder that stopped renewing is not an incumbent).
-fn live_holder(lease: &Lease) -> Option<String> {
+pub(crate) fn live_holder(lease: &Lease) -> Option<String> {
     let spec = lease.spec.as_ref()?;
     let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
     let renewed = spec.renew_time.as_ref()?.0;
@@ -113,6 +114,7 @@ pub fn spawn(
     let node = config.lease.identity.clone();
     let task = tokio::spawn(async move {
         let mut eligible = false;
+        let mut published = false;
         let mut last_check: Option<Instant> = None;
         let mut last_renew: Option<Instant> = None;
         loop {
@@ -125,6 +127,12 @@ pub fn spawn(
                     Role::Follower
                 });
                 match check(&status, &leases, &entry, &config).await {
+                    // The first round only publishes: replicas starting together then see
+                    // each other's entries before anyone campaigns.
+                    Ok(_) if last_check.is_none() && !published => {
+                        published = true;
+                        last_check = Some(Instant::now());
+                    }
                     Ok(may) => {
                         if may != eligible {
                             tracing::info!(node = %node, eligible = may, "leader eligibility changed");

@@ -1,6 +1,8 @@
 //! The cache replica's Kubernetes side: [`KubeStatus`] writes the replica's own
 //! `RegistryStorage.status.replicas[]` entry (implementing [`storage::status::StatusSink`]);
-//! [`election`] campaigns for Lease `registry-storage` under the `MayLead` rules.
+//! [`election`] campaigns for Lease `registry-storage` under the `MayLead` rules; [`sync`]
+//! measures the disk, publishes, and copies ahead of time (leader from the upstream, followers
+//! from the leader).
 //!
 //! Several replicas write entries of one list. Every write is a read-modify-replace of the
 //! status guarded by `resourceVersion`: a concurrent writer turns ours into a 409, and we read
@@ -11,6 +13,7 @@
 //! Depends on kube and the API types; the data path (`storage`) must not depend on this crate.
 
 pub mod election;
+pub mod sync;
 
 use std::time::Duration;
 

@@ -1,0 +1,254 @@
+//! The replica's sync loop (the syncer's part that needs the cluster): measure the own disk
+//! against the expected set, publish the entry, campaign for the lease, and copy ahead of
+//! time — the leader from the upstream while one is held, a follower from the leader's
+//! reported address.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use api::registry::RegistryStorage;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use oci::{Digest, Repository};
+use registry_plan::expected::{Entry, ExpectedSet};
+use storage::replicate::{Progress, Replicator};
+use storage::status::{Report, StoreReport};
+use tokio::sync::watch;
+
+use crate::KubeStatus;
+use crate::election::{self, Election};
+
+/// How a follower reaches the leader's read listener.
+#[derive(Clone, Debug)]
+pub struct LeaderAccess {
+    /// `http` or `https`.
+    pub scheme: registry_client::Scheme,
+    /// CA verifying the leader's serving certificate.
+    pub ca_pem: Option<String>,
+    /// The account to pull with (the node or sync account).
+    pub credentials: Option<registry_client::Credentials>,
+}
+
+/// Sync loop settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Election settings (node name, lease, timings, whether an upstream is held).
+    pub election: election::Config,
+    /// This replica's read address as others reach it (`host:port`).
+    pub address: String,
+    /// The platform repository (`system/deckhouse`).
+    pub repository: Repository,
+    /// The expected set's root manifests.
+    pub roots: Vec<Digest>,
+    /// How the leader is reached.
+    pub leader: LeaderAccess,
+    /// Blobs copied at a time.
+    pub parallelism: usize,
+    /// How often the disk is measured and copying resumed.
+    pub interval: Duration,
+}
+
+/// A running sync loop.
+#[derive(Debug)]
+pub struct Sync {
+    election: Election,
+    report: watch::Receiver<Report>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sync {
+    /// Whether this replica leads.
+    pub fn is_leader(&self) -> bool {
+        self.election.is_leader()
+    }
+
+    /// The replica's latest entry.
+    pub fn report(&self) -> Report {
+        self.report.borrow().clone()
+    }
+
+    /// Stops at once without releasing the lease (as a crash would).
+    pub fn abort(self) {
+        self.task.abort();
+        self.election.abort();
+    }
+
+    /// Stops copying and releases the lease.
+    pub async fn shutdown(self) {
+        self.task.abort();
+        self.election.shutdown().await;
+    }
+}
+
+fn expected(roots: &[Digest]) -> ExpectedSet {
+    ExpectedSet {
+        entries: roots
+            .iter()
+            .map(|d| Entry::Digest(d.to_string()))
+            .collect::<BTreeSet<_>>(),
+    }
+}
+
+/// Measures the own disk: store usage and completeness against the set.
+fn measure(registry: &storage::Registry, config: &Config, report: &mut Report) {
+    let store = registry.store();
+    match store.usage() {
+        Ok(usage) => report.store = Some(StoreReport::of(&usage)),
+        Err(error) => report.error = Some(format!("measuring the store: {error}")),
+    }
+    let set = expected(&config.roots);
+    let completeness = store.completeness(&config.repository, &set, None);
+    report.full = completeness.full;
+    report.verified_digests = completeness.held as u64;
+    report.declared_digests = completeness.declared as u64;
+    report.total_digests = store.blobs().map(|b| b.len() as u64).unwrap_or(0);
+    report.verified_set = (!set.is_empty()).then(|| set.fingerprint());
+}
+
+/// The live lease holder and its reported address, once it reports full: copying from a
+/// leader still filling would make its read listener fetch the same blobs from the upstream
+/// a second time (pull-through next to its own fill).
+async fn leader_address(
+    client: &kube::Client,
+    config: &Config,
+) -> Result<Option<(String, String)>, kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &config.election.namespace);
+    let Some(lease) = leases.get_opt(&config.election.lease.name).await? else {
+        return Ok(None);
+    };
+    let Some(holder) = election::live_holder(&lease) else {
+        return Ok(None);
+    };
+    let storages: Api<RegistryStorage> = Api::all(client.clone());
+    let address = storages
+        .get_opt(api::registry::SINGLETON)
+        .await?
+        .and_then(|s| s.status)
+        .and_then(|s| s.replicas.into_iter().find(|r| r.node == holder))
+        .filter(|r| r.full == Some(true) && r.error.is_none())
+        .and_then(|r| r.address);
+    Ok(address.map(|a| (holder, a)))
+}
+
+/// The upstream repository `repository` maps to (below the upstream's own path prefix).
+fn upstream_repository(upstream: &storage::Upstream, repository: &Repository) -> String {
+    let prefix = upstream.prefix.trim_matches('/');
+    let name = repository.as_str();
+    if prefix.is_empty() {
+        return name.to_owned();
+    }
+    match name.strip_prefix(prefix) {
+        Some("") => String::new(),
+        Some(rest) => rest.trim_start_matches('/').to_owned(),
+        None => name.to_owned(),
+    }
+}
+
+fn leader_remote(
+    access: &LeaderAccess,
+    address: &str,
+) -> Result<registry_client::Remote, registry_client::Error> {
+    let mut endpoint = registry_client::Endpoint::new(access.scheme, address);
+    if let Some(ca) = &access.ca_pem {
+        endpoint = endpoint.ca_pem(ca);
+    }
+    if let Some(credentials) = &access.credentials {
+        endpoint = endpoint.credentials(credentials.clone());
+    }
+    registry_client::Client::new(registry_client::Config::default()).remote(endpoint)
+}
+
+/// Starts the loop over `registry` (the replica's store and upstream, as `storage::run`
+/// started them).
+pub fn spawn(
+    client: kube::Client,
+    registry: storage::Registry,
+    upstream: Option<storage::Upstream>,
+    config: Config,
+) -> Result<Sync, leader::Error> {
+    let node = config.election.lease.identity.clone();
+    let mut first = Report::new(&node, &config.address);
+    measure(&registry, &config, &mut first);
+    let (report_tx, report_rx) = watch::channel(first);
+    let election = election::spawn(
+        client.clone(),
+        KubeStatus::new(client.clone()),
+        report_rx.clone(),
+        config.election.clone(),
+    )?;
+    let leading = election.subscribe();
+    let task = tokio::spawn(async move {
+        let mut source: Option<String> = None;
+        loop {
+            let mut report = Report::new(&node, &config.address);
+            measure(&registry, &config, &mut report);
+            let is_leader = *leading.borrow();
+            if is_leader {
+                source = None;
+            }
+            let mut error = None;
+            if !report.full && !config.roots.is_empty() {
+                let progress = Progress::default();
+                if is_leader {
+                    if let Some(upstream) = &upstream {
+                        let source_repository = upstream_repository(upstream, &config.repository);
+                        let result = Replicator::new(
+                            registry.store(),
+                            &upstream.remote,
+                            &source_repository,
+                            &config.repository,
+                            config.parallelism,
+                            &progress,
+                        )
+                        .copy_all(&config.roots)
+                        .await;
+                        if let Err(e) = result {
+                            error = Some(format!("fill from the upstream: {e}"));
+                        }
+                    }
+                } else {
+                    match leader_address(&client, &config).await {
+                        Ok(Some((leader, address))) if leader != node => {
+                            source = Some(leader.clone());
+                            let result = match leader_remote(&config.leader, &address) {
+                                Ok(remote) => {
+                                    Replicator::new(
+                                        registry.store(),
+                                        &remote,
+                                        config.repository.as_str(),
+                                        &config.repository,
+                                        config.parallelism,
+                                        &progress,
+                                    )
+                                    .copy_all(&config.roots)
+                                    .await
+                                }
+                                Err(e) => Err(storage::Error::Upstream(e)),
+                            };
+                            if let Err(e) = result {
+                                error = Some(format!("replication from {leader}: {e}"));
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(node = %node, error = %e, "cannot find the leader")
+                        }
+                    }
+                }
+                measure(&registry, &config, &mut report);
+            }
+            if let Some(error) = &error {
+                tracing::warn!(node = %node, %error, "copy ahead of time failed; retrying");
+            }
+            report.error = error;
+            report.source.clone_from(&source);
+            let _ = report_tx.send(report);
+            tokio::time::sleep(config.interval).await;
+        }
+    });
+    Ok(Sync {
+        election,
+        report: report_rx,
+        task,
+    })
+}
