@@ -76,9 +76,37 @@ pub(crate) struct StorageArgs {
     /// Where `/metrics` is served (the store's gauges).
     #[arg(long, default_value = "127.0.0.1:4284")]
     metrics_address: SocketAddr,
-    /// Kubeconfig for status and leader election; none runs the replica alone.
+    /// Kubeconfig for status, leader election and replication; none runs the replica alone.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// How other replicas reach this read listener, `host:port` (default: the read address).
+    #[arg(long)]
+    advertise_address: Option<String>,
+    /// A root manifest digest of the expected set (repeatable): the leader fills it from the
+    /// upstream, followers copy it from the leader, completeness is counted against it.
+    #[arg(long = "expected-root", value_name = "DIGEST")]
+    expected_roots: Vec<String>,
+    /// CA (PEM) verifying the other replicas' serving certificates when copying from the leader.
+    #[arg(long)]
+    peer_ca: Option<PathBuf>,
+    /// How often the disk is measured and copying resumed.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    sync_interval: Duration,
+    /// How often leader eligibility is re-checked.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    eligibility_interval: Duration,
+    /// Lease `registry-storage` duration.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    lease_duration: Duration,
+    /// A leader that cannot renew for this long steps down.
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    renew_deadline: Duration,
+    /// How often the lease is acquired or renewed.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    retry_period: Duration,
+    /// Blobs copied at a time.
+    #[arg(long, default_value_t = 4)]
+    parallelism: usize,
 }
 
 /// Flags of `d8 registry agent` (Deckhouse's names and defaults).
@@ -317,11 +345,97 @@ fn storage_config(args: &StorageArgs) -> anyhow::Result<storage::run::Config> {
     })
 }
 
+async fn kube_client(path: &std::path::Path) -> anyhow::Result<kube::Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .context("loading the kubeconfig")?;
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// The first account of `file` / `env` (the account replication pulls from the leader with).
+fn first_account(
+    file: Option<&std::path::Path>,
+    env: &str,
+) -> anyhow::Result<Option<registry_client::Credentials>> {
+    Ok(accounts_from(file, env, "credentials")?
+        .into_iter()
+        .next()
+        .map(|(user, password)| registry_client::Credentials::new(user, password)))
+}
+
+fn sync_config(
+    args: &StorageArgs,
+    running: &storage::run::Running,
+) -> anyhow::Result<storage_kube::sync::Config> {
+    let roots = args
+        .expected_roots
+        .iter()
+        .map(|d| {
+            oci::Digest::parse(d).with_context(|| format!("--expected-root {d:?}: not a digest"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let address = match &args.advertise_address {
+        Some(a) => a.clone(),
+        None if running.read_address.ip().is_unspecified() => anyhow::bail!(
+            "--advertise-address is required with --kubeconfig when --read-address is {}: other replicas must know where to copy from",
+            args.read_address
+        ),
+        None => running.read_address.to_string(),
+    };
+    let mut election =
+        storage_kube::election::Config::new(&args.node_name, args.upstream.is_some());
+    election.lease.lease_duration = args.lease_duration;
+    election.lease.renew_deadline = args.renew_deadline;
+    election.lease.retry_period = args.retry_period;
+    election.recheck = args.eligibility_interval;
+    let credentials =
+        match first_account(args.push_credentials_file.as_deref(), PUSH_CREDENTIALS_ENV)? {
+            Some(c) => Some(c),
+            None => first_account(args.pull_credentials_file.as_deref(), PULL_CREDENTIALS_ENV)?,
+        };
+    Ok(storage_kube::sync::Config {
+        election,
+        address,
+        repository: oci::Repository::parse(args.upstream_prefix.trim_matches('/'))
+            .with_context(|| format!("--upstream-prefix {:?}", args.upstream_prefix))?,
+        roots,
+        leader: storage_kube::sync::LeaderAccess {
+            scheme: if args.tls_cert.is_some() {
+                registry_client::Scheme::Https
+            } else {
+                registry_client::Scheme::Http
+            },
+            ca_pem: args
+                .peer_ca
+                .as_deref()
+                .map(|p| read_text(p, "--peer-ca"))
+                .transpose()?,
+            credentials,
+        },
+        parallelism: args.parallelism.max(1),
+        interval: args.sync_interval,
+    })
+}
+
 async fn storage(args: StorageArgs) -> anyhow::Result<()> {
     let config = storage_config(&args)?;
+    let upstream = config.upstream.clone();
     let running = storage::run::start(config)
         .await
         .context("starting the storage replica")?;
+    let sync = match &args.kubeconfig {
+        Some(path) => {
+            let sync_config = sync_config(&args, &running)?;
+            let client = kube_client(path).await?;
+            Some(
+                storage_kube::sync::spawn(client, running.registry.clone(), upstream, sync_config)
+                    .context("starting leader election")?,
+            )
+        }
+        None => None,
+    };
     tracing::info!(
         node = %args.node_name,
         read = %running.read_address,
@@ -330,6 +444,9 @@ async fn storage(args: StorageArgs) -> anyhow::Result<()> {
         "registry storage listening"
     );
     crate::shutdown_signal().await;
+    if let Some(sync) = sync {
+        sync.shutdown().await;
+    }
     running.stop().await;
     Ok(())
 }

@@ -184,3 +184,205 @@ fn the_storage_binary_refuses_to_start_without_accounts_and_says_how() {
         "{stderr}"
     );
 }
+
+/// Starts a replica process joined to the cluster through `kubeconfig`, with short timings.
+fn start_member(
+    dir: &Path,
+    node: &str,
+    kubeconfig: &Path,
+    upstream: &Upstream,
+    root: &str,
+) -> (Service, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("pull"), "node:node-pw\n").unwrap();
+    std::fs::write(dir.join("upstream"), "up:up-pw\n").unwrap();
+    let read = free_port();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
+    command
+        .env("RUST_LOG", "info")
+        .args(["registry", "storage", "--node-name", node])
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg(format!("--read-address=127.0.0.1:{read}"))
+        .arg(format!("--write-address=127.0.0.1:{}", free_port()))
+        .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
+        .arg("--pull-credentials-file")
+        .arg(dir.join("pull"))
+        .arg("--upstream")
+        .arg(format!("{}/deckhouse/ee", upstream.url()))
+        .arg("--upstream-credentials-file")
+        .arg(dir.join("upstream"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--expected-root", root])
+        .args(["--sync-interval=200ms", "--eligibility-interval=300ms"])
+        .args([
+            "--lease-duration=2s",
+            "--renew-deadline=1500ms",
+            "--retry-period=200ms",
+        ]);
+    let service = Service::spawn(
+        &format!("d8 registry storage {node}"),
+        command,
+        dir.join("log"),
+    )
+    .unwrap();
+    (service, format!("http://127.0.0.1:{read}"))
+}
+
+/// `(node, role, full, source)` of every replica entry.
+fn replicas(kubeconfig: &Path) -> Vec<(String, String, bool, String)> {
+    let (ok, out, _) = crate::kubectl(
+        kubeconfig,
+        &[
+            "get",
+            "registrystorages.deckhouse.io",
+            "registry",
+            "-o",
+            "json",
+        ],
+    );
+    if !ok {
+        return Vec::new();
+    }
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    value["status"]["replicas"]
+        .as_array()
+        .map(|entries| {
+            entries
+                .iter()
+                .map(|r| {
+                    (
+                        r["node"].as_str().unwrap_or_default().to_owned(),
+                        r["role"].as_str().unwrap_or_default().to_owned(),
+                        r["full"].as_bool().unwrap_or(false),
+                        r["source"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn two_replica_processes_fill_replicate_and_a_follower_takes_over_after_kill_9() {
+    let upstream = Upstream::start(UpstreamOptions::default().token_auth("up", "up-pw")).await;
+    let layout = testkit::image::Layout::new(&upstream.scratch_dir().join("images")).unwrap();
+    let image = ImageBuilder::new("storage-cluster")
+        .uncompressed()
+        .layers(&[2 << 20, 100_000])
+        .build(&layout);
+    testkit::push::Registry::of(&upstream)
+        .push_image("deckhouse/ee", Some("v1.70.0"), &image)
+        .await
+        .unwrap();
+    let server = crate::Apiserver::start(&[]).await;
+    let admin = server.admin();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("rstor.yaml"),
+        "apiVersion: deckhouse.io/v1alpha1\nkind: RegistryStorage\nmetadata:\n  name: registry\nspec: {}\n",
+    )
+    .unwrap();
+    crate::kubectl_ok(
+        &admin,
+        &[
+            "apply",
+            "-f",
+            &dir.path().join("rstor.yaml").display().to_string(),
+        ],
+    );
+
+    let (a, a_url) = start_member(
+        &dir.path().join("a"),
+        "master-a",
+        &admin,
+        &upstream,
+        image.digest(),
+    );
+    let (b, b_url) = start_member(
+        &dir.path().join("b"),
+        "master-b",
+        &admin,
+        &upstream,
+        image.digest(),
+    );
+    until("both replicas full", Duration::from_secs(30), || {
+        let r = replicas(&admin);
+        r.len() == 2 && r.iter().all(|(_, _, full, _)| *full)
+    })
+    .await;
+    until("roles reported", Duration::from_secs(10), || {
+        let r = replicas(&admin);
+        let leader: Vec<_> = r
+            .iter()
+            .filter(|(_, role, _, _)| role == "Leader")
+            .collect();
+        leader.len() == 1
+            && r.iter()
+                .filter(|(_, role, _, _)| role == "Follower")
+                .count()
+                == 1
+    })
+    .await;
+    let entries = replicas(&admin);
+    let (leader, _, _, _) = entries
+        .iter()
+        .find(|(_, role, _, _)| role == "Leader")
+        .unwrap()
+        .clone();
+    let (follower, _, _, source) = entries
+        .iter()
+        .find(|(_, role, _, _)| role == "Follower")
+        .unwrap()
+        .clone();
+    assert_eq!(source, leader, "the follower copied from the leader");
+    // Whichever started campaigning first may lead; the other copied from it.
+    let (mut leader_process, follower_url) = if leader == "master-a" {
+        (a, b_url)
+    } else {
+        (b, a_url)
+    };
+
+    // kill -9 the leader: the full follower takes over after the lease expires.
+    let pid = leader_process.pid().unwrap();
+    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    let killed = std::time::Instant::now();
+    until("the follower leads", Duration::from_secs(15), || {
+        replicas(&admin)
+            .iter()
+            .any(|(node, role, full, _)| *node == follower && role == "Leader" && *full)
+    })
+    .await;
+    let took = killed.elapsed();
+    assert!(
+        took >= Duration::from_millis(1500),
+        "took over after {took:?}"
+    );
+    leader_process.stop();
+
+    // The new leader serves the image from its own disk.
+    let http = testkit::http_client(None);
+    for blob in image.blobs() {
+        let response = http
+            .get(format!(
+                "{follower_url}/v2/system/deckhouse/blobs/{}",
+                blob.digest
+            ))
+            .header("authorization", basic("node", "node-pw"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let bytes = response.bytes().await.unwrap();
+        assert_eq!(oci::Digest::sha256(&bytes).to_string(), blob.digest);
+    }
+}
