@@ -200,6 +200,7 @@ pub fn spawn(
                             config.parallelism,
                             &progress,
                         )
+                        .through(&registry)
                         .copy_all(&config.roots)
                         .await;
                         if let Err(e) = result {

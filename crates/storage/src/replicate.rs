@@ -14,6 +14,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use oci::{Digest, Repository};
 
 use crate::error::Error;
+use crate::service::Registry;
 use crate::store::Store;
 
 /// Bytes gathered before one blocking write.
@@ -41,6 +42,7 @@ pub struct Replicator<'a> {
     repository: &'a Repository,
     parallelism: usize,
     progress: &'a Progress,
+    through: Option<&'a Registry>,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -70,7 +72,16 @@ impl<'a> Replicator<'a> {
             repository,
             parallelism: parallelism.max(1),
             progress,
+            through: None,
         }
+    }
+
+    /// Fetches blobs through `registry`'s single flight from its held upstream instead of
+    /// from the source directly (the leader's fill): a client missing the same blob meanwhile
+    /// joins the fill rather than causing a second upstream request.
+    pub fn through(mut self, registry: &'a Registry) -> Self {
+        self.through = Some(registry);
+        self
     }
 
     /// Copies every root manifest and what it references.
@@ -134,6 +145,14 @@ impl<'a> Replicator<'a> {
     async fn copy_blob(&self, digest: Digest, size: u64) -> Result<(), Error> {
         if self.store.blob_size(&digest).is_some() {
             self.progress.already_held.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        if let Some(registry) = self.through {
+            registry.fill_blob(self.repository, digest).await?;
+            self.progress.blobs_copied.fetch_add(1, Ordering::Relaxed);
+            self.progress
+                .bytes_copied
+                .fetch_add(size, Ordering::Relaxed);
             return Ok(());
         }
         let response = self

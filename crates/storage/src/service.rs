@@ -135,6 +135,34 @@ impl Registry {
         *self.0.upstream.write().unwrap_or_else(|e| e.into_inner()) = upstream;
     }
 
+    /// Stores blob `digest` of `repository` from the held upstream through the same single
+    /// flight as pull-through reads: a fill ahead of time and clients missing the same blob
+    /// share one upstream request.
+    pub async fn fill_blob(&self, repository: &Repository, digest: Digest) -> Result<(), Error> {
+        if self.0.store.blob_size(&digest).is_some() {
+            return Ok(());
+        }
+        let Some(source) = self.source(repository) else {
+            return Err(Error::Config(format!(
+                "{repository} does not map to a held upstream; nothing to fill from"
+            )));
+        };
+        let mut rx = self.0.fills.join(&self.0.store, source, digest);
+        match fill::finished(&mut rx).await {
+            FillState::Done { .. } => Ok(()),
+            FillState::Failed { reason, status } => Err(Error::FillFailed {
+                digest,
+                reason,
+                status,
+            }),
+            _ => Err(Error::FillFailed {
+                digest,
+                reason: "the store refuses writes".to_owned(),
+                status: 507,
+            }),
+        }
+    }
+
     /// The upstream source for a local repository, if it maps to the held upstream.
     fn source(&self, repository: &Repository) -> Option<Source> {
         let guard = self.0.upstream.read().unwrap_or_else(|e| e.into_inner());

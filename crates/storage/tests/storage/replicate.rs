@@ -146,3 +146,69 @@ async fn a_follower_copies_an_index_from_the_leader_with_the_upstream_gone_and_r
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fill_ahead_of_time_and_clients_missing_the_same_blob_share_one_upstream_request() {
+    let upstream =
+        testkit::Upstream::start(UpstreamOptions::default().token_auth("up", "up-pw")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let layout = testkit::image::Layout::new(dir.path()).unwrap();
+    let image = ImageBuilder::new("shared-fill")
+        .uncompressed()
+        .layer(16 << 20)
+        .build(&layout);
+    testkit::push::Registry::of(&upstream)
+        .push_image("deckhouse/ee", Some("v1.70.0"), &image)
+        .await
+        .unwrap();
+    let leader = common::start(Options {
+        upstream: Some(storage::Upstream {
+            remote: remote_of(&upstream, "deckhouse/ee"),
+            prefix: "system/deckhouse".into(),
+        }),
+        ..Options::default()
+    })
+    .await;
+    let repository = Repository::parse("system/deckhouse").unwrap();
+    let layer = image.layers[0].digest.clone();
+    let url = format!("{}/v2/system/deckhouse/blobs/{layer}", leader.read_url());
+    let http = common::client();
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let (http, url) = (http.clone(), url.clone());
+            tokio::spawn(async move {
+                let response = http
+                    .get(&url)
+                    .header("authorization", common::basic(NODE))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(response.status(), 200);
+                common::sha256(&response.bytes().await.unwrap())
+            })
+        })
+        .collect();
+    let from_upstream = remote_of(&upstream, "deckhouse/ee");
+    let progress = Progress::default();
+    Replicator::new(
+        leader.store(),
+        &from_upstream,
+        "",
+        &repository,
+        2,
+        &progress,
+    )
+    .through(&leader.registry)
+    .copy_all(&[Digest::parse(image.digest()).unwrap()])
+    .await
+    .expect("fill");
+    for client in clients {
+        assert_eq!(client.await.unwrap(), layer);
+    }
+    let gets = common::upstream_gets(&upstream.log(), &format!("/v2/deckhouse/ee/blobs/{layer}"));
+    assert_eq!(
+        gets, 1,
+        "the layer was fetched {gets} times from the upstream"
+    );
+    assert!(leader.store().verify().unwrap().removed.is_empty());
+}
