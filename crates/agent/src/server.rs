@@ -1,5 +1,5 @@
 //! Listeners: the registry endpoint (TLS, or plain HTTP for local use) and the metrics
-//! endpoint. HTTP/1.1 and HTTP/2, graceful shutdown, and a certificate that can be replaced
+//! endpoint, on the shared accept loop of `http-serve`, with a certificate that can be replaced
 //! while serving.
 
 use std::net::SocketAddr;
@@ -8,9 +8,6 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio::net::TcpListener;
@@ -63,11 +60,14 @@ pub async fn serve_registry(
     proxy: Proxy,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
+    let service = move |_: http_serve::Connection| {
         let proxy = proxy.clone();
-        async move { Ok::<_, std::convert::Infallible>(proxy.handle(request).await) }
-    });
-    serve(listener, tls, service, shutdown).await;
+        hyper::service::service_fn(move |request: http::Request<Incoming>| {
+            let proxy = proxy.clone();
+            async move { Ok::<_, std::convert::Infallible>(proxy.handle(request).await) }
+        })
+    };
+    http_serve::serve(listener, tls, service, shutdown).await;
 }
 
 /// Serves `/metrics` and `/healthz` on `listener` (plain HTTP, loopback).
@@ -76,22 +76,28 @@ pub async fn serve_metrics(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
+    let service = move |_: http_serve::Connection| {
         let metrics = metrics.clone();
-        async move {
-            let response = match request.uri().path() {
-                "/metrics" => plain(
-                    StatusCode::OK,
-                    metrics.encode(),
-                    "text/plain; version=0.0.4",
-                ),
-                "/healthz" => plain(StatusCode::OK, "ok".into(), "text/plain"),
-                _ => plain(StatusCode::NOT_FOUND, "not found".into(), "text/plain"),
-            };
-            Ok::<_, std::convert::Infallible>(response)
-        }
-    });
-    serve(listener, None, service, shutdown).await;
+        hyper::service::service_fn(move |request: http::Request<Incoming>| {
+            let metrics = metrics.clone();
+            async move {
+                Ok::<_, std::convert::Infallible>(metrics_answer(request.uri().path(), &metrics))
+            }
+        })
+    };
+    http_serve::serve(listener, None, service, shutdown).await;
+}
+
+fn metrics_answer(path: &str, metrics: &Metrics) -> Response<ProxyBody> {
+    match path {
+        "/metrics" => plain(
+            StatusCode::OK,
+            metrics.encode(),
+            "text/plain; version=0.0.4",
+        ),
+        "/healthz" => plain(StatusCode::OK, "ok".into(), "text/plain"),
+        _ => plain(StatusCode::NOT_FOUND, "not found".into(), "text/plain"),
+    }
 }
 
 fn plain(status: StatusCode, body: String, content_type: &'static str) -> Response<ProxyBody> {
@@ -104,69 +110,6 @@ fn plain(status: StatusCode, body: String, content_type: &'static str) -> Respon
         http::HeaderValue::from_static(content_type),
     );
     response
-}
-
-async fn serve<S>(
-    listener: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    service: S,
-    shutdown: impl std::future::Future<Output = ()>,
-) where
-    S: hyper::service::Service<
-            http::Request<Incoming>,
-            Response = Response<ProxyBody>,
-            Error = std::convert::Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    let graceful = GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let service = service.clone();
-        let builder = builder.clone();
-        let tls = tls.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            match tls {
-                Some(acceptor) => {
-                    let handshake = tokio::time::timeout(
-                        std::time::Duration::from_secs(10),
-                        acceptor.accept(stream),
-                    )
-                    .await;
-                    match handshake {
-                        Ok(Ok(stream)) => {
-                            let connection =
-                                builder.serve_connection(TokioIo::new(stream), service);
-                            let _ = watcher.watch(connection.into_owned()).await;
-                        }
-                        Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                    }
-                }
-                None => {
-                    let connection = builder.serve_connection(TokioIo::new(stream), service);
-                    let _ = watcher.watch(connection.into_owned()).await;
-                }
-            }
-        });
-    }
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), graceful.shutdown()).await;
 }
 
 /// Binds `address`, with a message naming it on failure.

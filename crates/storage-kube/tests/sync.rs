@@ -58,7 +58,10 @@ async fn replica(
         read_accounts: accounts.clone(),
         write_accounts: accounts,
         upstream: Some(upstream_of(upstream)),
-        limits: Limits::default(),
+        limits: Limits {
+            budget: None,
+            reserve: Some(0),
+        },
         settings: Settings::default(),
         node: node.into(),
         metrics_address: None,

@@ -1,12 +1,9 @@
-//! Listeners: plain HTTP or TLS (optionally asking for a client certificate), HTTP/1.1 and
-//! HTTP/2, graceful shutdown.
+//! Listeners: plain HTTP or TLS (optionally asking for a client certificate), on the shared
+//! accept loop of `http-serve`.
 
 use std::sync::Arc;
 
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
@@ -82,65 +79,15 @@ pub async fn serve(
     handler: Listener,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let graceful = GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
+    let service = move |connection: http_serve::Connection| {
         let handler = handler.clone();
-        let builder = builder.clone();
-        let tls = tls.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let service = |info: Peer| {
-                let handler = handler.clone();
-                hyper::service::service_fn(move |request: http::Request<Incoming>| {
-                    let handler = handler.clone();
-                    async move { Ok::<_, std::convert::Infallible>(handler.handle(request, info).await) }
-                })
-            };
-            match tls {
-                Some(acceptor) => {
-                    let handshake = tokio::time::timeout(
-                        std::time::Duration::from_secs(10),
-                        acceptor.accept(stream),
-                    )
-                    .await;
-                    match handshake {
-                        Ok(Ok(stream)) => {
-                            let info = Peer {
-                                client_certificate: stream
-                                    .get_ref()
-                                    .1
-                                    .peer_certificates()
-                                    .is_some_and(|c| !c.is_empty()),
-                            };
-                            let connection =
-                                builder.serve_connection(TokioIo::new(stream), service(info));
-                            let _ = watcher.watch(connection.into_owned()).await;
-                        }
-                        Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                    }
-                }
-                None => {
-                    let connection =
-                        builder.serve_connection(TokioIo::new(stream), service(Peer::default()));
-                    let _ = watcher.watch(connection.into_owned()).await;
-                }
-            }
-        });
-    }
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), graceful.shutdown()).await;
+        let peer = Peer {
+            client_certificate: connection.client_certificate,
+        };
+        hyper::service::service_fn(move |request: http::Request<Incoming>| {
+            let handler = handler.clone();
+            async move { Ok::<_, std::convert::Infallible>(handler.handle(request, peer).await) }
+        })
+    };
+    http_serve::serve(listener, tls, service, shutdown).await;
 }

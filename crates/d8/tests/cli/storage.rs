@@ -32,6 +32,8 @@ async fn start_replica(
         .env("RUST_LOG", "debug")
         .env("D8_REGISTRY_PUSH_CREDENTIALS", "sync:sync-pw")
         .args(["registry", "storage", "--node-name", "master-0"])
+        // A small reserve: the default keeps up to 60 GiB free, more than a build machine has.
+        .arg("--reserve=64Mi")
         .arg("--data-dir")
         .arg(dir.join("data"))
         .arg(format!("--read-address=127.0.0.1:{read}"))
@@ -201,6 +203,7 @@ fn start_member(
     command
         .env("RUST_LOG", "info")
         .args(["registry", "storage", "--node-name", node])
+        .arg("--reserve=64Mi")
         .arg("--data-dir")
         .arg(dir.join("data"))
         .arg(format!("--read-address=127.0.0.1:{read}"))

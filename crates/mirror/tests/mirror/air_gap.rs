@@ -44,7 +44,14 @@ async fn serve(
 async fn replica(ca: &Certs) -> Replica {
     testkit::install_crypto();
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("data"), storage::Limits::default()).unwrap();
+    let store = Store::open(
+        &dir.path().join("data"),
+        storage::Limits {
+            budget: None,
+            reserve: Some(0),
+        },
+    )
+    .unwrap();
     let registry = Registry::new(store, None, Settings::default());
     let server = ca.server(&[]);
     let tls = Tls {

@@ -16,7 +16,10 @@ fn tmp_entries(store: &Store) -> usize {
 
 #[test]
 fn a_blob_is_visible_only_once_committed_and_verified() {
-    let (_dir, store) = store(Limits::default());
+    let (_dir, store) = store(Limits {
+        budget: None,
+        reserve: Some(0),
+    });
     let data = b"hello layer".repeat(1000);
     let digest = Digest::sha256(&data);
     let mut w = store.writer(Algorithm::Sha256, None).expect("writer");
@@ -39,7 +42,10 @@ fn a_blob_is_visible_only_once_committed_and_verified() {
 
 #[test]
 fn a_mismatch_stores_nothing_and_leaves_no_temp_file() {
-    let (_dir, store) = store(Limits::default());
+    let (_dir, store) = store(Limits {
+        budget: None,
+        reserve: Some(0),
+    });
     let wrong = Digest::sha256(b"something else");
     let mut w = store.writer(Algorithm::Sha256, Some(5)).expect("writer");
     w.write(b"hello").expect("write");
@@ -56,7 +62,14 @@ fn a_mismatch_stores_nothing_and_leaves_no_temp_file() {
 fn open_removes_leftovers_and_counts_committed_bytes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let digest = {
-        let store = Store::open(dir.path(), Limits::default()).expect("open");
+        let store = Store::open(
+            dir.path(),
+            Limits {
+                budget: None,
+                reserve: Some(0),
+            },
+        )
+        .expect("open");
         let d = store.put_bytes(b"committed", None).expect("put");
         let mut w = store.writer(Algorithm::Sha256, None).expect("writer");
         w.write(b"half of something").expect("write");
@@ -65,7 +78,14 @@ fn open_removes_leftovers_and_counts_committed_bytes() {
         assert_eq!(tmp_entries(&store), 2);
         d
     };
-    let store = Store::open(dir.path(), Limits::default()).expect("reopen");
+    let store = Store::open(
+        dir.path(),
+        Limits {
+            budget: None,
+            reserve: Some(0),
+        },
+    )
+    .expect("reopen");
     assert_eq!(tmp_entries(&store), 0);
     assert_eq!(store.usage().expect("usage").used, 9);
     assert_eq!(store.blob_size(&digest), Some(9));
@@ -73,7 +93,10 @@ fn open_removes_leftovers_and_counts_committed_bytes() {
 
 #[test]
 fn verify_removes_corrupt_blobs_only() {
-    let (_dir, store) = store(Limits::default());
+    let (_dir, store) = store(Limits {
+        budget: None,
+        reserve: Some(0),
+    });
     let good = store.put_bytes(b"good", None).expect("put");
     let bad = store.put_bytes(b"bad!", None).expect("put");
     fs::write(store.blob_path(&bad), b"evil").expect("corrupt");
@@ -86,7 +109,10 @@ fn verify_removes_corrupt_blobs_only() {
 
 #[test]
 fn manifests_and_tags_per_repository() {
-    let (_dir, store) = store(Limits::default());
+    let (_dir, store) = store(Limits {
+        budget: None,
+        reserve: Some(0),
+    });
     let a = repo("system/deckhouse/a");
     let b = repo("system/deckhouse/b");
     let bytes = br#"{"schemaVersion":2}"#;
@@ -178,7 +204,10 @@ fn reserve_refuses_writes() {
 #[test]
 fn completeness_is_counted_on_the_own_disk() {
     use registry_plan::expected::{Entry, ExpectedSet};
-    let (_dir, store) = store(Limits::default());
+    let (_dir, store) = store(Limits {
+        budget: None,
+        reserve: Some(0),
+    });
     let platform = repo("system/deckhouse");
     let v = Tag::parse("v1.60.3").expect("tag");
     let held = store.put_bytes(b"layer", None).expect("put");

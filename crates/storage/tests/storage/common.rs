@@ -18,7 +18,6 @@ pub(crate) fn basic((user, password): (&str, &str)) -> String {
 }
 
 /// How to start a replica.
-#[derive(Default)]
 pub(crate) struct Options {
     pub(crate) upstream: Option<Upstream>,
     pub(crate) limits: Limits,
@@ -26,6 +25,23 @@ pub(crate) struct Options {
     pub(crate) write_tls: Option<Tls>,
     pub(crate) data_dir: Option<std::path::PathBuf>,
     pub(crate) settings: Settings,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            upstream: None,
+            // No reserve unless a test asks for one: the default (up to 60 GiB free) depends on
+            // how full the build machine's disk is.
+            limits: Limits {
+                budget: None,
+                reserve: Some(0),
+            },
+            write_tls: None,
+            data_dir: None,
+            settings: Settings::default(),
+        }
+    }
 }
 
 pub(crate) struct Replica {

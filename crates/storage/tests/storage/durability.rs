@@ -16,7 +16,14 @@ fn kill_child_writer() {
     let Ok(dir) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let store = Store::open(std::path::Path::new(&dir), Limits::default()).expect("open");
+    let store = Store::open(
+        std::path::Path::new(&dir),
+        Limits {
+            budget: None,
+            reserve: Some(0),
+        },
+    )
+    .expect("open");
     let repo = Repository::parse("system/deckhouse").expect("repo");
     let pid = std::process::id();
     for n in 0u64.. {
@@ -89,7 +96,14 @@ fn kill_minus_nine_leaves_a_consistent_store() {
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
 
-        let store = Store::open(&data, Limits::default()).expect("reopen");
+        let store = Store::open(
+            &data,
+            Limits {
+                budget: None,
+                reserve: Some(0),
+            },
+        )
+        .expect("reopen");
         assert_eq!(
             std::fs::read_dir(data.join("tmp")).expect("tmp").count(),
             0,

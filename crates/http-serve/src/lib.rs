@@ -1,0 +1,98 @@
+//! The accept loop shared by the platform's HTTP servers (the node agent, the cache replicas):
+//! plain TCP or TLS with a handshake timeout, HTTP/1.1 and HTTP/2 (whatever the acceptor's
+//! ALPN offers), and a graceful shutdown that lets requests in flight finish.
+//!
+//! It knows nothing of what is served: the caller builds one service per connection from what
+//! the connection tells ([`Connection`]).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+
+/// How long a client may take over the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long requests in flight may take to finish after shutdown.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a service may want to know about its connection.
+#[derive(Clone, Copy, Debug)]
+pub struct Connection {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// Whether the client presented a certificate the acceptor verified.
+    pub client_certificate: bool,
+}
+
+/// Serves connections from `listener` until `shutdown` resolves, then lets requests in flight
+/// finish (up to 30 s). `service` makes the service for one connection.
+pub async fn serve<F, S, B>(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    service: F,
+    shutdown: impl std::future::Future<Output = ()>,
+) where
+    F: Fn(Connection) -> S + Clone + Send + 'static,
+    S: hyper::service::Service<http::Request<Incoming>, Response = http::Response<B>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let graceful = GracefulShutdown::new();
+    let builder = auto::Builder::new(TokioExecutor::new());
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = service.clone();
+        let builder = builder.clone();
+        let tls = tls.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let Some(acceptor) = tls else {
+                let connection = Connection {
+                    peer,
+                    client_certificate: false,
+                };
+                let serving = builder.serve_connection(TokioIo::new(stream), service(connection));
+                let _ = watcher.watch(serving.into_owned()).await;
+                return;
+            };
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(stream)) => {
+                    let connection = Connection {
+                        peer,
+                        client_certificate: stream
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .is_some_and(|c| !c.is_empty()),
+                    };
+                    let serving = builder.serve_connection(TokioIo::new(stream), service(connection));
+                    let _ = watcher.watch(serving.into_owned()).await;
+                }
+                Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
+                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+            }
+        });
+    }
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await;
+}
