@@ -38,8 +38,11 @@ pub async fn serve<F, S, B>(
     shutdown: impl std::future::Future<Output = ()>,
 ) where
     F: Fn(Connection) -> S + Clone + Send + 'static,
-    S: hyper::service::Service<http::Request<Incoming>, Response = http::Response<B>, Error = Infallible>
-        + Send
+    S: hyper::service::Service<
+            http::Request<Incoming>,
+            Response = http::Response<B>,
+            Error = Infallible,
+        > + Send
         + 'static,
     S::Future: Send + 'static,
     B: http_body::Body + Send + 'static,
@@ -86,7 +89,8 @@ pub async fn serve<F, S, B>(
                             .peer_certificates()
                             .is_some_and(|c| !c.is_empty()),
                     };
-                    let serving = builder.serve_connection(TokioIo::new(stream), service(connection));
+                    let serving =
+                        builder.serve_connection(TokioIo::new(stream), service(connection));
                     let _ = watcher.watch(serving.into_owned()).await;
                 }
                 Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
