@@ -145,17 +145,43 @@ impl Drop for Service {
     }
 }
 
-/// Polls `ready` every 50 ms until it returns true, the service dies, or `timeout` passes.
-pub async fn wait_until<F, Fut>(service: &mut Service, timeout: Duration, mut ready: F)
+/// Polls `ready` every 50 ms until it returns true, the service dies, or `timeout` passes;
+/// panics with the service's log unless it became ready.
+pub async fn wait_until<F, Fut>(service: &mut Service, timeout: Duration, ready: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    if let Err(status) = wait_ready(service, timeout, ready).await {
+        panic!(
+            "{} exited early ({status}); its log:\n{}",
+            service.name,
+            service.log()
+        );
+    }
+}
+
+/// Like [`wait_until`], but an early exit is returned (with its status) rather than a panic,
+/// so that the caller can react, e.g. retry on another port.
+pub async fn wait_ready<F, Fut>(
+    service: &mut Service,
+    timeout: Duration,
+    mut ready: F,
+) -> Result<(), std::process::ExitStatus>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        service.assert_running();
+        if let Some(child) = service.child.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            service.child = None;
+            return Err(status);
+        }
         if ready().await {
-            return;
+            return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
             panic!(

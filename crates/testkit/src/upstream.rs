@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::certs::Certs;
-use crate::process::{Service, free_port, require_tool, wait_until};
+use crate::process::{Service, free_port, require_tool, wait_ready};
 use token::TokenServer;
 
 /// Credentials for an upstream.
@@ -115,7 +115,7 @@ impl Upstream {
             .prefix("testkit-upstream-")
             .tempdir()
             .expect("temp dir");
-        let port = free_port();
+        let mut port = free_port();
         let mut config = format!(
             "version: 0.1\n\
              log:\n  level: info\n  accesslog:\n    disabled: false\n\
@@ -180,25 +180,42 @@ impl Upstream {
         }
         let config_path = dir.path().join("config.yml");
         std::fs::write(&config_path, config).expect("write registry config");
-        let mut command = Command::new(binary);
-        command.arg("serve").arg(&config_path);
-        let mut service = Service::spawn(
-            &format!("docker-registry :{port}"),
-            command,
-            dir.path().join("registry.log"),
-        )
-        .expect("spawn docker-registry");
         let tls = options.tls.is_some();
         let probe = crate::http_client(ca_pem.as_deref());
-        let url = format!(
-            "{}://127.0.0.1:{port}/v2/",
-            if tls { "https" } else { "http" }
-        );
-        wait_until(&mut service, Duration::from_secs(15), || {
-            let request = probe.get(&url).send();
-            async move { request.await.is_ok() }
-        })
-        .await;
+        // The port was free when picked; another test may take it before the registry binds.
+        // Then the registry exits at once, and it is started again on a new port.
+        let mut attempts = 0;
+        let service = loop {
+            attempts += 1;
+            let mut command = Command::new(&binary);
+            command.arg("serve").arg(&config_path);
+            let log = dir.path().join(format!("registry-{attempts}.log"));
+            let mut service = Service::spawn(&format!("docker-registry :{port}"), command, log)
+                .expect("spawn docker-registry");
+            let url = format!(
+                "{}://127.0.0.1:{port}/v2/",
+                if tls { "https" } else { "http" }
+            );
+            let ready = wait_ready(&mut service, Duration::from_secs(15), || {
+                let request = probe.get(&url).send();
+                async move { request.await.is_ok() }
+            })
+            .await;
+            match ready {
+                Ok(()) => break service,
+                Err(_) if attempts < 5 && service.log().contains("address already in use") => {
+                    let taken = format!("127.0.0.1:{port}");
+                    port = free_port();
+                    let text = std::fs::read_to_string(&config_path).expect("read registry config");
+                    let text = text.replace(&taken, &format!("127.0.0.1:{port}"));
+                    std::fs::write(&config_path, text).expect("write registry config");
+                }
+                Err(status) => panic!(
+                    "docker-registry exited early ({status}); its log:\n{}",
+                    service.log()
+                ),
+            }
+        };
         Self {
             service,
             token,
