@@ -66,8 +66,8 @@ fn blob_files(dir: &std::path::Path) -> usize {
     walk(&dir.join("blobs"))
 }
 
-#[test]
-fn kill_minus_nine_leaves_a_consistent_store() {
+#[tokio::test]
+async fn kill_minus_nine_leaves_a_consistent_store() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let exe = std::env::current_exe().expect("current exe");
@@ -89,10 +89,10 @@ fn kill_minus_nine_leaves_a_consistent_store() {
         let before = blob_files(&data);
         let deadline = Instant::now() + Duration::from_secs(30);
         while blob_files(&data) < before + 3 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         // kill at a different point of the write cycle each round
-        std::thread::sleep(Duration::from_millis(7 * round + 3));
+        tokio::time::sleep(Duration::from_millis(7 * round + 3)).await;
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
 
