@@ -3,8 +3,9 @@
 //! every node and the cache replicas must be given ([`layout`], including the air-gap gate), the
 //! writes that converge the cluster on it ([`plan`]), when the image address is published
 //! ([`image_address`]), when a Managed→Unmanaged drain may withdraw ([`drain`]), whether this
-//! implementation may take over from the previous one ([`migration`]), and how a preflight probe
-//! answer is classified ([`probe`]).
+//! implementation may take over from the previous one ([`migration`]), how a preflight probe
+//! answer is classified ([`probe`]), and what the replicas' reports add up to
+//! ([`storage_status`]).
 //!
 //! Pure: no tokio, no sockets, no filesystem, no Kubernetes client. It depends on the API types
 //! (`api`) and the resolved credentials type (`registry-plan`) only; the `registry-controller`
@@ -20,6 +21,7 @@ pub mod migration;
 pub mod plan;
 pub mod probe;
 pub mod settings;
+pub mod storage_status;
 
 pub use error::Error;
 

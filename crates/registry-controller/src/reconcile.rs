@@ -11,6 +11,7 @@ use api::registry::{
     RegistryUpstream, SINGLETON,
 };
 use k8s_openapi::ByteString;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -24,11 +25,14 @@ use registry_controller_plan::plan::{self, Action, Observed};
 use registry_controller_plan::probe::Outcome;
 use registry_controller_plan::{
     DRAIN_SECRET, IMAGE_ADDRESS_CONFIGMAP, IMAGE_BASE, IN_CLUSTER_HOST, LEGACY_STATE_SECRET,
-    SUGGESTED_CONFIG_KEY, SUGGESTED_CONFIG_SECRET, SWITCH_SECRET, legacy, settings,
+    SUGGESTED_CONFIG_KEY, SUGGESTED_CONFIG_SECRET, SWITCH_SECRET, legacy, settings, storage_status,
 };
 use registry_plan::Credentials;
 
 use crate::error::{Error, kube};
+
+/// Lease (in `d8-system`) the cache replicas elect their leader with.
+const STORAGE_LEASE: &str = "registry-storage";
 use crate::metrics::label;
 use crate::{Controller, probe};
 
@@ -479,6 +483,66 @@ impl Controller {
         })
     }
 
+    /// Writes the aggregate fields of `RegistryStorage.status` (a merge patch: the replicas'
+    /// own entries are left alone).
+    async fn write_storage_summary(
+        &self,
+        status: &api::registry::RegistryStorageStatus,
+        summary: &storage_status::Summary,
+    ) -> Result<(), Error> {
+        let current = (
+            status.leader.as_ref(),
+            status.safe_to_drop_upstream,
+            status.all_replicas_full,
+            status.authoritative,
+            status.phase,
+            status.fill.as_ref(),
+        );
+        let wanted = (
+            summary.leader.as_ref(),
+            Some(summary.leader_full),
+            Some(summary.all_replicas_full),
+            Some(summary.authoritative),
+            Some(summary.phase),
+            summary.fill.as_ref(),
+        );
+        if current == wanted {
+            return Ok(());
+        }
+        let patch = serde_json::json!({ "status": {
+            "leader": summary.leader,
+            "safeToDropUpstream": summary.leader_full,
+            "allReplicasFull": summary.all_replicas_full,
+            "authoritative": summary.authoritative,
+            "phase": summary.phase,
+            "fill": summary.fill,
+        }});
+        let api: Api<RegistryStorage> = Api::all(self.client.clone());
+        api.patch_status(SINGLETON, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(kube("writing the status of RegistryStorage registry"))?;
+        Ok(())
+    }
+
+    /// The holder of Lease `d8-system/registry-storage` while it is unexpired.
+    async fn storage_lease_holder(&self) -> Result<Option<String>, Error> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let lease = leases
+            .get_opt(STORAGE_LEASE)
+            .await
+            .map_err(kube("reading Lease registry-storage"))?;
+        let Some(spec) = lease.and_then(|l| l.spec) else {
+            return Ok(None);
+        };
+        let Some(holder) = spec.holder_identity.filter(|h| !h.is_empty()) else {
+            return Ok(None);
+        };
+        let renewed = spec.renew_time.or(spec.acquire_time).map(|t| t.0);
+        let duration = i64::from(spec.lease_duration_seconds.unwrap_or(0));
+        let live = renewed.is_some_and(|at| now().as_second() <= at.as_second() + duration);
+        Ok(live.then_some(holder))
+    }
+
     /// Objects still naming the in-cluster address: pods that have not pulled yet. An API
     /// without pods (the single-machine server) has none.
     async fn references(&self) -> Result<u64, Error> {
@@ -694,19 +758,33 @@ impl Controller {
 
         // Storage replicas: the lease holder's own report decides.
         let storage_api: Api<RegistryStorage> = Api::all(client.clone());
-        let storage_status = storage_api
+        let storage_object = storage_api
             .get_opt(SINGLETON)
             .await
-            .map_err(kube("reading RegistryStorage registry"))?
-            .and_then(|s| s.status)
-            .unwrap_or_default();
-        let leader = storage_status.leader.clone();
-        let leader_report = leader
+            .map_err(kube("reading RegistryStorage registry"))?;
+        let storage_status = storage_object
             .as_ref()
-            .and_then(|l| storage_status.replicas.iter().find(|r| &r.node == l));
-        let leader_full = leader_report.is_some_and(|r| {
-            r.full == Some(true) && r.error.as_deref().unwrap_or_default().is_empty()
-        });
+            .and_then(|s| s.status.clone())
+            .unwrap_or_default();
+        let holder = self.storage_lease_holder().await?;
+        let summary = storage_status::summarise(
+            &storage_status.replicas,
+            holder.as_deref(),
+            config
+                .storage
+                .as_ref()
+                .and_then(|s| s.source.as_ref())
+                .and_then(|s| s.expected_digests),
+            storage_object
+                .as_ref()
+                .is_some_and(|s| s.spec.upstream.is_some()),
+        );
+        if storage_object.is_some() {
+            self.write_storage_summary(&storage_status, &summary)
+                .await?;
+        }
+        let leader = summary.leader.clone();
+        let leader_full = summary.leader_full;
         let mut replicas = self.options.storage.replicas.clone();
         for replica in &storage_status.replicas {
             if let Some(address) = &replica.address
