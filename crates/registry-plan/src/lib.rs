@@ -1,7 +1,8 @@
 //! Pure decisions of the `registry` module: the resolved node layout and the agent's request
 //! routing (which registries serve a pull, in which order, with which credentials), the cache
-//! replicas' store limits ([`budget`]), leader eligibility and phase ([`election`]), and the
-//! expected image set with completeness ([`expected`]).
+//! replicas' store limits ([`budget`]), leader eligibility and phase ([`election`]), the
+//! expected image set with completeness ([`expected`]), and the garbage collection keep rules
+//! ([`gc`]).
 //!
 //! Pure: no tokio, no sockets, no filesystem, no Kubernetes client. The agent, the controller
 //! and the storage replicas call these functions with what they observed and act on the answer.
@@ -9,6 +10,7 @@
 pub mod budget;
 pub mod election;
 pub mod expected;
+pub mod gc;
 pub mod layout;
 pub mod route;
 
