@@ -218,7 +218,7 @@ proptest! {
         let refs: Vec<&str> = versions.iter().map(String::as_str).collect();
         let mut c = catalog(&refs);
         let deployed = versions[deployed_at % versions.len()].clone();
-        let previous = versions.iter().filter(|v| version(v) < version(&deployed)).next_back().cloned();
+        let previous = versions.iter().rfind(|v| version(v) < version(&deployed)).cloned();
         if channel {
             c.repositories.get_mut(ROOT).expect("root").tags.insert("stable".into(), d(&format!("m-{deployed}")));
         }
