@@ -1,8 +1,10 @@
 //! The `d8` binary as an operator runs it: `d8 apiserver` with kubectl, and `d8 registry agent`
-//! pulling for containerd on the layout an operator applies; `d8 up`, the whole platform.
+//! pulling for containerd on the layout an operator applies; `d8 up`, the whole platform;
+//! `d8 mirror` into a `d8 registry storage` publish endpoint.
 
 mod agent;
 mod apiserver;
+mod mirror;
 mod storage;
 mod up;
 
