@@ -1,6 +1,7 @@
 //! Deckhouse modules from OCI registries.
 //!
 //! - [`apply`]: download, verify, unpack, check the settings, place and activate a release;
+//! - [`controller`]: when the module manager's passes run (changes, timers, overrides);
 //! - [`embedded`]: the embedded modules directory (`module.yaml` or `NNN-name`);
 //! - [`registry`]: a ModuleSource's registry layout (module names, release channels, module
 //!   images) and verified downloads;
@@ -12,6 +13,7 @@
 //! settings, enabling and releases is made by `module-plan` and `release-plan`.
 
 pub mod apply;
+pub mod controller;
 pub mod embedded;
 mod error;
 pub mod install;

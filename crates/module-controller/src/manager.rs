@@ -195,6 +195,34 @@ impl Manager {
         }
     }
 
+    /// The Kubernetes client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Settles the Pending releases of every module that has one, then refreshes the Module
+    /// and ModuleConfig statuses if any was.
+    pub async fn reconcile_releases(&self) -> Result<(), Error> {
+        let pending = self
+            .api::<ModuleRelease>()
+            .list(&ListParams::default().labels(&format!("{}=pending", keys::LABEL_STATUS)))
+            .await
+            .map_err(|e| Error::kube("list ModuleReleases", e))?;
+        let modules: BTreeSet<String> = pending
+            .items
+            .iter()
+            .map(|r| r.spec.module_name.clone())
+            .collect();
+        for module in &modules {
+            self.process_releases(module).await?;
+        }
+        if modules.is_empty() {
+            Ok(())
+        } else {
+            self.sync_modules().await
+        }
+    }
+
     /// One pass over everything.
     pub async fn reconcile_all(&self) -> Result<(), Error> {
         let sources = self
