@@ -70,6 +70,13 @@ pub enum Error {
         /// The release name.
         name: String,
     },
+    /// A version constraint (`requirements.deckhouse` of a module, for example) cannot be read;
+    /// the text is Go Masterminds semver's.
+    #[error("improper constraint: {constraint}")]
+    InvalidConstraint {
+        /// The constraint as written.
+        constraint: String,
+    },
     /// A computed instant falls outside the representable time range.
     #[error("time out of range while computing {what}")]
     TimeOutOfRange {

@@ -11,7 +11,10 @@
 //!   approval, `apply-now`, disruptions, requirements) and their status messages, plus the
 //!   release notification webhook body;
 //! - [`canary`]: canary waves, bit-compatible with Deckhouse's Go murmur3;
-//! - [`cleanup`]: which outdated releases to supersede, skip or delete.
+//! - [`cleanup`]: which outdated releases to supersede, skip or delete;
+//! - [`requirements`]: the requirement checks of a platform release (Deckhouse version of the
+//!   enabled modules, `autoK8sVersion`, `migratedModules`, registered keys), with Deckhouse's
+//!   messages and Masterminds-compatible version constraints.
 //!
 //! Pure: no tokio, no sockets, no filesystem, no Kubernetes types, no clock. Time is always an
 //! input ([`jiff::Timestamp`]). The DeckhouseRelease and ModuleRelease controllers observe the
@@ -23,6 +26,7 @@ pub mod channel;
 pub mod cleanup;
 pub mod deploy;
 mod error;
+pub mod requirements;
 pub mod task;
 pub mod version;
 pub mod window;
