@@ -138,7 +138,8 @@ fn deckhouse_version_check_names_the_first_module_that_refuses() {
 #[test]
 fn auto_kubernetes_version_applies_only_to_automatic_clusters() {
     let modules = vec![ModuleConstraint::new("legacy-ingress", "< 1.31")];
-    let cases: &[(Option<&str>, Option<&str>, Result<(), &str>)] = &[
+    type Case<'a> = (Option<&'a str>, Option<&'a str>, Result<(), &'a str>);
+    let cases: &[Case<'_>] = &[
         (Some("Automatic"), Some("1.30"), Ok(())),
         (
             Some("Automatic"),
