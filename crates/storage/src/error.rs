@@ -63,6 +63,9 @@ pub enum Error {
     /// Configuration is unusable (certificates, keys, addresses).
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// Garbage collection refused to run.
+    #[error("garbage collection: {0}")]
+    Collection(#[from] registry_plan::gc::GcError),
 }
 
 impl From<oci::DigestMismatch> for Error {
@@ -83,7 +86,7 @@ impl Error {
     /// The OCI error code a client is answered with.
     pub fn error_code(&self) -> ErrorCode {
         match self {
-            Self::Io { .. } | Self::Config(_) => ErrorCode::Unknown,
+            Self::Io { .. } | Self::Config(_) | Self::Collection(_) => ErrorCode::Unknown,
             Self::DigestMismatch(_) => ErrorCode::DigestInvalid,
             Self::SizeMismatch { .. } => ErrorCode::SizeInvalid,
             Self::Refused { .. } => ErrorCode::Denied,

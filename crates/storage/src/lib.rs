@@ -11,6 +11,7 @@
 //!   [`auth`]: accounts; [`server`]: TLS and client certificates; [`run`]: a replica's process;
 //!   [`metrics`]: the store's gauges; [`status`]: the replica's report; [`replicate`]: copying
 //!   images from the leader (or the upstream) ahead of time.
+//! - [`gc`]: garbage collection under the keep rules, never removing a blob in use; dry run.
 //! - [`body`]: file-backed response bodies with large positional reads.
 //!
 //! The data path must not depend on Kubernetes crates: what the replica reads from and writes
@@ -20,6 +21,7 @@ pub mod auth;
 pub mod body;
 mod error;
 pub mod fill;
+pub mod gc;
 pub mod metrics;
 pub mod replicate;
 pub mod run;

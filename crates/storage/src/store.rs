@@ -14,14 +14,24 @@
 //! at something missing. Repository names cannot contain a component starting with `_`, so the
 //! `_manifests` and `_tags` directories never collide with a nested repository.
 //!
+//! **In use.** Garbage collection must never remove a blob a client is about to need. The store
+//! remembers when each digest was last *used* — opened for reading, found present by an upload
+//! (mount, the references of a pushed manifest), committed — and [`Store::delete_unused_blob`]
+//! refuses to remove a digest used since the collection's cutoff. The check and the removal
+//! happen under one lock that every use also takes, so a use either comes first (and the blob
+//! stays) or finds the blob gone (and the client uploads it). A reader that opened the file
+//! before its removal keeps reading it: unlinking does not disturb an open file.
+//!
 //! Blocking (std::fs): async callers run these in `spawn_blocking`.
 
+use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use oci::{Algorithm, Digest, Hasher, Repository, Tag};
 use registry_plan::budget::{self, Filesystem, Refusal};
@@ -87,6 +97,22 @@ struct Inner {
     limits: Limits,
     accounting: Mutex<Accounting>,
     sequence: AtomicU64,
+    /// When each digest was last used (see the module docs); guarded together with removals.
+    used: Mutex<HashMap<Digest, Instant>>,
+    /// When the store was opened and last collected (Unix seconds; 0 = never).
+    started: u64,
+    collected: AtomicU64,
+}
+
+/// Uses older than this are forgotten once the table grows (they protect nothing: a
+/// collection's cutoff is minutes, not an hour, before its start).
+const USE_MEMORY: Duration = Duration::from_secs(3600);
+const USE_TABLE_PRUNE_AT: usize = 16_384;
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The store (cheap to clone).
@@ -155,6 +181,9 @@ impl Store {
             limits,
             accounting: Mutex::new(Accounting { used, pending: 0 }),
             sequence: AtomicU64::new(0),
+            used: Mutex::default(),
+            started: unix_now(),
+            collected: AtomicU64::new(0),
         })))
     }
 
@@ -174,13 +203,90 @@ impl Store {
             .join(hex)
     }
 
-    /// The size of a committed blob, if present.
+    /// The size of a committed blob, if present. A present blob counts as used: whoever asks
+    /// is about to rely on it (an upload that skips it, a manifest that references it).
     pub fn blob_size(&self, digest: &Digest) -> Option<u64> {
+        let mut used = self.uses();
+        let len = self.blob_len(digest)?;
+        remember(&mut used, *digest);
+        Some(len)
+    }
+
+    /// The size of a committed blob, without counting a use (measuring, collecting).
+    fn blob_len(&self, digest: &Digest) -> Option<u64> {
         fs::metadata(self.blob_path(digest)).ok().map(|m| m.len())
     }
 
-    /// Opens a committed blob for reading.
+    fn uses(&self) -> std::sync::MutexGuard<'_, HashMap<Digest, Instant>> {
+        self.0.used.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a use of `digest` now (see the module docs).
+    pub fn touch(&self, digest: &Digest) {
+        remember(&mut self.uses(), *digest);
+    }
+
+    /// Whether `digest` was used at or after `cutoff`.
+    pub fn used_since(&self, digest: &Digest, cutoff: Instant) -> bool {
+        self.uses().get(digest).is_some_and(|at| *at >= cutoff)
+    }
+
+    /// Removes a committed blob unless it was used at or after `cutoff`: `Some(bytes freed)`
+    /// when removed, `None` when in use or already gone.
+    pub fn delete_unused_blob(
+        &self,
+        digest: &Digest,
+        cutoff: Instant,
+    ) -> Result<Option<u64>, Error> {
+        let used = self.uses();
+        if used.get(digest).is_some_and(|at| *at >= cutoff) {
+            return Ok(None);
+        }
+        let path = self.blob_path(digest);
+        let len = match fs::metadata(&path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("stat", &path, e)),
+        };
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("remove", &path, e)),
+        }
+        drop(used);
+        let mut a = self.accounting();
+        a.used = a.used.saturating_sub(len);
+        Ok(Some(len))
+    }
+
+    /// When the store was opened (Unix seconds).
+    pub fn started_at(&self) -> u64 {
+        self.0.started
+    }
+
+    /// When the last garbage collection finished (Unix seconds), if one did since the start.
+    pub fn collected_at(&self) -> Option<u64> {
+        match self.0.collected.load(Ordering::Relaxed) {
+            0 => None,
+            at => Some(at),
+        }
+    }
+
+    /// Records a finished collection.
+    pub(crate) fn set_collected_now(&self) {
+        self.0.collected.store(unix_now(), Ordering::Relaxed);
+    }
+
+    /// Opens a committed blob for reading (a use, see the module docs).
     pub fn open_blob(&self, digest: &Digest) -> Result<Option<(File, u64)>, Error> {
+        let opened = self.open_blob_quietly(digest)?;
+        if opened.is_some() {
+            self.touch(digest);
+        }
+        Ok(opened)
+    }
+
+    fn open_blob_quietly(&self, digest: &Digest) -> Result<Option<(File, u64)>, Error> {
         let path = self.blob_path(digest);
         match File::open(&path) {
             Ok(file) => {
@@ -197,7 +303,7 @@ impl Store {
 
     /// Reads a whole committed blob (manifests, configs: small content).
     pub fn read_blob(&self, digest: &Digest, limit: u64) -> Result<Option<Vec<u8>>, Error> {
-        let Some((file, len)) = self.open_blob(digest)? else {
+        let Some((file, len)) = self.open_blob_quietly(digest)? else {
             return Ok(None);
         };
         if len > limit {
@@ -468,6 +574,7 @@ impl Store {
         let Some(bytes) = self.read_blob(digest, oci::manifest::MANIFEST_MAX_LEN as u64)? else {
             return Ok(None);
         };
+        self.touch(digest);
         Ok(Some(StoredManifest {
             bytes,
             media_type,
@@ -543,7 +650,7 @@ impl Store {
         let held = |d: &str| {
             Digest::parse(d)
                 .ok()
-                .is_some_and(|d| self.blob_size(&d).is_some())
+                .is_some_and(|d| self.blob_len(&d).is_some())
         };
         let resolve = |t: &str| {
             Tag::parse(t)
@@ -552,8 +659,9 @@ impl Store {
                 .map(|d| d.to_string())
         };
         let deployed_resolvable = deployed.is_none_or(|t| {
-            self.tag(repository, t)
-                .is_some_and(|d| self.has_manifest(repository, &d))
+            self.tag(repository, t).is_some_and(|d| {
+                self.manifest_link(repository, &d).exists() && self.blob_len(&d).is_some()
+            })
         });
         registry_plan::expected::completeness(set, held, resolve, deployed_resolvable)
     }
@@ -598,6 +706,14 @@ impl Store {
         }
         Ok(report)
     }
+}
+
+fn remember(used: &mut HashMap<Digest, Instant>, digest: Digest) {
+    let now = Instant::now();
+    if used.len() >= USE_TABLE_PRUNE_AT {
+        used.retain(|_, at| now.duration_since(*at) < USE_MEMORY);
+    }
+    used.insert(digest, now);
 }
 
 fn hash_file(path: &Path, algorithm: Algorithm) -> io::Result<Digest> {
@@ -718,8 +834,13 @@ impl BlobWriter {
         let target = self.store.blob_path(&actual);
         let dir = target.parent().unwrap_or(self.store.root()).to_owned();
         create_dirs(&dir)?;
-        let existed = target.exists();
-        fs::rename(&self.path, &target).map_err(|e| Error::io("rename", &target, e))?;
+        let existed = {
+            let mut used = self.store.uses();
+            let existed = target.exists();
+            fs::rename(&self.path, &target).map_err(|e| Error::io("rename", &target, e))?;
+            remember(&mut used, actual);
+            existed
+        };
         self.committed = true;
         fsync_dir(&dir)?;
         let mut a = self.store.accounting();
