@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use registry_plan::expected::{Entry, ExpectedSet};
 use registry_plan::{Backend, BackendName, Layout, Scheme};
 use storage::{Accounts, Listener, Registry, Settings, Store, Tls};
 use testkit::{Certs, Containerd};
@@ -92,6 +93,22 @@ async fn a_bundle_pushed_over_mtls_serves_containerd_through_the_agent_alone() {
         .expect("pull");
     let ca = Certs::new("registry-push-ca");
     let replica = replica(&ca).await;
+    // The release as the replica counts it: every manifest and blob of the image set.
+    let release = ExpectedSet {
+        entries: source
+            .expected
+            .iter()
+            .map(|e| e.digest.clone())
+            .chain(source.blobs.iter().cloned())
+            .map(Entry::Digest)
+            .collect(),
+    };
+    let platform = oci::Repository::parse("system/deckhouse").unwrap();
+    let before = replica
+        .registry
+        .store()
+        .completeness(&platform, &release, None);
+    assert!(!before.full && before.held == 0, "{before:?}");
     let client = ca.client("d8-mirror");
 
     // No client certificate: refused at the handshake, and the message says what to pass.
@@ -151,8 +168,14 @@ async fn a_bundle_pushed_over_mtls_serves_containerd_through_the_agent_alone() {
         "{summary:?}"
     );
 
-    // The replica holds the release's whole image set.
+    // The replica holds the release's whole image set and counts itself full (what it reports
+    // in RegistryStorage.status.replicas[]).
     let store = replica.registry.store();
+    let after = store.completeness(&platform, &release, None);
+    assert!(
+        after.full && after.held == after.declared && after.declared == release.entries.len(),
+        "{after:?}"
+    );
     for e in &source.expected {
         let repo = if e.repo.is_empty() {
             "system/deckhouse".to_owned()
