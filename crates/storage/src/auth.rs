@@ -1,11 +1,21 @@
-//! Who may pull and who may push: accounts checked with HTTP Basic.
+//! Who may pull and who may push: accounts checked with HTTP Basic, or with bearer tokens of
+//! our own token service ([`token`]) when [`Accounts::with_tokens`] turns it on.
 //!
 //! The node account pulls only; the sync account pulls and pushes; write credentials push. Auth
 //! is always on in a cluster; [`Accounts::open`] (no accounts at all) exists for local use and
 //! benchmarks. Passwords are kept as SHA-256 hashes and compared without early exit; neither a
-//! password nor its hash reaches a log line or an error message.
+//! password, its hash nor a token reaches a log line or an error message.
+//!
+//! With tokens on, a client that sends Basic is still admitted directly (the agent injects
+//! Basic); a client that waits for the challenge is sent to the token endpoint, trades its
+//! Basic credentials for a token scoped to the repository and the actions it needs, and
+//! presents that token.
+
+pub mod token;
 
 use base64::Engine;
+
+pub use token::{Scope, TokenKey};
 
 /// What an account may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -37,6 +47,7 @@ impl std::fmt::Debug for Account {
 pub struct Accounts {
     accounts: Vec<Account>,
     open: bool,
+    tokens: Option<TokenKey>,
 }
 
 /// Why a request is not admitted.
@@ -46,6 +57,11 @@ pub enum Denied {
     Unauthenticated,
     /// Valid credentials without the right: 403.
     Forbidden,
+    /// A bearer token that is not ours or has expired: 401, `error="invalid_token"`.
+    InvalidToken,
+    /// A valid token whose scopes do not cover the request, for an account that may do it:
+    /// 401, `error="insufficient_scope"`, so the client asks for a wider token.
+    InsufficientScope,
 }
 
 fn sha256(s: &str) -> [u8; 32] {
@@ -61,12 +77,25 @@ impl Accounts {
         Self {
             accounts: Vec::new(),
             open: true,
+            tokens: None,
         }
     }
 
     /// No account yet (everything refused until accounts are added).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Turns the token service on: challenges become `Bearer`, tokens signed with `key` are
+    /// accepted, and the token endpoint issues them. Basic keeps working.
+    pub fn with_tokens(mut self, key: TokenKey) -> Self {
+        self.tokens = Some(key);
+        self
+    }
+
+    /// The token key, when the token service is on (and the accounts are not open).
+    pub fn tokens(&self) -> Option<&TokenKey> {
+        self.tokens.as_ref().filter(|_| !self.open)
     }
 
     /// Adds an account.
@@ -79,17 +108,63 @@ impl Accounts {
         self
     }
 
-    /// Checks an `Authorization` header for `needed` access.
+    /// Checks an `Authorization` header for `needed` access (Basic only; see
+    /// [`Accounts::check_request`] for tokens).
     pub fn check(&self, authorization: Option<&str>, needed: Access) -> Result<(), Denied> {
+        self.check_request(authorization, needed, None, 0)
+    }
+
+    /// Checks an `Authorization` header — Basic, or (tokens on) Bearer — for `needed` access
+    /// to `repository` (`None`: the `/v2/` ping) at `now` (Unix seconds).
+    pub fn check_request(
+        &self,
+        authorization: Option<&str>,
+        needed: Access,
+        repository: Option<&str>,
+        now: u64,
+    ) -> Result<(), Denied> {
         if self.open {
             return Ok(());
         }
-        let (user, password) = authorization
+        if let (Some(key), Some(token)) = (&self.tokens, authorization.and_then(parse_bearer)) {
+            let claims = key.verify(token, now).map_err(|_| Denied::InvalidToken)?;
+            if claims.admits(repository, needed) {
+                return Ok(());
+            }
+            let may = self
+                .accounts
+                .iter()
+                .any(|a| a.username == claims.sub && a.access >= needed);
+            return Err(if may {
+                Denied::InsufficientScope
+            } else {
+                Denied::Forbidden
+            });
+        }
+        let access = self.authenticate(authorization)?;
+        if access >= needed {
+            Ok(())
+        } else {
+            Err(Denied::Forbidden)
+        }
+    }
+
+    /// Checks Basic credentials; returns the account's name and rights.
+    pub fn authenticate_basic(
+        &self,
+        authorization: Option<&str>,
+    ) -> Result<(String, Access), Denied> {
+        let (user, _) = authorization
             .and_then(parse_basic)
             .ok_or(Denied::Unauthenticated)?;
-        let hash = sha256(&password);
-        let account = self
-            .accounts
+        let access = self.authenticate(authorization)?;
+        Ok((user, access))
+    }
+
+    /// Checks a username and password (the token endpoint's OAuth2 password grant).
+    pub fn authenticate_password(&self, user: &str, password: &str) -> Result<Access, Denied> {
+        let hash = sha256(password);
+        self.accounts
             .iter()
             .find(|a| {
                 a.username == user
@@ -99,18 +174,26 @@ impl Accounts {
                         .fold(0u8, |acc, (x, y)| acc | (x ^ y))
                         == 0
             })
+            .map(|a| a.access)
+            .ok_or(Denied::Unauthenticated)
+    }
+
+    fn authenticate(&self, authorization: Option<&str>) -> Result<Access, Denied> {
+        let (user, password) = authorization
+            .and_then(parse_basic)
             .ok_or(Denied::Unauthenticated)?;
-        if account.access >= needed {
-            Ok(())
-        } else {
-            Err(Denied::Forbidden)
-        }
+        self.authenticate_password(&user, &password)
     }
 
     /// Whether no credentials are required.
     pub fn is_open(&self) -> bool {
         self.open
     }
+}
+
+fn parse_bearer(header: &str) -> Option<&str> {
+    let (scheme, rest) = header.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
 }
 
 fn parse_basic(header: &str) -> Option<(String, String)> {

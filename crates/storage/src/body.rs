@@ -22,6 +22,19 @@ pub type ResponseBody = UnsyncBoxBody<Bytes, io::Error>;
 /// frame) small against the copy itself.
 const READ_CHUNK: usize = 1 << 20;
 
+/// Marks a response whose body is exactly bytes `start..end` of a complete file: a plain-HTTP
+/// listener may send those bytes with `sendfile(2)` instead of reading the body (a response
+/// extension; the body itself stays a normal one for every other listener).
+#[derive(Clone, Debug)]
+pub struct ZeroCopy {
+    /// The file.
+    pub file: Arc<File>,
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+}
+
 /// A body of known bytes.
 pub fn full(bytes: impl Into<Bytes>) -> ResponseBody {
     Full::new(bytes.into())

@@ -1,5 +1,5 @@
-//! Listeners: plain HTTP or TLS (optionally asking for a client certificate), on the shared
-//! accept loop of `http-serve`.
+//! Listeners: TLS (optionally asking for a client certificate) on the shared accept loop of
+//! `http-serve`, or plain HTTP with a zero-copy path for complete blobs ([`plain`]).
 
 use std::sync::Arc;
 
@@ -71,23 +71,31 @@ pub fn acceptor(tls: &Tls) -> Result<tokio_rustls::TlsAcceptor, Error> {
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
+mod plain;
+
 /// Serves `handler` on `listener` until `shutdown` resolves, then lets requests in flight finish
-/// (up to 30 s).
+/// (up to 30 s). Plain HTTP (no `tls`) sends complete blobs with `sendfile(2)`.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     handler: Listener,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    let Some(tls) = tls else {
+        plain::serve(listener, handler, shutdown).await;
+        return;
+    };
+    let tls_on = true;
     let service = move |connection: http_serve::Connection| {
         let handler = handler.clone();
         let peer = Peer {
             client_certificate: connection.client_certificate,
+            tls: tls_on,
         };
         hyper::service::service_fn(move |request: http::Request<Incoming>| {
             let handler = handler.clone();
             async move { Ok::<_, std::convert::Infallible>(handler.handle(request, peer).await) }
         })
     };
-    http_serve::serve(listener, tls, service, shutdown).await;
+    http_serve::serve(listener, Some(tls), service, shutdown).await;
 }

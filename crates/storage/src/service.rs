@@ -23,6 +23,10 @@ use crate::error::Error;
 use crate::fill::{self, FillState, Fills, Source};
 use crate::store::{BlobWriter, Store, StoredManifest};
 
+mod token_endpoint;
+
+pub use token_endpoint::TOKEN_PATH;
+
 /// The realm of our Basic challenge.
 pub const REALM: &str = "Deckhouse registry";
 
@@ -95,6 +99,8 @@ pub enum Role {
 pub struct Peer {
     /// The client presented a certificate that chains to the configured client CA.
     pub client_certificate: bool,
+    /// The connection is TLS (the scheme of the token endpoint's address in a challenge).
+    pub tls: bool,
 }
 
 /// One listener's request handler.
@@ -285,11 +291,21 @@ fn serve_blob(
             return respond(StatusCode::RANGE_NOT_SATISFIABLE, headers, body::empty());
         }
     };
-    let body = match content {
-        Content::Complete(file) => body::file(file, start, end),
-        Content::Growing(file, rx) => body::growing(file, start, Some(end), rx),
-    };
-    respond(status, headers, body)
+    match content {
+        Content::Complete(file) => {
+            let zero_copy = body::ZeroCopy {
+                file: file.clone(),
+                start,
+                end,
+            };
+            let mut response = respond(status, headers, body::file(file, start, end));
+            response.extensions_mut().insert(zero_copy);
+            response
+        }
+        Content::Growing(file, rx) => {
+            respond(status, headers, body::growing(file, start, Some(end), rx))
+        }
+    }
 }
 
 fn manifest_response(m: &StoredManifest, head: bool) -> Response<ResponseBody> {
@@ -443,33 +459,71 @@ impl Listener {
                  (in addition to write credentials); none was presented",
             );
         }
-        let needed = match (self.role, request.method()) {
-            (Role::Write, _) => Access::Push,
-            (Role::Read, _) => Access::Pull,
+        if self.role == Role::Read && path == TOKEN_PATH {
+            return token_endpoint::issue(&self.accounts, request).await;
+        }
+        let needed = match self.role {
+            Role::Write => Access::Push,
+            Role::Read => Access::Pull,
         };
+        let parsed = oci::path::parse(path, request.uri().query());
+        let repository = parsed
+            .as_ref()
+            .ok()
+            .and_then(|p| p.route.repository())
+            .map(ToString::to_string);
         let authorization = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        match self.accounts.check(authorization, needed) {
-            Ok(()) => {}
-            Err(Denied::Unauthenticated) => {
-                let message = if authorization.is_some() {
-                    "invalid credentials"
-                } else {
-                    "authentication required"
+        let checked = self.accounts.check_request(
+            authorization,
+            needed,
+            repository.as_deref(),
+            token_endpoint::unix_now(),
+        );
+        if let Err(denied) = checked {
+            let message = match denied {
+                Denied::Forbidden => {
+                    return error_response(
+                        403,
+                        ErrorCode::Denied,
+                        if needed == Access::Push {
+                            "these credentials may not write to this registry"
+                        } else {
+                            "these credentials may not read this repository"
+                        },
+                    );
+                }
+                Denied::Unauthenticated if authorization.is_some() => "invalid credentials",
+                Denied::Unauthenticated => "authentication required",
+                Denied::InvalidToken => "invalid or expired token",
+                Denied::InsufficientScope => "the token does not cover this repository",
+            };
+            let mut response = unauthorized(message);
+            if self.accounts.tokens().is_some() {
+                let scope = repository
+                    .as_deref()
+                    .map(|r| crate::auth::Scope::needed(r, needed));
+                let error = match denied {
+                    Denied::InvalidToken => Some("invalid_token"),
+                    Denied::InsufficientScope => Some("insufficient_scope"),
+                    _ => None,
                 };
-                return unauthorized(message);
-            }
-            Err(Denied::Forbidden) => {
-                return error_response(
-                    403,
-                    ErrorCode::Denied,
-                    "these credentials may not write to this registry",
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    token_endpoint::bearer_challenge(
+                        request.headers(),
+                        request.uri().authority().map(|a| a.as_str()),
+                        peer.tls,
+                        scope.as_ref(),
+                        error,
+                    ),
                 );
             }
+            return response;
         }
-        let parsed = match oci::path::parse(path, request.uri().query()) {
+        let parsed = match parsed {
             Ok(parsed) => parsed,
             Err(e) => return error_response(e.status(), e.error_code(), &e.to_string()),
         };

@@ -25,6 +25,8 @@ pub(crate) struct Options {
     pub(crate) write_tls: Option<Tls>,
     pub(crate) data_dir: Option<std::path::PathBuf>,
     pub(crate) settings: Settings,
+    /// The token service on the read listener.
+    pub(crate) tokens: Option<storage::auth::TokenKey>,
 }
 
 impl Default for Options {
@@ -40,6 +42,7 @@ impl Default for Options {
             write_tls: None,
             data_dir: None,
             settings: Settings::default(),
+            tokens: None,
         }
     }
 }
@@ -47,6 +50,7 @@ impl Default for Options {
 pub(crate) struct Replica {
     pub(crate) registry: Registry,
     pub(crate) read: SocketAddr,
+    pub(crate) write_url: String,
     pub(crate) write: SocketAddr,
     _dir: tempfile::TempDir,
     stop: Vec<oneshot::Sender<()>>,
@@ -90,9 +94,12 @@ pub(crate) async fn start(options: Options) -> Replica {
         .unwrap_or_else(|| dir.path().join("data"));
     let store = Store::open(&data, options.limits.clone()).expect("open store");
     let registry = Registry::new(store, options.upstream.clone(), options.settings.clone());
-    let read_accounts = Accounts::new()
+    let mut read_accounts = Accounts::new()
         .with(NODE.0, NODE.1, storage::Access::Pull)
         .with(PUSHER.0, PUSHER.1, storage::Access::Push);
+    if let Some(key) = options.tokens.clone() {
+        read_accounts = read_accounts.with_tokens(key);
+    }
     let write_accounts = Accounts::new().with(PUSHER.0, PUSHER.1, storage::Access::Push);
     let (read, stop_read) = spawn(Listener::read(registry.clone(), read_accounts), None).await;
     let require_cert = options
@@ -104,9 +111,15 @@ pub(crate) async fn start(options: Options) -> Replica {
         options.write_tls.as_ref(),
     )
     .await;
+    let scheme = if options.write_tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     Replica {
         registry,
         read,
+        write_url: format!("{scheme}://{write}"),
         write,
         _dir: dir,
         stop: vec![stop_read, stop_write],

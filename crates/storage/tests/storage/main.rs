@@ -1,6 +1,7 @@
 //! The replica end to end: real docker-registry upstreams, skopeo over mTLS, controlled
 //! upstreams for growing-file reads, and `kill -9` of a writing child process.
 
+mod bearer;
 mod common;
 mod durability;
 mod growing;
