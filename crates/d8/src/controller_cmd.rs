@@ -1,7 +1,7 @@
 //! `d8 controller`: the one place every controller of the platform is composed. One replica at
 //! a time acts, elected through Lease `d8-system/deckhouse-leader-election`; while it leads it
-//! runs the registry controller and the release engine, and stops them the moment it loses the
-//! lease. Metrics are served on every replica.
+//! runs the registry controller, the release engine and the module manager, and stops them the
+//! moment it loses the lease. Metrics are served on every replica.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -48,6 +48,8 @@ pub(crate) struct Args {
     without_release_engine: bool,
     #[command(flatten)]
     engine: release_cmd::EngineArgs,
+    #[command(flatten)]
+    modules: crate::module_cmd::ManagerArgs,
 }
 
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
@@ -109,8 +111,19 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         engine,
         metrics_address: args.metrics_address,
     };
+    let modules = crate::module_cmd::manager(client.clone(), &args.modules)?;
+    if modules.is_none() {
+        tracing::info!("no --downloaded-modules-dir: the module manager does not run");
+    }
     let metrics = bind_metrics(composition.metrics_address).await?;
-    lead(client, composition, metrics, crate::shutdown_signal()).await
+    lead_with_modules(
+        client,
+        composition,
+        modules,
+        metrics,
+        crate::shutdown_signal(),
+    )
+    .await
 }
 
 /// This machine's host name, if it has one.
@@ -148,6 +161,23 @@ pub(crate) async fn lead(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    lead_with_modules(client, composition, None, listener, shutdown).await
+}
+
+/// The module manager and when it runs its passes.
+type Modules = (
+    module_controller::manager::Manager,
+    module_controller::controller::Options,
+);
+
+/// [`lead`], also running the module manager while leading.
+pub(crate) async fn lead_with_modules(
+    client: Client,
+    composition: Composition,
+    modules: Option<Modules>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     let Composition {
         identity,
         registry,
@@ -164,7 +194,8 @@ pub(crate) async fn lead(
     let metrics = Arc::new(metrics);
     tracing::info!(address = %metrics_address, "metrics at /metrics");
     let metrics_task = tokio::spawn(serve_metrics(listener, metrics));
-    let result = elect_and_run(client, &identity, registry, engine, shutdown).await;
+    let modules = modules.map(Arc::new);
+    let result = elect_and_run(client, &identity, registry, engine, modules, shutdown).await;
     metrics_task.abort();
     result
 }
@@ -174,6 +205,7 @@ async fn elect_and_run(
     identity: &str,
     registry: Arc<registry_controller::Controller>,
     engine: Option<Arc<release_controller::controller::Engine>>,
+    modules: Option<Arc<Modules>>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let leases: Api<Lease> = Api::namespaced(client, "d8-system");
@@ -208,6 +240,14 @@ async fn elect_and_run(
             let engine = engine.clone();
             let stopped = until_stopped(stopped.clone());
             tasks.push(tokio::spawn(async move { engine.run(stopped).await }));
+        }
+        if let Some(modules) = &modules {
+            let modules = modules.clone();
+            let stopped = until_stopped(stopped.clone());
+            tasks.push(tokio::spawn(async move {
+                let (manager, options) = &*modules;
+                manager.run_controller(*options, stopped).await
+            }));
         }
         let quit = loop {
             tokio::select! {

@@ -1,5 +1,6 @@
 //! `d8 module …`: which modules run (phase, source, version, why disabled), their releases with
-//! why each waits, and `d8 module controller`, the module manager on its own.
+//! why each waits, and `d8 module controller`, the module manager on its own (without leader
+//! election; `d8 controller` runs it under the platform's Lease).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,6 +11,7 @@ use api::module::Module;
 use api::module_release::ModuleRelease;
 use kube::api::ListParams;
 use kube::{Api, Client};
+use module_controller::controller::Options;
 use module_controller::install::Downloaded;
 use module_controller::manager::Manager;
 use module_controller::view;
@@ -36,19 +38,19 @@ enum Command {
     },
     /// Run the module manager: ModuleSources, Modules, ModuleConfigs, ModuleReleases and
     /// ModulePullOverrides.
-    Controller(ControllerArgs),
+    Controller(ManagerArgs),
 }
 
-/// Flags of the module manager.
+/// Flags of the module manager (also part of `d8 controller`).
 #[derive(Debug, clap::Args)]
-pub(crate) struct ControllerArgs {
-    /// Where downloaded modules live (`$DOWNLOADED_MODULES_DIR`).
-    #[arg(
-        long,
-        env = "DOWNLOADED_MODULES_DIR",
-        default_value = "/deckhouse/downloaded"
-    )]
-    downloaded_dir: PathBuf,
+pub(crate) struct ManagerArgs {
+    /// Where downloaded modules live (`$DOWNLOADED_MODULES_DIR`); `d8 controller` runs the
+    /// module manager only when this is set.
+    #[arg(long, env = "DOWNLOADED_MODULES_DIR")]
+    downloaded_modules_dir: Option<PathBuf>,
+    /// The embedded modules directory (`$MODULES_DIR`: `NNN-name` directories or `module.yaml`).
+    #[arg(long, env = "MODULES_DIR")]
+    modules_dir: Option<PathBuf>,
     /// The bundle (`Default`, `Minimal`, `Managed`).
     #[arg(long, default_value = "Default")]
     bundle: String,
@@ -59,11 +61,50 @@ pub(crate) struct ControllerArgs {
     #[arg(long)]
     deckhouse_version: Option<String>,
     /// The Kubernetes version, for module requirements.
-    #[arg(long)]
-    kubernetes_version: Option<String>,
-    /// Seconds between two passes.
-    #[arg(long, default_value_t = 30)]
-    interval: u64,
+    #[arg(long = "module-kubernetes-version")]
+    module_kubernetes_version: Option<String>,
+    /// Time between two scans of every ModuleSource.
+    #[arg(long, default_value = "3m", value_parser = humantime::parse_duration)]
+    module_source_interval: std::time::Duration,
+}
+
+/// The module manager and when it runs passes, or `None` without `--downloaded-modules-dir`.
+pub(crate) fn manager(
+    client: Client,
+    args: &ManagerArgs,
+) -> anyhow::Result<Option<(Manager, Options)>> {
+    let Some(dir) = &args.downloaded_modules_dir else {
+        return Ok(None);
+    };
+    let downloaded = Downloaded::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    let embedded = match &args.modules_dir {
+        Some(modules) => module_controller::embedded::discover(modules)
+            .with_context(|| format!("reading the modules in {}", modules.display()))?,
+        None => Vec::new(),
+    };
+    let facts = Facts {
+        bundle: args.bundle.clone(),
+        edition: args.edition.clone(),
+        deckhouse_version: args.deckhouse_version.as_deref().and_then(version_of),
+        kubernetes_version: args
+            .module_kubernetes_version
+            .as_deref()
+            .and_then(version_of),
+        bootstrapped: true,
+        ..Default::default()
+    };
+    let manager = Manager::new(
+        client,
+        downloaded,
+        Arc::new(release_controller::SystemClock),
+        facts,
+    )
+    .with_embedded(embedded);
+    let options = Options {
+        source_interval: args.module_source_interval,
+        ..Default::default()
+    };
+    Ok(Some((manager, options)))
 }
 
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
@@ -110,26 +151,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             print(&view::render_releases(&releases.items))
         }
         Command::Controller(args) => {
-            let downloaded = Downloaded::open(&args.downloaded_dir)
-                .with_context(|| format!("opening {}", args.downloaded_dir.display()))?;
-            let facts = Facts {
-                bundle: args.bundle,
-                edition: args.edition,
-                deckhouse_version: args.deckhouse_version.as_deref().and_then(version_of),
-                kubernetes_version: args.kubernetes_version.as_deref().and_then(version_of),
-                bootstrapped: true,
-                ..Default::default()
-            };
-            let manager = Manager::new(
-                client,
-                downloaded,
-                Arc::new(release_controller::SystemClock),
-                facts,
-            );
-            tokio::select! {
-                () = manager.run(std::time::Duration::from_secs(args.interval)) => Ok(()),
-                () = crate::shutdown_signal() => Ok(()),
-            }
+            let (manager, options) = manager(client, &args)?
+                .context("the module manager needs --downloaded-modules-dir")?;
+            manager
+                .run_controller(options, crate::shutdown_signal())
+                .await;
+            Ok(())
         }
     }
 }

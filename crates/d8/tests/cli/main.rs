@@ -5,6 +5,7 @@
 mod agent;
 mod apiserver;
 mod mirror;
+mod module;
 mod storage;
 mod up;
 

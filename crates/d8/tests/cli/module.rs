@@ -1,0 +1,170 @@
+//! `d8 controller` runs the module manager under the platform's Lease: on `d8 apiserver`, a
+//! ModuleSource applied with kubectl pointing at a real `docker-registry` makes its modules
+//! appear, and enabling one installs its release on disk; `d8 module list` and
+//! `d8 module releases` show it.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use testkit::image::Layout;
+use testkit::process::{Service, free_port};
+use testkit::push::Registry;
+use testkit::{ImageBuilder, Upstream};
+
+use crate::{Apiserver, kubectl_ok};
+
+const REPO: &str = "deckhouse/ce/modules";
+
+async fn publish(push: &Registry, layout: &Layout, module: &str, version: &str) {
+    let module_yaml = format!("name: {module}\nweight: 910\n");
+    let schema = "type: object\nproperties:\n  replicas: {type: integer, default: 1}\n";
+    let image = ImageBuilder::new(&format!("{module}-{version}"))
+        .files(&[
+            ("module.yaml", module_yaml.as_bytes()),
+            ("openapi/config-values.yaml", schema.as_bytes()),
+            ("templates/app.yaml", format!("# {version}\n").as_bytes()),
+        ])
+        .build(layout);
+    push.push_image(&format!("{REPO}/{module}"), Some(version), &image)
+        .await
+        .unwrap();
+    let release = ImageBuilder::new(&format!("{module}-release-{version}"))
+        .files(&[(
+            "version.json",
+            format!("{{\"version\":\"{version}\"}}").as_bytes(),
+        )])
+        .build(layout);
+    push.push_image(
+        &format!("{REPO}/{module}/release"),
+        Some("stable"),
+        &release,
+    )
+    .await
+    .unwrap();
+    let marker = ImageBuilder::new("marker").build(layout);
+    push.push_image(REPO, Some(module), &marker).await.unwrap();
+}
+
+fn d8(kubeconfig: &Path, args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_d8"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "d8 {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
+    testkit::install_crypto();
+    let apiserver = Apiserver::start(&[]).await;
+    let admin = apiserver.admin();
+    let upstream = Upstream::start_plain().await;
+    let push = Registry::of(&upstream);
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout::new(&dir.path().join("layout")).unwrap();
+    publish(&push, &layout, "echo", "v1.0.0").await;
+    publish(&push, &layout, "hello", "v0.3.1").await;
+
+    let downloaded = dir.path().join("downloaded");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
+    command
+        .arg("controller")
+        .arg("--kubeconfig")
+        .arg(&admin)
+        .args(["--identity", "test-controller", "--without-release-engine"])
+        .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
+        .arg("--downloaded-modules-dir")
+        .arg(&downloaded);
+    let mut controller =
+        Service::spawn("d8 controller", command, dir.path().join("controller.log")).unwrap();
+
+    let source = format!(
+        "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleSource\nmetadata:\n  name: example\nspec:\n  registry:\n    scheme: HTTP\n    repo: {}/{REPO}\n",
+        upstream.host()
+    );
+    let config = "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: echo\nspec:\n  enabled: true\n";
+    for (name, yaml) in [("source.yaml", source.as_str()), ("config.yaml", config)] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, yaml).unwrap();
+        kubectl_ok(&admin, &["apply", "-f", path.to_str().unwrap()]);
+    }
+
+    let link = downloaded.join("modules/910-echo");
+    testkit::process::wait_until(&mut controller, Duration::from_secs(90), || {
+        let link = link.clone();
+        async move { link.join("templates/app.yaml").exists() }
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(link.join("templates/app.yaml")).unwrap(),
+        "# v1.0.0\n"
+    );
+    until("echo-v1.0.0 is Deployed", || {
+        kubectl_ok(
+            &admin,
+            &[
+                "get",
+                "modulerelease",
+                "echo-v1.0.0",
+                "-o",
+                "jsonpath={.status.phase}",
+            ],
+        ) == "Deployed"
+    })
+    .await;
+    let lease = kubectl_ok(
+        &admin,
+        &[
+            "get",
+            "lease",
+            "-n",
+            "d8-system",
+            "deckhouse-leader-election",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+    );
+    assert_eq!(lease, "test-controller");
+
+    until("d8 module list shows echo Ready", || {
+        let list = d8(&admin, &["module", "list"]);
+        list.lines().any(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.first() == Some(&"echo") && cols.contains(&"Ready") && cols.contains(&"v1.0.0")
+        })
+    })
+    .await;
+    let list = d8(&admin, &["module", "list"]);
+    let hello = list
+        .lines()
+        .find(|l| l.starts_with("hello"))
+        .unwrap_or_else(|| panic!("hello missing from d8 module list:\n{list}"));
+    assert!(hello.contains("Available"), "{list}");
+    let releases = d8(&admin, &["module", "releases"]);
+    assert!(
+        releases
+            .lines()
+            .any(|l| l.starts_with("echo-v1.0.0") && l.contains("Deployed")),
+        "{releases}"
+    );
+    assert!(!downloaded.join("modules/910-hello").exists());
+}
