@@ -4,8 +4,14 @@
 //! run as tasks side by side; Ctrl-C or SIGTERM stops them in reverse order and a restart on the
 //! same directory carries on from the same state.
 //!
-//! Without a `registry` ModuleConfig the registry module is Unmanaged: the agent listens but
-//! writes nothing for containerd until an operator applies a Managed configuration.
+//! On a fresh data directory the registry module starts Managed with the cache on and no
+//! upstream — air-gapped, waiting for `d8 mirror push` into the cache replica's publish endpoint
+//! — which works with no network at all (`--initial-registry=unmanaged` starts without a
+//! configuration instead: the agent listens but writes nothing for containerd). The cache
+//! replica is `d8 registry storage` as a child process, configured from RegistryStorage
+//! ([`replica`]).
+
+mod replica;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -62,6 +68,53 @@ pub(crate) struct Args {
     /// Do not run the release engine.
     #[arg(long)]
     without_release_engine: bool,
+    /// The registry configuration written on first start (a fresh data directory):
+    /// `air-gap` (Managed, cache on, no upstream) or `unmanaged` (none).
+    #[arg(long, value_enum, default_value_t = InitialRegistry::AirGap)]
+    initial_registry: InitialRegistry,
+    /// Read listener of the cache replica (pulls; the agent's Storage backend).
+    #[arg(long, default_value = "127.0.0.1:5002")]
+    storage_read_address: SocketAddr,
+    /// Write listener of the cache replica: the publish endpoint `d8 mirror push` pushes to
+    /// (client certificate and push credentials under `DATA_DIR/storage`).
+    #[arg(long, default_value = "127.0.0.1:5003")]
+    storage_write_address: SocketAddr,
+    /// Where the cache replica serves `/metrics`.
+    #[arg(long, default_value = "127.0.0.1:4284")]
+    storage_metrics_address: SocketAddr,
+    /// Bytes the cache replica keeps free on its filesystem (`d8 registry storage --reserve`).
+    #[arg(long)]
+    storage_reserve: Option<String>,
+    /// A root manifest digest of the image set the cache must hold before the upstream can be
+    /// dropped (repeatable; `d8 registry storage --expected-root`).
+    #[arg(long = "expected-root", value_name = "DIGEST")]
+    expected_roots: Vec<String>,
+}
+
+/// The registry configuration of a fresh platform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum InitialRegistry {
+    /// Managed, cache on, no upstream: waiting for `d8 mirror push`.
+    AirGap,
+    /// No configuration: the registry module is Unmanaged.
+    Unmanaged,
+}
+
+/// The `registry` ModuleConfig `d8 up` writes on first start with `--initial-registry=air-gap`.
+fn air_gap_module_config() -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "deckhouse.io/v1alpha1",
+        "kind": "ModuleConfig",
+        "metadata": {"name": "registry"},
+        "spec": {
+            "version": 1,
+            "enabled": true,
+            "settings": {
+                "mode": "Managed",
+                "storage": {"cache": true, "source": {"bundleRef": "d8-mirror-bundle"}},
+            },
+        },
+    })
 }
 
 /// The release engine's flags as `d8 up` sets them (parsed, so defaults stay in one place).
@@ -99,20 +152,31 @@ async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
     Client::try_from(config).context("building the Kubernetes client")
 }
 
-/// Creates Node `name` unless it exists (a restart finds it there).
-async fn ensure_node(client: &Client, name: &str) -> anyhow::Result<()> {
+/// Creates Node `name` unless it exists (a restart finds it there); whether it created it.
+async fn ensure_node(client: &Client, name: &str) -> anyhow::Result<bool> {
     let nodes: Api<Node> = Api::all(client.clone());
     if nodes.get_opt(name).await?.is_some() {
-        return Ok(());
+        return Ok(false);
     }
     let node: Node = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
     }))?;
     match nodes.create(&PostParams::default(), &node).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("creating Node {name}")),
+    }
+}
+
+/// Writes the air-gapped `registry` ModuleConfig unless one exists.
+async fn write_initial_config(client: &Client) -> anyhow::Result<()> {
+    let configs: Api<api::module_config::ModuleConfig> = Api::all(client.clone());
+    let object: api::module_config::ModuleConfig = serde_json::from_value(air_gap_module_config())?;
+    match configs.create(&PostParams::default(), &object).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("creating Node {name}")),
+        Err(e) => Err(e).context("writing the initial ModuleConfig registry"),
     }
 }
 
@@ -182,7 +246,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         .context("the API server wrote no kubeconfig for the agent")?
         .to_owned();
     let admin = client(&admin_kubeconfig).await?;
-    ensure_node(&admin, &node).await?;
+    let fresh = ensure_node(&admin, &node).await?;
+    if fresh && args.initial_registry == InitialRegistry::AirGap {
+        write_initial_config(&admin).await?;
+    }
+    let storage_dir = data_dir.join("storage");
+    let storage_access = replica::prepare(&storage_dir).context("the cache replica's PKI")?;
 
     // The registry agent of this node.
     let agent = agent::run::start(
@@ -227,12 +296,39 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             identity: node.clone(),
             registry: registry_controller::Options {
                 interval: args.interval,
+                storage: registry_controller::StorageOptions {
+                    scheme: api::module_source::Scheme::Https,
+                    ca: Some(storage_access.ca_pem.clone()),
+                    credentials: Some(storage_access.node.clone()),
+                    replicas: vec![(node.clone(), args.storage_read_address.to_string())],
+                },
                 ..Default::default()
             },
             engine,
             metrics_address: controller_metrics,
         },
         metrics,
+        {
+            let mut stopped = stopped.clone();
+            async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            }
+        },
+    ));
+    // The cache replica, following RegistryStorage.
+    let replica = tokio::spawn(replica::supervise(
+        admin.clone(),
+        replica::Settings {
+            node: node.clone(),
+            dir: storage_dir.clone(),
+            read: args.storage_read_address,
+            write: args.storage_write_address,
+            metrics: args.storage_metrics_address,
+            kubeconfig: admin_kubeconfig.clone(),
+            expected_roots: args.expected_roots.clone(),
+            reserve: args.storage_reserve.clone(),
+            interval: args.interval,
+        },
         async move {
             let mut stopped = stopped;
             let _ = stopped.wait_for(|s| *s).await;
@@ -246,17 +342,22 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_default();
     let registry_dir = args.containerd_registry_dir.display();
     let admin_path = admin_kubeconfig.display();
+    let storage = storage_dir.display();
     print(&format!(
         "d8 up: node {node}, state in {data}
   Kubernetes API      {url}
   admin kubeconfig    {admin_path}
   registry agent      https://{agent_address} (CA {ca})
   containerd drop-in  {registry_dir}/{default}/hosts.toml (containerd's config_path: {registry_dir})
-  metrics             http://{controller_metrics}/metrics (controllers), {agent_metrics} (agent)
+  cache replica       https://{read} (pulls), https://{write} (publish endpoint), CA {storage}/{storage_ca}, log {storage}/replica.log
+  metrics             http://{controller_metrics}/metrics (controllers), {agent_metrics} (agent), http://{storage_metrics}/metrics (cache)
   registry module     {mode}
-To pull through the agent, make the registry module Managed with an upstream:
+Air-gapped (the default): push images into the cache, then pull them through the agent:
+  d8 mirror push BUNDLE {write}/system/deckhouse --tls-ca-file {storage}/{storage_ca} \\
+    --tls-cert {storage}/{push_cert} --tls-key {storage}/{push_key} -u push -p \"$(cut -d: -f2 {storage}/{push_file})\"
+To pull through a real upstream instead (the cache fills on demand):
   kubectl --kubeconfig {admin_path} apply -f examples/moduleconfig-registry.yaml
-then, once ConfigMap d8-system/registry-image-address exists:
+Once ConfigMap d8-system/registry-image-address exists:
   ctr -n k8s.io images pull --hosts-dir {registry_dir} registry.d8-system.svc:5001/system/deckhouse/<image>
 Ctrl-C stops.
 ",
@@ -265,6 +366,13 @@ Ctrl-C stops.
         agent_address = agent.address,
         ca = agent_ca.display(),
         default = agent::dropin::DEFAULT_HOST,
+        read = args.storage_read_address,
+        write = args.storage_write_address,
+        storage_metrics = args.storage_metrics_address,
+        storage_ca = replica::CA_FILE,
+        push_cert = replica::PUSH_CERT_FILE,
+        push_key = replica::PUSH_KEY_FILE,
+        push_file = replica::PUSH_FILE,
     ))?;
     tracing::info!(%node, url = server.url(), agent = %agent.address, "platform running");
 
@@ -276,11 +384,12 @@ Ctrl-C stops.
             Err(e) => Err(anyhow::anyhow!("the controllers panicked: {e}")),
         },
     };
-    tracing::info!("stopping: controllers, agent, API server");
+    tracing::info!("stopping: controllers, cache replica, agent, API server");
     let _ = stop.send(true);
     if !controllers.is_finished() {
         let _ = controllers.await;
     }
+    let _ = replica.await;
     agent.stop().await;
     server.shutdown().await;
     outcome

@@ -159,6 +159,7 @@ async fn d8_up_pulls_through_the_agent_once_managed_and_restarts_into_the_same_s
         "--containerd-registry-dir".to_owned(),
         containerd.hosts_dir().display().to_string(),
         "--interval=1s".to_owned(),
+        "--initial-registry=unmanaged".to_owned(),
     ];
 
     let mut up = Up::start(&args, dir.path().join("up-1.log"));
