@@ -18,6 +18,7 @@ use kube::{Api, Client, ResourceExt};
 
 use crate::alerts::{AlertSource, StaticAlerts};
 use crate::apply::{AlwaysReady, Deployer, Readiness};
+use crate::metrics::Metrics;
 use crate::notify::Notifier;
 use crate::requirements::{Checks, KubernetesVersionSource};
 use crate::settings::{DeckhouseSettings, MODULE_CONFIG_NAME};
@@ -48,6 +49,7 @@ pub struct Engine {
     pub(crate) channel_interval: Duration,
     /// The channel tag and digest last synced (Deckhouse keeps it in memory too).
     pub(crate) channel_digest: Mutex<Option<(String, oci::Digest)>>,
+    pub(crate) metrics: Metrics,
     failures: Mutex<HashMap<String, u32>>,
 }
 
@@ -123,6 +125,7 @@ impl Builder {
             kubernetes_version: self.kubernetes_version,
             channel_interval: self.channel_interval,
             channel_digest: Mutex::new(None),
+            metrics: Metrics::default(),
             failures: Mutex::new(HashMap::new()),
         }
     }
@@ -193,6 +196,11 @@ impl Engine {
             kubernetes_version: KubernetesVersionSource::ClusterConfiguration,
             channel_interval: CHANNEL_INTERVAL,
         }
+    }
+
+    /// The engine's metrics, to register where `/metrics` is served.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The Kubernetes client.

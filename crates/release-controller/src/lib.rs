@@ -11,6 +11,7 @@
 //! - [`controller`]: the long-running loops and the one place that decides backoff.
 //! - [`settings`]: the `deckhouse` ModuleConfig settings, validated.
 //! - [`view`]: the operator's listing (`d8 release list`): why each release waits.
+//! - [`metrics`]: `d8_release_info`, `d8_is_updating`, `d8_migrated_module_not_found`.
 //!
 //! Every decision is made by `release-plan`; this crate only observes and acts. Time comes from
 //! a [`Clock`], so tests move time instead of waiting. It must not depend on the API server
@@ -23,6 +24,7 @@ mod clock;
 pub mod controller;
 pub mod duration;
 mod error;
+pub mod metrics;
 pub mod notify;
 pub mod reconcile;
 pub mod requirements;

@@ -10,7 +10,7 @@ use api::keys;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
-use release_plan::deploy::{self, Delay, Plan, ReleaseState, WebhookBody};
+use release_plan::deploy::{self, Delay, Plan, ReleaseInfo, ReleaseState, WebhookBody};
 use release_plan::task::{self, Context, Task, TaskType};
 use release_plan::{Phase, ReleaseKind, ReleaseVersion};
 use serde_json::json;
@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::Error;
 use crate::alerts::blocking_message;
 use crate::controller::{Engine, Outcome};
-use crate::requirements::ClusterFacts;
+use crate::requirements::{ClusterFacts, missing_migrated_module};
 use crate::settings::DeckhouseSettings;
 
 /// How soon a release that waits for something outside the controller is looked at again.
@@ -85,6 +85,9 @@ impl Engine {
         phase: Phase,
         message: &str,
     ) -> Result<bool, Error> {
+        if matches!(phase, Phase::Skipped | Phase::Superseded | Phase::Suspended) {
+            self.metrics.purge_release_info(&release.name_any());
+        }
         if phase_of(release) == phase && message_of(release) == message {
             return Ok(false);
         }
@@ -101,8 +104,17 @@ impl Engine {
             return Ok(Outcome::done());
         }
         if !self.readiness.is_ready().await {
-            return Ok(Outcome::requeue(false, REQUEUE_BLOCKED));
+            // Deckhouse clears the message and raises d8_is_updating while it waits.
+            let mut changed = false;
+            if !message_of(release).is_empty() {
+                self.patch_status(&release.name_any(), json!({"message": ""}))
+                    .await?;
+                changed = true;
+            }
+            self.metrics.set_updating(Some(&release.name_any()));
+            return Ok(Outcome::requeue(changed, REQUEUE_BLOCKED));
         }
+        self.metrics.set_updating(None);
         self.annotate(
             &release.name_any(),
             &[
@@ -187,19 +199,20 @@ impl Engine {
             disruption_approved: annotation(release, keys::RELEASE_DISRUPTION_APPROVED)
                 == Some("true"),
         };
-        let facts = ClusterFacts {
-            kubernetes_version: self.kubernetes_version.read(&self.client).await,
-        };
+        let facts = ClusterFacts::gather(&self.client, &self.kubernetes_version).await?;
         let requirement_failures =
             self.checks
                 .requirement_failures(&version, &release.spec.spec.requirements, &facts);
+        self.metrics.set_migrated_module_not_found(
+            missing_migrated_module(&release.spec.spec.requirements, &facts).as_deref(),
+        );
         let disruption_reasons = self
             .checks
             .disruption_reasons(&release.spec.spec.disruptions, &facts);
         let pod_ready = self.readiness.is_ready().await;
         let deploy_settings = settings.deploy_settings();
         let now = self.clock.now();
-        let plan = deploy::plan(&deploy::Input {
+        let input = deploy::Input {
             settings: &deploy_settings,
             release: &state,
             task: &task,
@@ -207,7 +220,13 @@ impl Engine {
             pod_ready,
             requirement_failures: &requirement_failures,
             disruption_reasons: &disruption_reasons,
-        })?;
+        };
+        let plan = deploy::plan(&input)?;
+        // d8_release_info as planned; a failed notification below rewrites it.
+        let release_info = ReleaseInfo::of(&input, &plan, false);
+        if let Some(info) = &release_info {
+            self.metrics.set_release_info(&name, info);
+        }
 
         // blockOnAlerts holds everything but forced releases (handled above).
         if settings.block_on_alerts.enabled && !matches!(plan, Plan::Blocked { .. }) {
@@ -246,6 +265,13 @@ impl Engine {
                             tracing::info!(release = %name, "release notification sent");
                         }
                         Err(error) => {
+                            if let Some(info) = release_info {
+                                let info = ReleaseInfo {
+                                    notification_not_sent: true,
+                                    ..info
+                                };
+                                self.metrics.set_release_info(&name, &info);
+                            }
                             let failed = deploy::notification_failed(delay.as_ref(), &error);
                             changed |= self.write_delay(release, &failed).await?;
                             return Ok(Outcome::requeue(changed, REQUEUE_BLOCKED));

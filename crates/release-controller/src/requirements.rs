@@ -1,30 +1,120 @@
-//! Requirement and disruption checks: functions registered per key, as Deckhouse's modules
-//! register them (`requirements.RegisterCheck`, `RegisterDisruption`), plus the facts about the
-//! cluster they read.
+//! Requirement and disruption checks, as Deckhouse's `NewDeckhouseReleaseRequirementsChecker`
+//! runs them, plus the facts about the cluster they read ([`ClusterFacts::gather`]).
 //!
-//! A release's `spec.requirements` key with a registered check must pass; a key without one
-//! passes (Deckhouse does the same: only registered keys are checked). A `spec.disruptions`
-//! entry with a registered disruption function that returns a reason needs
+//! In Deckhouse's order, each check giving at most one message (joined with `;` in the status):
+//! 1. the Deckhouse version of the release against the enabled Modules'
+//!    `properties.requirements.deckhouse`;
+//! 2. the release's `spec.requirements` keys: a key with a registered check must pass; a key
+//!    registered by a Deckhouse module this platform does not run passes (as with a disabled
+//!    module); a key nobody registers fails with Deckhouse's `Not registered` error;
+//! 3. `autoK8sVersion` when the cluster configuration says `kubernetesVersion: Automatic`;
+//! 4. `migratedModules`: each must be disabled by the module manager or offered by a
+//!    ModuleSource without an error (and `d8_migrated_module_not_found` is raised otherwise).
+//!
+//! The decisions and messages are [`release_plan::requirements`]'; this module gathers facts.
+//! A `spec.disruptions` entry with a registered disruption function that returns a reason needs
 //! `disruption-approved` when `disruptionApprovalMode` is `Manual`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use api::module::Module;
+use api::module_source::ModuleSource;
 use k8s_openapi::api::core::v1::Secret;
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use release_plan::ReleaseVersion;
-use release_plan::deploy::requirement_not_met_message;
+use release_plan::deploy::{migrated_module_not_found_message, requirement_not_met_message};
+use release_plan::requirements::{
+    self as checks, KUBERNETES_AUTOMATIC, ModuleConstraint, RequirementKey, SourceModule,
+};
 
 use crate::Error;
 
 /// The requirement key of the minimal Kubernetes version (`"k8s": "1.27"`).
-pub const KUBERNETES_REQUIREMENT: &str = "k8s";
+pub const KUBERNETES_REQUIREMENT: &str = checks::K8S;
 
 /// Facts about the cluster that checks read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClusterFacts {
-    /// The Kubernetes version (`1.29.3`), when known.
+    /// The Kubernetes version the cluster runs (`1.29.3`), when known.
     pub kubernetes_version: Option<String>,
+    /// `kubernetesVersion` of the cluster configuration (`Automatic`, `1.29`), when there is
+    /// one.
+    pub configured_kubernetes_version: Option<String>,
+    /// `requirements.deckhouse` of every enabled Module.
+    pub deckhouse_constraints: Vec<ModuleConstraint>,
+    /// `requirements.kubernetes` of every enabled Module.
+    pub kubernetes_constraints: Vec<ModuleConstraint>,
+    /// Modules whose `EnabledByModuleManager` condition is `False`.
+    pub disabled_by_module_manager: BTreeSet<String>,
+    /// What the ModuleSources offer.
+    pub source_modules: Vec<SourceModule>,
+}
+
+impl ClusterFacts {
+    /// Reads the facts: the Kubernetes versions from `kubernetes`, the Modules and the
+    /// ModuleSources from the API server.
+    pub async fn gather(
+        client: &Client,
+        kubernetes: &KubernetesVersionSource,
+    ) -> Result<Self, Error> {
+        let (configured, running) = kubernetes.read(client).await;
+        let modules: Api<Module> = Api::all(client.clone());
+        let modules = modules
+            .list(&Default::default())
+            .await
+            .map_err(|e| Error::kube("list Modules", e))?;
+        let sources: Api<ModuleSource> = Api::all(client.clone());
+        let sources = sources
+            .list(&Default::default())
+            .await
+            .map_err(|e| Error::kube("list ModuleSources", e))?;
+        let mut facts = Self {
+            kubernetes_version: running,
+            configured_kubernetes_version: configured,
+            ..Self::default()
+        };
+        for module in &modules.items {
+            let name = module.name_any();
+            let enabled_by_manager = module.status.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == "EnabledByModuleManager")
+                    .map(|c| c.status.as_str())
+            });
+            match enabled_by_manager {
+                Some("True") => {
+                    let requirements = module.spec.properties.requirements.as_ref();
+                    if let Some(c) = requirements.and_then(|r| r.deckhouse.as_deref()) {
+                        facts
+                            .deckhouse_constraints
+                            .push(ModuleConstraint::new(&name, c));
+                    }
+                    if let Some(c) = requirements.and_then(|r| r.kubernetes.as_deref()) {
+                        facts
+                            .kubernetes_constraints
+                            .push(ModuleConstraint::new(&name, c));
+                    }
+                }
+                Some("False") => {
+                    facts.disabled_by_module_manager.insert(name);
+                }
+                _ => {}
+            }
+        }
+        for source in &sources.items {
+            let name = source.name_any();
+            for offered in source.status.iter().flat_map(|s| s.modules.iter()) {
+                facts.source_modules.push(SourceModule {
+                    source: name.clone(),
+                    module: offered.name.clone(),
+                    has_error: offered.pull_error.as_deref().is_some_and(|e| !e.is_empty())
+                        || offered.error.as_deref().is_some_and(|e| !e.is_empty()),
+                });
+            }
+        }
+        Ok(facts)
+    }
 }
 
 /// A requirement check: the required value and the facts, `Err(reason)` when not met.
@@ -53,20 +143,7 @@ impl fmt::Debug for Checks {
 
 /// The `k8s` check: the cluster's Kubernetes version must be at least the required one.
 pub fn kubernetes_check(required: &str, facts: &ClusterFacts) -> Result<(), String> {
-    let required_version = ReleaseVersion::parse(required.trim())
-        .map_err(|_| format!("invalid required kubernetes version {required:?}"))?;
-    let current = facts
-        .kubernetes_version
-        .as_deref()
-        .ok_or_else(|| "the cluster kubernetes version is unknown".to_owned())?;
-    let current_version = ReleaseVersion::parse(current.trim())
-        .map_err(|_| format!("invalid cluster kubernetes version {current:?}"))?;
-    if current_version < required_version {
-        return Err(format!(
-            "current kubernetes version {current} is lower than required {required}"
-        ));
-    }
-    Ok(())
+    checks::minimal_kubernetes(required, facts.kubernetes_version.as_deref())
 }
 
 impl Checks {
@@ -100,23 +177,41 @@ impl Checks {
         self
     }
 
-    /// The messages of the registered requirement checks that fail for `requirements`, in key
-    /// order: `"<key>" requirement for DeckhouseRelease "<version>" not met: <reason>`.
+    /// The messages of the requirement checks that fail for a release of `version` with
+    /// `requirements`, in Deckhouse's order (see the module docs).
     pub fn requirement_failures(
         &self,
         version: &ReleaseVersion,
         requirements: &BTreeMap<String, String>,
         facts: &ClusterFacts,
     ) -> Vec<String> {
-        requirements
-            .iter()
-            .filter_map(|(key, value)| {
-                let check = self.requirements.get(key)?;
-                check(value, facts)
-                    .err()
-                    .map(|reason| requirement_not_met_message(key, version, &reason))
-            })
-            .collect()
+        let mut failures = Vec::new();
+        if let Err(message) = checks::deckhouse_version(version, &facts.deckhouse_constraints) {
+            failures.push(message);
+        }
+        let registered: BTreeSet<String> = self.requirements.keys().cloned().collect();
+        let key_failure = requirements.iter().find_map(|(key, value)| {
+            let error = match checks::classify_key(key, &registered) {
+                RequirementKey::Dedicated | RequirementKey::Foreign => return None,
+                RequirementKey::Unknown => checks::not_registered_message(key),
+                RequirementKey::Registered => (self.requirements.get(key)?)(value, facts).err()?,
+            };
+            Some(requirement_not_met_message(key, version, &error))
+        });
+        failures.extend(key_failure);
+        if let Err(message) = checks::auto_kubernetes_version(
+            facts.configured_kubernetes_version.as_deref(),
+            requirements
+                .get(checks::AUTO_K8S_VERSION)
+                .map(String::as_str),
+            &facts.kubernetes_constraints,
+        ) {
+            failures.push(message);
+        }
+        if let Some(module) = missing_migrated_module(requirements, facts) {
+            failures.push(migrated_module_not_found_message(&module));
+        }
+        failures
     }
 
     /// The reasons of the registered disruption checks that hold for `disruptions`, in order.
@@ -140,20 +235,39 @@ pub enum KubernetesVersionSource {
 }
 
 impl KubernetesVersionSource {
-    /// Reads the version; `None` when it cannot be known (checks then fail with a reason).
-    pub async fn read(&self, client: &Client) -> Option<String> {
+    /// Reads the configured `kubernetesVersion` (`Automatic`, `1.29`; `None` without a cluster
+    /// configuration) and the version the cluster runs (`None` when it cannot be known; the
+    /// `k8s` check then fails with a reason).
+    pub async fn read(&self, client: &Client) -> (Option<String>, Option<String>) {
         match self {
-            Self::Fixed(v) => Some(v.clone()),
+            Self::Fixed(v) if v == KUBERNETES_AUTOMATIC => {
+                (Some(v.clone()), server_version(client).await)
+            }
+            Self::Fixed(v) => (Some(v.clone()), Some(v.clone())),
             Self::ClusterConfiguration => match configured_version(client).await {
-                Ok(Some(v)) if v != "Automatic" => Some(v),
-                Ok(_) => server_version(client).await,
+                Ok(Some(v)) if v != KUBERNETES_AUTOMATIC => (Some(v.clone()), Some(v)),
+                Ok(configured) => (configured, server_version(client).await),
                 Err(error) => {
                     tracing::warn!(%error, "reading the cluster configuration");
-                    server_version(client).await
+                    (None, server_version(client).await)
                 }
             },
         }
     }
+}
+
+/// The first module of `migratedModules` that no ModuleSource offers without an error (and
+/// the module manager has not disabled).
+pub fn missing_migrated_module(
+    requirements: &BTreeMap<String, String>,
+    facts: &ClusterFacts,
+) -> Option<String> {
+    checks::migrated_modules(
+        requirements,
+        &facts.disabled_by_module_manager,
+        &facts.source_modules,
+    )
+    .err()
 }
 
 async fn configured_version(client: &Client) -> Result<Option<String>, Error> {
@@ -199,7 +313,15 @@ mod tests {
     fn facts(k8s: Option<&str>) -> ClusterFacts {
         ClusterFacts {
             kubernetes_version: k8s.map(str::to_owned),
+            ..ClusterFacts::default()
         }
+    }
+
+    fn reqs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
     }
 
     #[test]
@@ -208,44 +330,83 @@ mod tests {
         assert_eq!(kubernetes_check("1.29", &facts(Some("1.29"))), Ok(()));
         assert_eq!(
             kubernetes_check("1.30", &facts(Some("1.29.3"))),
-            Err("current kubernetes version 1.29.3 is lower than required 1.30".into())
+            Err("current kubernetes version is lower than required".into())
         );
-        assert_eq!(
-            kubernetes_check("1.30", &facts(None)),
-            Err("the cluster kubernetes version is unknown".into())
-        );
+        assert!(kubernetes_check("1.30", &facts(None)).is_err());
         assert!(kubernetes_check("soon", &facts(Some("1.29"))).is_err());
     }
 
+    /// Every check in Deckhouse's order, one message each, with Deckhouse's words.
     #[test]
-    fn failures_use_deckhouse_wording_and_skip_unregistered_keys() {
-        let checks = Checks::with_defaults().requirement("ingressNginx", |value, _| {
-            Err(format!("controller version is older than {value}"))
+    fn failures_follow_deckhouse_order_and_wording() {
+        let checks = Checks::with_defaults().requirement("platformFeature", |value, _| {
+            Err(format!("feature {value} is off"))
         });
-        let requirements = [
-            ("k8s".to_owned(), "1.30".to_owned()),
-            ("ingressNginx".to_owned(), "1.9".to_owned()),
-            ("unregistered".to_owned(), "x".to_owned()),
-        ]
-        .into_iter()
-        .collect();
-        let failures =
-            checks.requirement_failures(&v("v1.68.0"), &requirements, &facts(Some("1.29")));
+        let mut cluster = facts(Some("1.29"));
+        cluster.configured_kubernetes_version = Some("Automatic".into());
+        cluster.deckhouse_constraints = vec![ModuleConstraint::new("echo", "< 1.68")];
+        cluster.kubernetes_constraints = vec![ModuleConstraint::new("echo", "< 1.31")];
+        cluster.disabled_by_module_manager = ["off".to_owned()].into();
+        cluster.source_modules = vec![SourceModule {
+            source: "deckhouse".into(),
+            module: "moved".into(),
+            has_error: false,
+        }];
+        let all = reqs(&[
+            ("k8s", "1.30"),
+            ("platformFeature", "x"),
+            ("ingressNginx", "1.9"),
+            ("autoK8sVersion", "1.31"),
+            ("migratedModules", "moved,off,gone"),
+            ("deckhouse", ">= 1.0"),
+        ]);
         assert_eq!(
-            failures,
+            checks.requirement_failures(&v("v1.68.0"), &all, &cluster),
             vec![
-                "\"ingressNginx\" requirement for DeckhouseRelease \"1.68.0\" not met: controller version is older than 1.9".to_owned(),
-                "\"k8s\" requirement for DeckhouseRelease \"1.68.0\" not met: current kubernetes version 1.29 is lower than required 1.30".to_owned(),
+                "requirements of the 'echo' module are not satisfied: 1.68.0 deckhouse version is not suitable: 1.68.0 is greater than or equal to 1.68".to_owned(),
+                "\"k8s\" requirement for DeckhouseRelease \"1.68.0\" not met: current kubernetes version is lower than required".to_owned(),
+                "requirements of the 'echo' module are not satisfied: 1.31 kubernetes version is not suitable: 1.31.0 is greater than or equal to 1.31".to_owned(),
+                "migrated module 'gone' not found in any ModuleSource registry".to_owned(),
             ]
         );
-        let ok = checks.requirement_failures(
-            &v("v1.68.0"),
-            &[("k8s".to_owned(), "1.28".to_owned())]
-                .into_iter()
-                .collect(),
-            &facts(Some("1.29")),
+        assert_eq!(missing_migrated_module(&all, &cluster), Some("gone".into()));
+
+        // A key nobody registers fails as in Deckhouse; foreign keys pass.
+        assert_eq!(
+            checks.requirement_failures(
+                &v("v1.67.0"),
+                &reqs(&[("ingressNginx", "1.9"), ("madeUp", "1")]),
+                &cluster
+            ),
+            vec!["\"madeUp\" requirement for DeckhouseRelease \"1.67.0\" not met: requirement with a key: madeUp: Not registered".to_owned()]
         );
-        assert!(ok.is_empty());
+        // The registered check of a platform key.
+        assert_eq!(
+            checks.requirement_failures(&v("v1.67.0"), &reqs(&[("platformFeature", "x")]), &cluster),
+            vec!["\"platformFeature\" requirement for DeckhouseRelease \"1.67.0\" not met: feature x is off".to_owned()]
+        );
+        // Everything met.
+        let ok = checks.requirement_failures(
+            &v("v1.67.0"),
+            &reqs(&[
+                ("k8s", "1.28"),
+                ("autoK8sVersion", "1.30"),
+                ("migratedModules", "moved"),
+            ]),
+            &cluster,
+        );
+        assert!(ok.is_empty(), "{ok:?}");
+        // autoK8sVersion is only checked on Automatic clusters.
+        cluster.configured_kubernetes_version = Some("1.29".into());
+        assert!(
+            checks
+                .requirement_failures(
+                    &v("v1.67.0"),
+                    &reqs(&[("autoK8sVersion", "1.31")]),
+                    &cluster
+                )
+                .is_empty()
+        );
     }
 
     #[test]

@@ -326,6 +326,8 @@ pub fn minor_deploy_time(
 pub struct Delay {
     /// `status.message`.
     pub message: String,
+    /// Why it waits (empty when the notification failed).
+    pub reasons: DelayReasons,
     /// `spec.applyAfter` to record, with the `notification-time-shift: "true"` annotation.
     pub apply_after: Option<Timestamp>,
     /// The value of the `notified` annotation to record (`isUpdating` becomes `"false"`).
@@ -345,6 +347,7 @@ pub fn delay_of(
     let shown = (time.apply_time != now).then_some(time.apply_time);
     Some(Delay {
         message: time.reasons.message(settings.kind, shown),
+        reasons: time.reasons,
         apply_after: time.apply_after,
         notified: true,
     })
@@ -378,6 +381,102 @@ pub enum Plan {
         /// Stay Pending with this delay; `None` = apply now.
         delay: Option<Delay>,
     },
+}
+
+/// What holds a [`Plan::Blocked`] release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockCause {
+    /// A minor release waits for the running Deckhouse pod to be ready.
+    PodNotReady,
+    /// Requirement checks failed.
+    Requirements,
+    /// The release disrupts the cluster and `disruption-approved` is missing.
+    Disruption,
+}
+
+impl BlockCause {
+    /// What blocks a release [`plan`] answered [`Plan::Blocked`] for (the same order of
+    /// checks).
+    pub fn of(input: &Input<'_>) -> Self {
+        if !input.pod_ready && !input.task.is_patch {
+            Self::PodNotReady
+        } else if !input.requirement_failures.is_empty() {
+            Self::Requirements
+        } else {
+            Self::Disruption
+        }
+    }
+}
+
+/// The labels of `d8_release_info` (Deckhouse's `NewReleaseMetricLabels`): one series per
+/// Pending release the controller got past the pod-readiness check for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReleaseInfo {
+    /// `manualApproval`: the release waits for manual approval.
+    pub manual_approval: bool,
+    /// `disruptionApproval`: the release waits for `disruption-approved`.
+    pub disruption_approval: bool,
+    /// `requirementsNotMet`: a requirement check failed.
+    pub requirements_not_met: bool,
+    /// `notificationNotSent`: the notification webhook failed.
+    pub notification_not_sent: bool,
+    /// `releaseQueueDepth`: only set while manual approval is required.
+    pub release_queue_depth: Option<u64>,
+    /// `majorReleaseDepth`.
+    pub major_release_depth: u64,
+}
+
+impl ReleaseInfo {
+    /// The labels for a release planned as `plan` (`notification_failed`: its webhook was
+    /// attempted and failed). `None` when Deckhouse writes no series: the pod-readiness wait
+    /// comes before the checks, and a forced release skips them.
+    pub fn of(input: &Input<'_>, plan: &Plan, notification_failed: bool) -> Option<Self> {
+        let depth = input.task.queue_depth.unwrap_or_default();
+        let mut info = Self {
+            major_release_depth: depth.major_release_depth(),
+            ..Self::default()
+        };
+        match plan {
+            Plan::ApplyForced | Plan::Requeue => return None,
+            Plan::Blocked { .. } => match BlockCause::of(input) {
+                BlockCause::PodNotReady => return None,
+                BlockCause::Requirements => info.requirements_not_met = true,
+                BlockCause::Disruption => info.disruption_approval = true,
+            },
+            Plan::DeployTime { delay, .. } => {
+                info.notification_not_sent = notification_failed;
+                info.manual_approval = delay
+                    .as_ref()
+                    .is_some_and(|d| d.reasons.contains(DelayReasons::MANUAL_APPROVAL));
+            }
+        }
+        if info.manual_approval {
+            info.release_queue_depth = Some(depth.release_queue_depth());
+        }
+        Some(info)
+    }
+
+    /// The label pairs, in Deckhouse's names (`nil` for an unset depth or name).
+    pub fn labels(&self, name: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("name", name.to_owned()),
+            ("manualApproval", self.manual_approval.to_string()),
+            ("disruptionApproval", self.disruption_approval.to_string()),
+            ("requirementsNotMet", self.requirements_not_met.to_string()),
+            (
+                "notificationNotSent",
+                self.notification_not_sent.to_string(),
+            ),
+            (
+                "releaseQueueDepth",
+                self.release_queue_depth
+                    .map_or_else(|| "nil".to_owned(), |d| d.to_string()),
+            ),
+            ("majorReleaseDepth", self.major_release_depth.to_string()),
+            ("majorReleaseName", "nil".to_owned()),
+            ("fromToName", "nil".to_owned()),
+        ]
+    }
 }
 
 /// Everything the deploy-time decision depends on.
@@ -463,6 +562,7 @@ pub fn plan(input: &Input<'_>) -> Result<Plan, Error> {
 pub fn notification_failed(delay: Option<&Delay>, error: &str) -> Delay {
     Delay {
         message: format!("{MSG_BLOCKED_BY_NOTIFICATION}: {error}"),
+        reasons: DelayReasons::NONE,
         apply_after: delay.and_then(|d| d.apply_after),
         notified: false,
     }

@@ -103,12 +103,11 @@ fn run(patch: bool, cases: Vec<Case>) {
         } else {
             minor_deploy_time(&case.settings, &case.release, now()).unwrap()
         };
-        let got = delay_of(&time, &case.settings, &case.release, now());
-        let want = case.delay.map(|(message, apply_after)| Delay {
-            message: message.to_owned(),
-            apply_after: apply_after.map(at),
-            notified: true,
-        });
+        let got = delay_of(&time, &case.settings, &case.release, now())
+            .map(|d| (d.message, d.apply_after, d.notified));
+        let want = case
+            .delay
+            .map(|(message, apply_after)| (message.to_owned(), apply_after.map(at), true));
         assert_eq!(got, want, "{}", case.name);
     }
 }
@@ -430,7 +429,7 @@ fn plan_order_and_messages() {
     assert_eq!(
         plan_for(&auto, &release(), &minor, false, none, none),
         Plan::Blocked {
-            message: "awaiting for Deckhouse v1.25.0 pod to be ready".into()
+            message: "awaiting for Deckhouse v1.25.0 pod to be ready".into(),
         }
     );
     let mut orphan = minor.clone();
@@ -457,7 +456,7 @@ fn plan_order_and_messages() {
     assert_eq!(
         plan_for(&auto, &release(), &minor, true, &failures, none),
         Plan::Blocked {
-            message: "\"k8s\" requirement for DeckhouseRelease \"1.30.0\" not met: min k8s version failed;migrated module 'echo' not found in any ModuleSource registry".into()
+            message: "\"k8s\" requirement for DeckhouseRelease \"1.30.0\" not met: min k8s version failed;migrated module 'echo' not found in any ModuleSource registry".into(),
         }
     );
 
@@ -470,7 +469,7 @@ fn plan_order_and_messages() {
     assert_eq!(
         plan_for(&disruptive, &release(), &minor, true, none, &reasons),
         Plan::Blocked {
-            message: "release blocked, disruption approval required: (`kubectl annotate DeckhouseRelease v1.26.0 release.deckhouse.io/disruption-approved=true`): some test reason".into()
+            message: "release blocked, disruption approval required: (`kubectl annotate DeckhouseRelease v1.26.0 release.deckhouse.io/disruption-approved=true`): some test reason".into(),
         }
     );
     let approved = ReleaseState {
@@ -514,6 +513,7 @@ fn plan_order_and_messages() {
             delay: Some(Delay {
                 message: "Release is waiting for the update window until 18 Oct 2019 08:00 UTC"
                     .into(),
+                reasons: DelayReasons::OUT_OF_WINDOW,
                 apply_after: None,
                 notified: true
             })
@@ -599,6 +599,7 @@ fn plan_notifications() {
         notification_failed(Some(&delay), "webhook response with status code 500, msg: boom"),
         Delay {
             message: "Release is blocked, failed to send release notification: webhook response with status code 500, msg: boom".into(),
+            reasons: DelayReasons::NONE,
             apply_after: Some(at("2019-10-17T23:33:00Z")),
             notified: false,
         }
@@ -647,4 +648,108 @@ fn update_mode_parsing() {
     assert_eq!(UpdateMode::parse_or("AutoPatch", Auto), AutoPatch);
     assert_eq!(UpdateMode::parse_or("auto", AutoPatch), AutoPatch);
     assert_eq!(UpdateMode::parse_or("", Auto), Auto);
+}
+
+/// `d8_release_info` follows the plan: which wait a release is in, as Deckhouse labels it.
+#[test]
+fn release_info_labels_follow_the_plan() {
+    let mut minor = process_task(false);
+    minor.queue_depth = Some(QueueDepth {
+        major: 1,
+        minor: 2,
+        patch: 0,
+    });
+    let none: &[String] = &[];
+    let failures = vec!["\"k8s\" requirement …".to_owned()];
+    let disruptions = vec!["ingress restarts".to_owned()];
+    let manual = settings(Manual);
+    let auto = settings(Auto);
+    let disruptive = Settings {
+        disruption_approval_manual: true,
+        ..settings(Auto)
+    };
+    let forced = ReleaseState {
+        forced: true,
+        ..release()
+    };
+    let info = |settings: &Settings,
+                state: &ReleaseState,
+                pod_ready: bool,
+                requirement_failures: &[String],
+                disruption_reasons: &[String],
+                failed: bool| {
+        let input = Input {
+            settings,
+            release: state,
+            task: &minor,
+            now: now(),
+            pod_ready,
+            requirement_failures,
+            disruption_reasons,
+        };
+        ReleaseInfo::of(&input, &plan(&input).unwrap(), failed)
+    };
+
+    // No series: forced, pod not ready.
+    assert_eq!(info(&manual, &forced, true, none, none, false), None);
+    assert_eq!(info(&manual, &release(), false, none, none, false), None);
+
+    let base = ReleaseInfo {
+        major_release_depth: 1,
+        ..ReleaseInfo::default()
+    };
+    assert_eq!(
+        info(&manual, &release(), true, &failures, none, false),
+        Some(ReleaseInfo {
+            requirements_not_met: true,
+            ..base.clone()
+        })
+    );
+    assert_eq!(
+        info(&disruptive, &release(), true, none, &disruptions, false),
+        Some(ReleaseInfo {
+            disruption_approval: true,
+            ..base.clone()
+        })
+    );
+    assert_eq!(
+        info(&manual, &release(), true, none, none, false),
+        Some(ReleaseInfo {
+            manual_approval: true,
+            release_queue_depth: Some(2),
+            ..base.clone()
+        })
+    );
+    assert_eq!(
+        info(&auto, &release(), true, none, none, true),
+        Some(ReleaseInfo {
+            notification_not_sent: true,
+            ..base.clone()
+        })
+    );
+    assert_eq!(
+        info(&auto, &release(), true, none, none, false),
+        Some(base.clone())
+    );
+
+    let labels = ReleaseInfo {
+        manual_approval: true,
+        release_queue_depth: Some(2),
+        ..base
+    }
+    .labels("v1.26.0");
+    assert_eq!(
+        labels,
+        vec![
+            ("name", "v1.26.0".to_owned()),
+            ("manualApproval", "true".to_owned()),
+            ("disruptionApproval", "false".to_owned()),
+            ("requirementsNotMet", "false".to_owned()),
+            ("notificationNotSent", "false".to_owned()),
+            ("releaseQueueDepth", "2".to_owned()),
+            ("majorReleaseDepth", "1".to_owned()),
+            ("majorReleaseName", "nil".to_owned()),
+            ("fromToName", "nil".to_owned()),
+        ]
+    );
 }

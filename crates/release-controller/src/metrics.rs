@@ -1,0 +1,164 @@
+//! The release engine's metrics, with Deckhouse's names and labels:
+//!
+//! - `d8_release_info{name, manualApproval, disruptionApproval, requirementsNotMet,
+//!   notificationNotSent, releaseQueueDepth, majorReleaseDepth, majorReleaseName, fromToName}`:
+//!   1 per release the controller checked, replaced on every reconcile and dropped once the
+//!   release is Skipped, Superseded or Suspended;
+//! - `d8_is_updating{deployingRelease}`: 1 while a deployed release waits for the new Deckhouse
+//!   to become ready;
+//! - `d8_migrated_module_not_found{module_name}`: 1 for a module of `migratedModules` that no
+//!   ModuleSource offers.
+//!
+//! Label values are release and module names (bounded by the objects in the cluster), never a
+//! registry address or credential.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use release_plan::deploy::ReleaseInfo;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Every metric family of the release engine.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    release_info: Family<Labels, Gauge>,
+    is_updating: Family<Labels, Gauge>,
+    migrated_module_not_found: Family<Labels, Gauge>,
+    /// The `d8_release_info` labels last written per release, to replace them.
+    release_info_labels: Mutex<HashMap<String, Labels>>,
+}
+
+impl Metrics {
+    /// Registers every family in `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "d8_release_info",
+            "Why a DeckhouseRelease waits (1 per checked release).",
+            self.release_info.clone(),
+        );
+        registry.register(
+            "d8_is_updating",
+            "1 while Deckhouse is updating to deployingRelease.",
+            self.is_updating.clone(),
+        );
+        registry.register(
+            "d8_migrated_module_not_found",
+            "1 for a migrated module that no ModuleSource offers.",
+            self.migrated_module_not_found.clone(),
+        );
+    }
+
+    /// Replaces the `d8_release_info` series of `release`.
+    pub(crate) fn set_release_info(&self, release: &str, info: &ReleaseInfo) {
+        let labels = info.labels(release);
+        let mut last = self
+            .release_info_labels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(previous) = last.insert(release.to_owned(), labels.clone())
+            && previous != labels
+        {
+            self.release_info.remove(&previous);
+        }
+        self.release_info.get_or_create(&labels).set(1);
+    }
+
+    /// Drops the `d8_release_info` series of `release`.
+    pub(crate) fn purge_release_info(&self, release: &str) {
+        let mut last = self
+            .release_info_labels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(previous) = last.remove(release) {
+            self.release_info.remove(&previous);
+        }
+    }
+
+    /// `d8_is_updating{deployingRelease=release} 1`, or no series when `release` is `None`.
+    pub(crate) fn set_updating(&self, release: Option<&str>) {
+        self.is_updating.clear();
+        if let Some(release) = release {
+            self.is_updating
+                .get_or_create(&vec![("deployingRelease", release.to_owned())])
+                .set(1);
+        }
+    }
+
+    /// The migrated module that is missing now (Deckhouse expires the group on every check).
+    pub(crate) fn set_migrated_module_not_found(&self, module: Option<&str>) {
+        self.migrated_module_not_found.clear();
+        if let Some(module) = module {
+            self.migrated_module_not_found
+                .get_or_create(&vec![("module_name", module.to_owned())])
+                .set(1);
+        }
+    }
+
+    /// The families in Prometheus text format (for tests and simple endpoints).
+    pub fn encode(&self) -> String {
+        let mut registry = Registry::default();
+        self.register(&mut registry);
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_info_is_replaced_and_purged() {
+        let metrics = Metrics::default();
+        let waiting = ReleaseInfo {
+            manual_approval: true,
+            release_queue_depth: Some(1),
+            ..ReleaseInfo::default()
+        };
+        metrics.set_release_info("v1.67.0", &waiting);
+        let text = metrics.encode();
+        assert!(
+            text.contains("d8_release_info{name=\"v1.67.0\",manualApproval=\"true\",disruptionApproval=\"false\",requirementsNotMet=\"false\",notificationNotSent=\"false\",releaseQueueDepth=\"1\",majorReleaseDepth=\"0\",majorReleaseName=\"nil\",fromToName=\"nil\"} 1"),
+            "{text}"
+        );
+        metrics.set_release_info(
+            "v1.67.0",
+            &ReleaseInfo {
+                requirements_not_met: true,
+                ..ReleaseInfo::default()
+            },
+        );
+        let text = metrics.encode();
+        assert!(!text.contains("manualApproval=\"true\""), "{text}");
+        assert!(text.contains("requirementsNotMet=\"true\""), "{text}");
+        metrics.purge_release_info("v1.67.0");
+        assert!(!metrics.encode().contains("d8_release_info{"));
+    }
+
+    #[test]
+    fn updating_and_migrated_modules() {
+        let metrics = Metrics::default();
+        metrics.set_updating(Some("v1.68.0"));
+        metrics.set_migrated_module_not_found(Some("echo"));
+        let text = metrics.encode();
+        assert!(
+            text.contains("d8_is_updating{deployingRelease=\"v1.68.0\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("d8_migrated_module_not_found{module_name=\"echo\"} 1"),
+            "{text}"
+        );
+        metrics.set_updating(None);
+        metrics.set_migrated_module_not_found(None);
+        let text = metrics.encode();
+        assert!(!text.contains("d8_is_updating{"), "{text}");
+        assert!(!text.contains("d8_migrated_module_not_found{"), "{text}");
+    }
+}
