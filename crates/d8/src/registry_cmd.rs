@@ -52,6 +52,14 @@ pub(crate) struct StorageArgs {
     /// Accept every request without credentials (local experiments only).
     #[arg(long, conflicts_with_all = ["pull_credentials_file", "push_credentials_file"])]
     no_auth: bool,
+    /// Offer the bearer token service on the read listener (`/auth/token`): challenges become
+    /// `Bearer`, clients trade Basic credentials for 5-minute tokens; Basic keeps working.
+    #[arg(long, conflicts_with = "no_auth")]
+    token_auth: bool,
+    /// The token signing key shared by the replicas (a file of at least 32 bytes), so each
+    /// accepts the others' tokens; implies --token-auth. Without it a random key per process.
+    #[arg(long, conflicts_with = "no_auth")]
+    token_key_file: Option<PathBuf>,
     /// The upstream filled from on a miss, `https://host[:port][/path]`; none = authoritative.
     #[arg(long)]
     upstream: Option<String>,
@@ -275,6 +283,23 @@ fn storage_config(args: &StorageArgs) -> anyhow::Result<storage::run::Config> {
         for (user, password) in &push {
             read = read.with(user, password, Access::Push);
             write = write.with(user, password, Access::Push);
+        }
+        let lifetime = storage::auth::token::DEFAULT_LIFETIME;
+        if let Some(path) = &args.token_key_file {
+            let secret = std::fs::read(path)
+                .with_context(|| format!("--token-key-file {}", path.display()))?;
+            if secret.len() < 32 {
+                anyhow::bail!(
+                    "--token-key-file {}: the key has {} bytes; at least 32 are needed",
+                    path.display(),
+                    secret.len()
+                );
+            }
+            read = read.with_tokens(storage::auth::TokenKey::new(&secret, lifetime));
+        } else if args.token_auth {
+            let key = storage::auth::TokenKey::random(lifetime)
+                .map_err(|_| anyhow::anyhow!("no randomness for the token key"))?;
+            read = read.with_tokens(key);
         }
         (read, write)
     };

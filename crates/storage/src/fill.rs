@@ -5,9 +5,10 @@
 //! store, hashing as it writes, and commits it once the digest verifies. Every request for the
 //! same digest meanwhile — the first one included — follows the fill's progress and reads the
 //! growing file with positional reads: Range requests for the part already written are served
-//! at once, later parts as they arrive. The verified upstream body withholds its last chunk until
-//! the digest checks out, so no reader can receive a complete-looking wrong blob; on a mismatch
-//! the file is discarded and every reader's body ends in an error.
+//! at once, later parts as they arrive. The store's writer hashes as it writes (one hash, off
+//! the async threads), and the last byte is made visible only once the digest checks out, so no
+//! reader can receive a complete-looking wrong blob; on a mismatch the file is discarded and
+//! every reader's body ends in an error. Receiving the next batch overlaps writing the last.
 //!
 //! When the store refuses the write (budget, reserve, unwritable disk) the fill reports
 //! [`FillState::Unstorable`] and callers stream from the upstream without storing.
@@ -22,7 +23,7 @@ use oci::Digest;
 use tokio::sync::watch;
 
 use crate::error::Error;
-use crate::store::Store;
+use crate::store::{BlobWriter, Store};
 
 /// Where a fill is.
 #[derive(Clone, Debug)]
@@ -132,15 +133,35 @@ impl Fills {
     }
 }
 
+/// Writes `batch` on the blocking pool (the writer hashes as it writes).
+fn write_batch(
+    mut writer: BlobWriter,
+    batch: BytesMut,
+) -> tokio::task::JoinHandle<Result<(BlobWriter, u64), Error>> {
+    tokio::task::spawn_blocking(move || {
+        writer.write(&batch)?;
+        Ok((writer, batch.len() as u64))
+    })
+}
+
 async fn run(
     store: &Store,
     source: &Source,
     digest: Digest,
     tx: &watch::Sender<FillState>,
 ) -> Result<(), Error> {
+    // Not the registry client's verified body: the store's writer hashes what it writes and
+    // refuses a mismatch at commit, and hashing twice halved the fill rate.
     let response = source
         .remote
-        .get_blob(&source.repository, &digest, None, None)
+        .request(
+            http::Method::GET,
+            &source.repository,
+            &format!("blobs/{digest}"),
+        )
+        .send()
+        .await?
+        .error_for_status()
         .await?;
     let total = response.content_length();
     let writer = {
@@ -149,7 +170,7 @@ async fn run(
             .await
             .map_err(|e| Error::Config(format!("fill task: {e}")))?
     };
-    let mut writer = match writer {
+    let writer = match writer {
         Ok(w) => w,
         Err(error) => {
             tracing::warn!(%digest, %error, "store refuses the fill; streaming without storing");
@@ -163,7 +184,22 @@ async fn run(
         total,
         written: 0,
     });
+    // Readers may read what is reported written; the last byte of a blob of known length is
+    // reported only by `Done`, after the digest verified, so no reader ever ends a
+    // complete-looking body with unverified content.
+    let report = |written: u64| {
+        let visible = total.map_or(written, |t| written.min(t.saturating_sub(1)));
+        tx.send_modify(|state| {
+            if let FillState::Streaming { written, .. } = state {
+                *written = visible;
+            }
+        });
+    };
     let mut body = response.into_body();
+    let mut written = 0u64;
+    // One write in flight while the next batch is received: network and disk overlap.
+    let mut in_flight = None;
+    let mut idle = Some(writer);
     loop {
         let Some(first) = body.next().await else {
             break;
@@ -180,25 +216,45 @@ async fn run(
                 None => break,
             }
         }
-        let n = batch.len() as u64;
-        writer = tokio::task::spawn_blocking(move || writer.write(&batch).map(|()| writer))
-            .await
-            .map_err(|e| Error::Config(format!("fill task: {e}")))??;
-        tx.send_modify(|state| {
-            if let FillState::Streaming { written, .. } = state {
-                *written += n;
+        let writer = match (idle.take(), in_flight.take()) {
+            (Some(writer), _) => writer,
+            (None, Some(handle)) => {
+                let (writer, n) = join(handle).await?;
+                written += n;
+                report(written);
+                writer
             }
-        });
+            (None, None) => return Err(Error::Config("fill writer lost".into())),
+        };
+        in_flight = Some(write_batch(writer, batch));
         if ended {
             break;
         }
     }
+    let writer = match (idle, in_flight) {
+        (Some(writer), _) => writer,
+        (None, Some(handle)) => {
+            let (writer, n) = join(handle).await?;
+            written += n;
+            report(written);
+            writer
+        }
+        (None, None) => return Err(Error::Config("fill writer lost".into())),
+    };
     let size = writer.len();
     tokio::task::spawn_blocking(move || writer.commit(Some(digest)))
         .await
         .map_err(|e| Error::Config(format!("fill task: {e}")))??;
     tx.send_replace(FillState::Done { file, size });
     Ok(())
+}
+
+async fn join(
+    handle: tokio::task::JoinHandle<Result<(BlobWriter, u64), Error>>,
+) -> Result<(BlobWriter, u64), Error> {
+    handle
+        .await
+        .map_err(|e| Error::Config(format!("fill task: {e}")))?
 }
 
 /// Waits until the fill has response headers (or has ended).

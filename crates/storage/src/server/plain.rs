@@ -264,10 +264,17 @@ async fn write_response(
         };
         if chunked {
             out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-            out.extend_from_slice(&data);
-            out.extend_from_slice(b"\r\n");
+        }
+        if data.len() >= 64 << 10 {
+            // Large frames (file reads) go out as they are, not copied into `out`.
+            stream.write_all(&out).await?;
+            out.clear();
+            stream.write_all(&data).await?;
         } else {
             out.extend_from_slice(&data);
+        }
+        if chunked {
+            out.extend_from_slice(b"\r\n");
         }
         if out.len() >= 64 << 10 {
             stream.write_all(&out).await?;
