@@ -2,7 +2,10 @@
 //! `RegistryStorage.status.replicas[]` entry (implementing [`storage::status::StatusSink`]);
 //! [`election`] campaigns for Lease `registry-storage` under the `MayLead` rules; [`sync`]
 //! measures the disk, publishes, and copies ahead of time (leader from the upstream, followers
-//! from the leader).
+//! from the leader); [`expected`] computes the expected image set from the cluster's
+//! DeckhouseReleases and release images; [`gc`] collects garbage on the cron schedule, one
+//! replica at a time (Lease `registry-storage-gc`), and records `collectedAt` /
+//! `collectionError`.
 //!
 //! Several replicas write entries of one list. Every write is a read-modify-replace of the
 //! status guarded by `resourceVersion`: a concurrent writer turns ours into a 409, and we read
@@ -13,6 +16,8 @@
 //! Depends on kube and the API types; the data path (`storage`) must not depend on this crate.
 
 pub mod election;
+pub mod expected;
+pub mod gc;
 pub mod sync;
 
 use std::time::Duration;
@@ -84,6 +89,50 @@ impl KubeStatus {
 
     /// Writes `report` as its replica's entry; returns every entry as written.
     pub async fn write(&self, report: &Report) -> Result<Vec<Replica>, Error> {
+        self.modify(&report.node, |replicas| merge(replicas, report))
+            .await
+    }
+
+    /// Records a garbage collection in `node`'s entry: `collectedAt` when it succeeded (and
+    /// `collectionError` cleared), `collectionError` when it failed (the last `collectedAt`
+    /// kept). Every other field is written back as read.
+    pub async fn record_collection(
+        &self,
+        node: &str,
+        outcome: Result<jiff::Timestamp, String>,
+    ) -> Result<(), Error> {
+        self.modify(node, |replicas| {
+            let index = match replicas.iter().position(|r| r.node == node) {
+                Some(i) => i,
+                None => {
+                    replicas.push(Replica {
+                        node: node.to_owned(),
+                        ..Replica::default()
+                    });
+                    replicas.sort_by(|a, b| a.node.cmp(&b.node));
+                    replicas.iter().position(|r| r.node == node).unwrap_or(0)
+                }
+            };
+            let entry = &mut replicas[index];
+            match &outcome {
+                Ok(at) => {
+                    entry.collected_at =
+                        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(*at));
+                    entry.collection_error = None;
+                }
+                Err(e) => entry.collection_error = Some(e.clone()),
+            }
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Read-modify-replace of the status' replica list, retried when another writer wins.
+    async fn modify(
+        &self,
+        node: &str,
+        change: impl Fn(&mut Vec<Replica>),
+    ) -> Result<Vec<Replica>, Error> {
         for attempt in 0..ATTEMPTS {
             let Some(mut object) = self
                 .api
@@ -96,7 +145,7 @@ impl KubeStatus {
                 });
             };
             let status = object.status.get_or_insert_with(Default::default);
-            merge(&mut status.replicas, report);
+            change(&mut status.replicas);
             object.metadata.managed_fields = None;
             // `replace_status` carries the resourceVersion we read: a concurrent writer
             // makes this a 409 and nothing of theirs is overwritten.
@@ -107,9 +156,9 @@ impl KubeStatus {
             {
                 Ok(written) => return Ok(written.status.map(|s| s.replicas).unwrap_or_default()),
                 Err(kube::Error::Api(e)) if e.code == 409 => {
-                    let pause = Duration::from_millis(10 * u64::from(attempt + 1))
-                        + jitter(&report.node, attempt);
-                    tracing::debug!(node = %report.node, attempt, "status write lost a race; retrying");
+                    let pause =
+                        Duration::from_millis(10 * u64::from(attempt + 1)) + jitter(node, attempt);
+                    tracing::debug!(%node, attempt, "status write lost a race; retrying");
                     tokio::time::sleep(pause).await;
                 }
                 Err(e) => return Err(self.err(e)),

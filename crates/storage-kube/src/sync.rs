@@ -38,7 +38,8 @@ pub struct Config {
     pub address: String,
     /// The platform repository (`system/deckhouse`).
     pub repository: Repository,
-    /// The expected set's root manifests.
+    /// The expected set's root manifests (`--expected-root`), used unless the loop computes
+    /// the set from the cluster ([`spawn_with_cluster_set`]).
     pub roots: Vec<Digest>,
     /// How the leader is reached.
     pub leader: LeaderAccess,
@@ -89,15 +90,58 @@ fn expected(roots: &[Digest]) -> ExpectedSet {
     }
 }
 
+/// The set a pass measures and copies.
+#[derive(Clone, Debug, Default)]
+struct Target {
+    set: ExpectedSet,
+    roots: Vec<Digest>,
+    deployed: Option<oci::Tag>,
+}
+
+/// How long a set computed from the cluster is reused (per deployed version).
+const CLUSTER_SET_TTL: Duration = Duration::from_secs(60);
+
+/// The set of this pass: fixed roots, or computed from the cluster (cached for a minute
+/// while the deployed and previous versions stay the same).
+async fn target(
+    client: &kube::Client,
+    config: &Config,
+    cluster: Option<&crate::expected::Source>,
+    cache: &mut Option<(tokio::time::Instant, crate::expected::Computed)>,
+) -> Result<Target, crate::expected::ExpectedError> {
+    let Some(source) = cluster else {
+        return Ok(Target {
+            set: expected(&config.roots),
+            roots: config.roots.clone(),
+            deployed: None,
+        });
+    };
+    let fresh = cache
+        .as_ref()
+        .is_some_and(|(at, _)| at.elapsed() < CLUSTER_SET_TTL);
+    if !fresh {
+        let computed = crate::expected::compute(client, source).await?;
+        *cache = Some((tokio::time::Instant::now(), computed));
+    }
+    let Some((_, computed)) = cache.as_ref() else {
+        return Ok(Target::default());
+    };
+    Ok(Target {
+        set: computed.set.clone(),
+        roots: computed.roots.clone(),
+        deployed: oci::Tag::parse(&computed.deployed).ok(),
+    })
+}
+
 /// Measures the own disk: store usage and completeness against the set.
-fn measure(registry: &storage::Registry, config: &Config, report: &mut Report) {
+fn measure(registry: &storage::Registry, config: &Config, target: &Target, report: &mut Report) {
     let store = registry.store();
     match store.usage() {
         Ok(usage) => report.store = Some(StoreReport::of(&usage)),
         Err(error) => report.error = Some(format!("measuring the store: {error}")),
     }
-    let set = expected(&config.roots);
-    let completeness = store.completeness(&config.repository, &set, None);
+    let set = &target.set;
+    let completeness = store.completeness(&config.repository, set, target.deployed.as_ref());
     report.full = completeness.full;
     report.verified_digests = completeness.held as u64;
     report.declared_digests = completeness.declared as u64;
@@ -159,16 +203,39 @@ fn leader_remote(
 }
 
 /// Starts the loop over `registry` (the replica's store and upstream, as `storage::run`
-/// started them).
+/// started them), with the expected set given by `config.roots`.
 pub fn spawn(
     client: kube::Client,
     registry: storage::Registry,
     upstream: Option<storage::Upstream>,
     config: Config,
 ) -> Result<Sync, leader::Error> {
+    spawn_with_cluster_set(client, registry, upstream, config, None)
+}
+
+/// Starts the loop; with `cluster`, the expected set is computed from the cluster's
+/// DeckhouseReleases and the release images read through that source (recomputed every
+/// minute) instead of `config.roots`, and `full` also needs the deployed tag resolvable.
+pub fn spawn_with_cluster_set(
+    client: kube::Client,
+    registry: storage::Registry,
+    upstream: Option<storage::Upstream>,
+    config: Config,
+    cluster: Option<crate::expected::Source>,
+) -> Result<Sync, leader::Error> {
     let node = config.election.lease.identity.clone();
     let mut first = Report::new(&node, &config.address);
-    measure(&registry, &config, &mut first);
+    let initial = Target {
+        set: expected(&config.roots),
+        roots: config.roots.clone(),
+        deployed: None,
+    };
+    measure(&registry, &config, &initial, &mut first);
+    if cluster.is_some() {
+        // Nothing is known to be full before the cluster's set is computed.
+        first.full = false;
+        first.verified_set = None;
+    }
     let (report_tx, report_rx) = watch::channel(first);
     let election = election::spawn(
         client.clone(),
@@ -179,15 +246,29 @@ pub fn spawn(
     let leading = election.subscribe();
     let task = tokio::spawn(async move {
         let mut source: Option<String> = None;
+        let mut cache = None;
         loop {
             let mut report = Report::new(&node, &config.address);
-            measure(&registry, &config, &mut report);
+            let target = match target(&client, &config, cluster.as_ref(), &mut cache).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(node = %node, error = %e, "the expected image set cannot be computed");
+                    measure(&registry, &config, &Target::default(), &mut report);
+                    report.full = false;
+                    report.verified_set = None;
+                    report.error = Some(format!("the expected image set: {e}"));
+                    let _ = report_tx.send(report);
+                    tokio::time::sleep(config.interval).await;
+                    continue;
+                }
+            };
+            measure(&registry, &config, &target, &mut report);
             let is_leader = *leading.borrow();
             if is_leader {
                 source = None;
             }
             let mut error = None;
-            if !report.full && !config.roots.is_empty() {
+            if !report.full && !target.roots.is_empty() {
                 let progress = Progress::default();
                 if is_leader {
                     if let Some(upstream) = &upstream {
@@ -201,7 +282,7 @@ pub fn spawn(
                             &progress,
                         )
                         .through(&registry)
-                        .copy_all(&config.roots)
+                        .copy_all(&target.roots)
                         .await;
                         if let Err(e) = result {
                             error = Some(format!("fill from the upstream: {e}"));
@@ -221,7 +302,7 @@ pub fn spawn(
                                         config.parallelism,
                                         &progress,
                                     )
-                                    .copy_all(&config.roots)
+                                    .copy_all(&target.roots)
                                     .await
                                 }
                                 Err(e) => Err(storage::Error::Upstream(e)),
@@ -236,7 +317,7 @@ pub fn spawn(
                         }
                     }
                 }
-                measure(&registry, &config, &mut report);
+                measure(&registry, &config, &target, &mut report);
             }
             if let Some(error) = &error {
                 tracing::warn!(node = %node, %error, "copy ahead of time failed; retrying");

@@ -2,6 +2,9 @@
 //! `d8_registry_store_{used,budget,reserve,filesystem_free,filesystem_capacity}_bytes{node}` and
 //! `d8_registry_store_writable{node,reason}` (1 with `reason=""` while writes are accepted, 0
 //! with the refusal's name while they are not). Labels are bounded: the node and two reasons.
+//! For the `D8RegistryStorageNotReclaimed` alert: `d8_registry_storage_started_timestamp_seconds`
+//! and `d8_registry_storage_last_collection_timestamp_seconds{node}` (absent until a collection
+//! finished since the start).
 
 use std::sync::Arc;
 
@@ -41,6 +44,8 @@ pub struct StoreMetrics {
     free: Family<NodeLabels, Gauge>,
     capacity: Family<NodeLabels, Gauge>,
     writable: Family<WritableLabels, Gauge>,
+    started: Family<NodeLabels, Gauge>,
+    collected: Family<NodeLabels, Gauge>,
 }
 
 fn gauge(n: u64) -> i64 {
@@ -89,7 +94,21 @@ impl StoreMetrics {
             "1 while the store accepts writes; 0 with the reason while it refuses them",
             writable.clone(),
         );
+        let started = Family::<NodeLabels, Gauge>::default();
+        let collected = Family::<NodeLabels, Gauge>::default();
+        registry.register(
+            "d8_registry_storage_started_timestamp_seconds",
+            "When the replica's store was opened (Unix seconds)",
+            started.clone(),
+        );
+        registry.register(
+            "d8_registry_storage_last_collection_timestamp_seconds",
+            "When the replica's last garbage collection finished (Unix seconds)",
+            collected.clone(),
+        );
         Self {
+            started,
+            collected,
             registry,
             store,
             node: node.to_owned(),
@@ -129,6 +148,15 @@ impl StoreMetrics {
         self.capacity
             .get_or_create(&node)
             .set(gauge(usage.filesystem.capacity));
+        self.started
+            .get_or_create(&node)
+            .set(gauge(self.store.started_at()));
+        match self.store.collected_at() {
+            Some(at) => {
+                self.collected.get_or_create(&node).set(gauge(at));
+            }
+            None => self.collected.clear(),
+        }
         self.writable.clear();
         let labels = WritableLabels {
             node: self.node.clone(),
@@ -266,5 +294,55 @@ mod tests {
             [r#"d8_registry_store_writable{node="master-0",reason="BudgetExhausted"} 0"#],
             "{text}"
         );
+    }
+
+    #[test]
+    fn collection_timestamps_appear_once_a_collection_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            dir.path(),
+            Limits {
+                budget: None,
+                reserve: Some(0),
+            },
+        )
+        .unwrap();
+        let metrics = StoreMetrics::new(store.clone(), "master-0");
+        let text = metrics.encode();
+        let started = line(&text, "d8_registry_storage_started_timestamp_seconds{")
+            .expect("started")
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .expect("a number");
+        assert!(started > 1_700_000_000, "{text}");
+        assert_eq!(
+            line(
+                &text,
+                "d8_registry_storage_last_collection_timestamp_seconds{"
+            ),
+            None,
+            "no collection yet: {text}"
+        );
+        let options = crate::gc::Options {
+            root: oci::Repository::parse("system/deckhouse").unwrap(),
+            deployed: Some("v1.0.0".into()),
+            previous: None,
+            keep: Some(registry_plan::expected::ExpectedSet::default()),
+            dry_run: false,
+            grace: std::time::Duration::ZERO,
+        };
+        crate::gc::collect(&store, &options).unwrap();
+        let text = metrics.encode();
+        let collected = line(
+            &text,
+            "d8_registry_storage_last_collection_timestamp_seconds{",
+        )
+        .expect("collected")
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("a number");
+        assert!(collected >= started, "{text}");
     }
 }
