@@ -316,7 +316,7 @@ async fn scanning_enabling_and_updating_per_policy() {
     assert_eq!(releases[2].1, "Pending");
     assert_eq!(
         releases[2].2,
-        "validation failed: spec.settings are not valid (version 1 converted to 2): echo.replicas: 3 is greater than the maximum of 2"
+        "validation failed: spec.settings are not valid (version 1 converted to 2):  1 error occurred: * echo.replicas should be less than or equal to 2  "
     );
     assert_eq!(
         c.downloaded.active_version("echo").as_deref(),

@@ -98,7 +98,7 @@ async fn install_switches_releases_and_refuses_what_would_break() {
     .to_string();
     assert_eq!(
         err,
-        "validation failed: spec.settings are not valid (version 1 converted to 2): echo.replicas: 3 is greater than the maximum of 2"
+        "validation failed: spec.settings are not valid (version 1 converted to 2):  1 error occurred: * echo.replicas should be less than or equal to 2  "
     );
     assert_eq!(downloaded.active_version("echo").as_deref(), Some("1.0.1"));
     assert!(!dir.path().join("echo/v1.2.0").exists());

@@ -206,7 +206,7 @@ impl ModuleSettings {
                 checked,
                 format!(
                     "spec.settings are not valid (version {shown}{converted_note}): {}",
-                    errors.join("; ")
+                    crate::settings::multierror_one_line(&errors)
                 ),
             );
         }

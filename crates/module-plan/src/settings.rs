@@ -84,15 +84,17 @@ impl SettingsSchema {
         values
     }
 
-    /// Validates `values` (already defaulted); every error as `<path>: <reason>`, in the order
-    /// the validator found them. `prefix` names the root (the module's camelCase key).
+    /// Validates `values` (already defaulted); every error worded as go-openapi's validator
+    /// words it with addon-operator's root name and no location (`echo.replicas should be less
+    /// than or equal to 2`, `echo.typo is a forbidden property`), in the order found.
+    /// `prefix` names the root (the module's camelCase key).
     pub fn validate(&self, prefix: &str, values: &Value) -> Result<(), Vec<String>> {
         let errors: Vec<String> = self
             .validator
             .iter_errors(values)
-            .map(|e| {
+            .flat_map(|e| {
                 let path = render_path(prefix, e.instance_path().as_str());
-                format!("{path}: {e}")
+                go_openapi_messages(&path, &e)
             })
             .collect();
         if errors.is_empty() {
@@ -103,19 +105,150 @@ impl SettingsSchema {
     }
 }
 
-/// A JSON pointer (`/a/b/0`) as a dotted path under `prefix` (`prefix.a.b[0]`).
+/// go-openapi's JSON type name of a value as Kubernetes decodes it (integers stay integers).
+fn go_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A number as Go's `%v` prints it (`2`, not `2.0`).
+fn go_number(value: &Value) -> String {
+    match value.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+        Some(f) => format!("{f}"),
+        None => value.to_string(),
+    }
+}
+
+/// A value inside Go's `%v` of a `[]interface{}`: strings bare, the rest as JSON.
+fn go_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Number(_) => go_number(value),
+        Value::Null => "<nil>".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The go-openapi messages (errors package, "NoIn" variants) for one validation error.
+fn go_openapi_messages(path: &str, e: &jsonschema::ValidationError<'_>) -> Vec<String> {
+    use jsonschema::error::{TypeKind, ValidationErrorKind as K};
+    let one = |m: String| vec![m];
+    match e.kind() {
+        K::Type { kind } => {
+            let names: Vec<&str> = match kind {
+                TypeKind::Single(t) => vec![t.as_str()],
+                TypeKind::Multiple(set) => set
+                    .iter()
+                    .map(|t| t.as_str())
+                    .filter(|t| *t != "null")
+                    .collect(),
+            };
+            one(format!(
+                "{path} must be of type {}: {:?}",
+                names.join(","),
+                go_type(e.instance())
+            ))
+        }
+        K::AdditionalProperties { unexpected } => unexpected
+            .iter()
+            .map(|key| format!("{path}.{key} is a forbidden property"))
+            .collect(),
+        K::Required { property } => {
+            let name = property
+                .as_str()
+                .map_or_else(|| property.to_string(), str::to_owned);
+            one(format!("{path}.{name} is required"))
+        }
+        K::Enum { options } => {
+            let values: Vec<String> = options
+                .as_array()
+                .map(|a| a.iter().map(go_value).collect())
+                .unwrap_or_default();
+            one(format!("{path} should be one of [{}]", values.join(" ")))
+        }
+        K::Constant { expected_value } => one(format!(
+            "{path} should be one of [{}]",
+            go_value(expected_value)
+        )),
+        K::Maximum { limit } => one(format!(
+            "{path} should be less than or equal to {}",
+            go_number(limit)
+        )),
+        K::ExclusiveMaximum { limit } => {
+            one(format!("{path} should be less than {}", go_number(limit)))
+        }
+        K::Minimum { limit } => one(format!(
+            "{path} should be greater than or equal to {}",
+            go_number(limit)
+        )),
+        K::ExclusiveMinimum { limit } => one(format!(
+            "{path} should be greater than {}",
+            go_number(limit)
+        )),
+        K::MultipleOf { multiple_of } => one(format!(
+            "{path} should be a multiple of {}",
+            go_number(&Value::from(*multiple_of))
+        )),
+        K::MaxLength { limit } => one(format!("{path} should be at most {limit} chars long")),
+        K::MinLength { limit } => one(format!("{path} should be at least {limit} chars long")),
+        K::Pattern { pattern } => one(format!("{path} should match '{pattern}'")),
+        K::MaxItems { limit } => one(format!("{path} should have at most {limit} items")),
+        K::MinItems { limit } => one(format!("{path} should have at least {limit} items")),
+        K::UniqueItems => one(format!("{path} shouldn't contain duplicates")),
+        K::MaxProperties { limit } => one(format!("{path} should have at most {limit} properties")),
+        K::MinProperties { limit } => {
+            one(format!("{path} should have at least {limit} properties"))
+        }
+        K::AdditionalItems { .. } => one(format!("{path} can't have additional items")),
+        K::Format { format } => one(format!(
+            "{path} must be of type {format}: {:?}",
+            go_value(e.instance())
+        )),
+        K::OneOfMultipleValid { .. } | K::OneOfNotValid { .. } => one(format!(
+            "{path:?} must validate one and only one schema (oneOf)"
+        )),
+        K::AnyOf { .. } => one(format!(
+            "{path:?} must validate at least one schema (anyOf)"
+        )),
+        K::Not { .. } => one(format!("{path:?} must not validate the schema (not)")),
+        _ => one(format!("{path}: {e}")),
+    }
+}
+
+/// How addon-operator reports a non-empty list of validation errors (hashicorp's multierror),
+/// passed through Deckhouse's `cleanupMultilineError`, which joins the lines with a space in
+/// front of each (so the text starts with a space and ends with two).
+pub fn multierror_one_line(errors: &[String]) -> String {
+    let head = match errors.len() {
+        1 => "1 error occurred:".to_owned(),
+        n => format!("{n} errors occurred:"),
+    };
+    let mut out = format!(" {head}");
+    for e in errors {
+        out.push_str(" * ");
+        out.push_str(e);
+    }
+    out.push_str("  ");
+    out
+}
+
+/// A JSON pointer (`/a/b/0`) as go-openapi's dotted path under `prefix` (`prefix.a.b.0`).
 fn render_path(prefix: &str, pointer: &str) -> String {
     let mut out = prefix.to_owned();
     for part in pointer.split('/').skip(1) {
         let part = part.replace("~1", "/").replace("~0", "~");
-        if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
-            out.push_str(&format!("[{part}]"));
-        } else {
-            if !out.is_empty() {
-                out.push('.');
-            }
-            out.push_str(&part);
+        if !out.is_empty() {
+            out.push('.');
         }
+        out.push_str(&part);
     }
     if out.is_empty() {
         "settings".into()

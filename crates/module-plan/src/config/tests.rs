@@ -85,7 +85,7 @@ fn validator_table() {
             Some(3),
             Some(json!({"replicas": "x"})),
             Some(
-                "spec.settings are not valid (version 3): echoServer.replicas: \"x\" is not of type \"integer\"",
+                "spec.settings are not valid (version 3):  1 error occurred: * echoServer.replicas must be of type integer: \"string\"  ",
             ),
             vec![],
         ),
@@ -94,7 +94,7 @@ fn validator_table() {
             Some(1),
             Some(json!({"old": 5})),
             Some(
-                "spec.settings are not valid (version 1 converted to 3): echoServer.renamed: 5 is not of type \"string\"",
+                "spec.settings are not valid (version 1 converted to 3):  1 error occurred: * echoServer.renamed must be of type string: \"integer\"  ",
             ),
             vec![],
         ),
@@ -158,7 +158,7 @@ fn status_messages() {
     );
     assert_eq!(
         status(spec(None, Some(3), Some(json!({"replicas": "x"})))).1,
-        "Error: spec.settings are not valid (version 3): echoServer.replicas: \"x\" is not of type \"integer\""
+        "Error: spec.settings are not valid (version 3):  1 error occurred: * echoServer.replicas must be of type integer: \"string\"  "
     );
     assert_eq!(
         unknown_module_status().message,

@@ -94,22 +94,22 @@ fn validation_reads_openapi_as_deckhouse_does() {
     assert_eq!(errors.len(), 4, "{errors:?}");
     let all = errors.join("\n");
     for needle in [
-        "echo.replicas: \"three\" is not of type \"integer\"",
-        "echo.logLevel: ",
-        "echo: Additional properties are not allowed ('typo' was unexpected)",
-        "echo.https: Additional properties are not allowed ('mod' was unexpected)",
+        "echo.replicas must be of type integer: \"string\"",
+        "echo.logLevel should be one of [Debug Info]",
+        "echo.typo is a forbidden property",
+        "echo.https.mod is a forbidden property",
     ] {
         assert!(all.contains(needle), "{needle} not in\n{all}");
     }
     let errors = ok(json!({"tolerations": [{"key": 1}]})).unwrap_err();
     assert_eq!(
         errors,
-        vec!["echo.tolerations[0].key: 1 is not of type \"string\"".to_owned()]
+        vec!["echo.tolerations.0.key must be of type string: \"integer\"".to_owned()]
     );
     let errors = ok(json!({"replicas": 0})).unwrap_err();
     assert_eq!(
         errors,
-        vec!["echo.replicas: 0 is less than the minimum of 1".to_owned()]
+        vec!["echo.replicas should be greater than or equal to 1".to_owned()]
     );
 }
 
@@ -146,5 +146,96 @@ fn conversion_closes_objects_and_spells_nullable() {
             "properties": {"a": {"type": ["string", "null"], "enum": ["x", null]}},
             "additionalProperties": true
         })
+    );
+}
+
+#[test]
+fn messages_are_worded_as_go_openapi_words_them() {
+    let s = SettingsSchema::from_yaml(
+        r#"
+type: object
+required: [name]
+properties:
+  name: {type: string, pattern: "^[a-z]+$", minLength: 2, maxLength: 5}
+  ratio: {type: number, maximum: 2.5, minimum: 0, exclusiveMinimum: true, multipleOf: 0.5}
+  ports: {type: array, maxItems: 1, uniqueItems: true, items: {type: integer, enum: [80, 443]}}
+  labels: {type: object, minProperties: 1, additionalProperties: {type: string}}
+"#,
+    )
+    .unwrap();
+    let cases: &[(Value, &[&str])] = &[
+        (json!({}), &["m.name is required"]),
+        (
+            json!({"name": "A"}),
+            &[
+                "m.name should match '^[a-z]+$'",
+                "m.name should be at least 2 chars long",
+            ],
+        ),
+        (
+            json!({"name": "abcdef"}),
+            &["m.name should be at most 5 chars long"],
+        ),
+        (
+            json!({"name": "ab", "ratio": 3.0}),
+            &["m.ratio should be less than or equal to 2.5"],
+        ),
+        (
+            json!({"name": "ab", "ratio": 0}),
+            &["m.ratio should be greater than 0"],
+        ),
+        (
+            json!({"name": "ab", "ratio": 0.7}),
+            &["m.ratio should be a multiple of 0.5"],
+        ),
+        (
+            json!({"name": "ab", "ports": [80, 80]}),
+            &[
+                "m.ports should have at most 1 items",
+                "m.ports shouldn't contain duplicates",
+            ],
+        ),
+        (
+            json!({"name": "ab", "ports": [8080]}),
+            &["m.ports.0 should be one of [80 443]"],
+        ),
+        (
+            json!({"name": "ab", "labels": {}}),
+            &["m.labels should have at least 1 properties"],
+        ),
+        (
+            json!({"name": "ab", "labels": {"a": true}}),
+            &["m.labels.a must be of type string: \"boolean\""],
+        ),
+        (
+            json!({"name": null}),
+            &["m.name must be of type string: \"null\""],
+        ),
+        (
+            json!({"name": "ab", "ratio": "x"}),
+            &["m.ratio must be of type number: \"string\""],
+        ),
+    ];
+    for (values, want) in cases {
+        let mut got = s.validate("m", values).err().unwrap_or_default();
+        got.sort();
+        let mut want: Vec<String> = want.iter().map(|w| (*w).to_owned()).collect();
+        want.sort();
+        assert_eq!(got, want, "{values}");
+    }
+}
+
+#[test]
+fn several_errors_read_as_deckhouse_prints_a_multierror_on_one_line() {
+    assert_eq!(
+        multierror_one_line(&["m.a is required".into()]),
+        " 1 error occurred: * m.a is required  "
+    );
+    assert_eq!(
+        multierror_one_line(&[
+            "m.a is required".into(),
+            "m.b is a forbidden property".into()
+        ]),
+        " 2 errors occurred: * m.a is required * m.b is a forbidden property  "
     );
 }
