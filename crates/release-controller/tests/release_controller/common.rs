@@ -60,6 +60,21 @@ impl Cluster {
     }
 
     pub async fn start_with(running: &str, now: &str, checks: Checks) -> Self {
+        Self::start_full(
+            running,
+            now,
+            checks,
+            KubernetesVersionSource::Fixed("1.29.3".into()),
+        )
+        .await
+    }
+
+    pub async fn start_full(
+        running: &str,
+        now: &str,
+        checks: Checks,
+        kubernetes: KubernetesVersionSource,
+    ) -> Self {
         testkit::install_crypto();
         let dir = tempfile::tempdir().unwrap();
         let crds = api::crds::all()
@@ -70,6 +85,7 @@ impl Cluster {
             .data_dir(dir.path().join("apiserver"))
             .crds(crds)
             .namespace("d8-system")
+            .namespace("kube-system")
             .serve(listener)
             .await
             .unwrap();
@@ -94,7 +110,7 @@ impl Cluster {
                 .alerts(Arc::new(alerts.clone()))
                 .checks(checks)
                 .cluster_uuid(CLUSTER_UUID)
-                .kubernetes_version(KubernetesVersionSource::Fixed("1.29.3".into()))
+                .kubernetes_version(kubernetes)
                 .build(),
         );
         Self {

@@ -7,14 +7,18 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use api::module::Module;
+use api::module_source::ModuleSource;
 use axum::http::StatusCode;
 use base64::Engine as _;
 use common::{CLUSTER_UUID, Cluster, Receiver, at};
 use jiff::SignedDuration;
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
 use release_controller::alerts::Alert;
 use release_controller::channel::{ChannelOutcome, Synced};
-use release_controller::requirements::Checks;
+use release_controller::requirements::{Checks, KubernetesVersionSource};
 use serde_json::json;
 
 fn synced(outcome: ChannelOutcome) -> Synced {
@@ -98,6 +102,12 @@ async fn channel_moving_from_1_66_to_1_68_creates_the_chain_and_manual_mode_wait
     );
     assert!(!c.release("v1.67.11").await.status.unwrap().approved);
     assert_eq!(c.running().await, "v1.66.3");
+    // d8_release_info says the release waits for manual approval, one minor behind.
+    let metrics = c.engine.metrics().encode();
+    assert!(
+        metrics.contains("d8_release_info{name=\"v1.67.11\",manualApproval=\"true\",disruptionApproval=\"false\",requirementsNotMet=\"false\",notificationNotSent=\"false\",releaseQueueDepth=\"2\""),
+        "{metrics}"
+    );
 
     // Approve with the top-level field.
     c.releases()
@@ -132,6 +142,9 @@ async fn channel_moving_from_1_66_to_1_68_creates_the_chain_and_manual_mode_wait
     assert_eq!(c.running().await, "v1.68.5");
     assert_eq!(c.phase("v1.68.5").await.0, "Deployed");
     assert_eq!(c.phase("v1.67.11").await.0, "Superseded");
+    // A superseded release has no d8_release_info series left.
+    let metrics = c.engine.metrics().encode();
+    assert!(!metrics.contains("name=\"v1.67.11\""), "{metrics}");
 }
 
 /// Auto mode with a window: outside it the release waits with Deckhouse's message naming the
@@ -651,4 +664,158 @@ async fn invalid_settings_fail_the_reconcile_and_back_off() {
         .map(|_| c.engine.error_policy("v1.67.0", &err).as_secs())
         .collect();
     assert_eq!(delays, [5, 10, 20, 40, 80, 160, 300, 300]);
+}
+
+/// Deckhouse's requirement checks against what the cluster holds: an enabled Module's
+/// `requirements.deckhouse` and `requirements.kubernetes` (the latter against `autoK8sVersion`
+/// because the cluster configuration Secret says `kubernetesVersion: Automatic`), and a
+/// `migratedModules` entry a ModuleSource offers only with a pull error. The release waits with
+/// the three messages joined by `;`, `d8_release_info{requirementsNotMet="true"}` and
+/// `d8_migrated_module_not_found{module_name}` are raised, and fixing the cluster lets it apply.
+#[tokio::test]
+async fn requirements_read_modules_sources_and_the_cluster_configuration() {
+    let c = Cluster::start_full(
+        "v1.67.0",
+        "2024-01-01T08:00:00Z",
+        Checks::with_defaults(),
+        KubernetesVersionSource::ClusterConfiguration,
+    )
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(c.client.clone(), "kube-system");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "d8-cluster-configuration", "namespace": "kube-system"},
+        "data": {"cluster-configuration.yaml": base64::engine::general_purpose::STANDARD.encode(
+            "apiVersion: deckhouse.io/v1\nkind: ClusterConfiguration\nkubernetesVersion: Automatic\n"
+        )},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+
+    let modules: Api<Module> = Api::all(c.client.clone());
+    for (name, enabled, requirements) in [
+        (
+            "echo",
+            "True",
+            json!({"deckhouse": "< 1.68", "kubernetes": "< 1.31"}),
+        ),
+        ("off", "False", json!({"deckhouse": "< 1.0"})),
+    ] {
+        let module: Module = serde_json::from_value(json!({
+            "apiVersion": "deckhouse.io/v1alpha1", "kind": "Module",
+            "metadata": {"name": name},
+            "properties": {"requirements": requirements},
+        }))
+        .unwrap();
+        modules
+            .create(&PostParams::default(), &module)
+            .await
+            .unwrap();
+        modules
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"conditions": [
+                    {"type": "EnabledByModuleManager", "status": enabled}
+                ]}})),
+            )
+            .await
+            .unwrap();
+    }
+    let sources: Api<ModuleSource> = Api::all(c.client.clone());
+    let source: ModuleSource = serde_json::from_value(json!({
+        "apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleSource",
+        "metadata": {"name": "deckhouse"},
+        "spec": {"registry": {"repo": "registry.example.com/modules"}},
+    }))
+    .unwrap();
+    sources
+        .create(&PostParams::default(), &source)
+        .await
+        .unwrap();
+    let offer = |pull_error: Option<&str>| {
+        json!({"status": {"modules": [
+            {"name": "moved"},
+            {"name": "broken", "pullError": pull_error},
+        ]}})
+    };
+    sources
+        .patch_status(
+            "deckhouse",
+            &PatchParams::default(),
+            &Patch::Merge(offer(Some("manifest unknown"))),
+        )
+        .await
+        .unwrap();
+
+    c.publish_version("v1.68.0").await;
+    c.publish_channel(
+        "stable",
+        json!({"version": "v1.68.0", "requirements": {
+            "autoK8sVersion": "1.31",
+            "migratedModules": "moved, broken, off",
+            "ingressNginx": "1.9",
+        }}),
+    )
+    .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Auto"}}))
+        .await;
+    c.engine.sync_channel().await.unwrap();
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.phase("v1.68.0").await,
+        (
+            "Pending".into(),
+            [
+                "requirements of the 'echo' module are not satisfied: 1.68.0 deckhouse version is not suitable: 1.68.0 is greater than or equal to 1.68",
+                "requirements of the 'echo' module are not satisfied: 1.31 kubernetes version is not suitable: 1.31.0 is greater than or equal to 1.31",
+                "migrated module 'broken' not found in any ModuleSource registry",
+            ]
+            .join(";")
+        )
+    );
+    assert_eq!(c.running().await, "v1.67.0");
+    let metrics = c.engine.metrics().encode();
+    assert!(
+        metrics.contains("d8_release_info{name=\"v1.68.0\",manualApproval=\"false\",disruptionApproval=\"false\",requirementsNotMet=\"true\""),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("d8_migrated_module_not_found{module_name=\"broken\"} 1"),
+        "{metrics}"
+    );
+
+    // The module allows the new versions, the source pulls the migrated module: applied.
+    modules
+        .patch(
+            "echo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"properties": {"requirements": {
+                "deckhouse": ">= 1.60", "kubernetes": ">= 1.28"
+            }}})),
+        )
+        .await
+        .unwrap();
+    sources
+        .patch_status(
+            "deckhouse",
+            &PatchParams::default(),
+            &Patch::Merge(offer(None)),
+        )
+        .await
+        .unwrap();
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.phase("v1.68.0").await, ("Deployed".into(), String::new()));
+    assert_eq!(c.running().await, "v1.68.0");
+    let metrics = c.engine.metrics().encode();
+    assert!(
+        !metrics.contains("d8_migrated_module_not_found{"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("requirementsNotMet=\"true\""),
+        "{metrics}"
+    );
 }
