@@ -165,6 +165,9 @@ mod tests {
             &format!("@{d}"),
         );
         assert_eq!(target_of(&by_digest), Target::Digest);
+        // Older Deckhouse pullers wrote the bare hex, and their push made it a tag of that name.
+        let old_style = entry("x", d, 1, &format!("reg/deckhouse/ee@{d}"), &d.encoded());
+        assert_eq!(target_of(&old_style), Target::Tag(d.encoded().to_string()));
         let mut oci_style = oci::Descriptor::new("x", d, 1);
         oci_style
             .annotations
