@@ -18,7 +18,7 @@ use std::fs::File;
 use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use oci::Digest;
 use tokio::sync::watch;
 
@@ -185,10 +185,13 @@ async fn run(
         written: 0,
     });
     // Readers may read what is reported written; the last byte of a blob of known length is
-    // reported only by `Done`, after the digest verified, so no reader ever ends a
-    // complete-looking body with unverified content.
-    let report = |written: u64| {
-        let visible = total.map_or(written, |t| written.min(t.saturating_sub(1)));
+    // reported only once the digest verified, so no reader ever ends a complete-looking body
+    // with unverified content. (It need not wait for the fsync: verified bytes are right.)
+    let report = |written: u64, verified: bool| {
+        let visible = match total {
+            Some(t) if !verified => written.min(t.saturating_sub(1)),
+            _ => written,
+        };
         tx.send_modify(|state| {
             if let FillState::Streaming { written, .. } = state {
                 *written = visible;
@@ -197,50 +200,48 @@ async fn run(
     };
     let mut body = response.into_body();
     let mut written = 0u64;
-    // One write in flight while the next batch is received: network and disk overlap.
-    let mut in_flight = None;
     let mut idle = Some(writer);
+    // One write in flight; while it runs, the next batch keeps growing from the network.
+    let mut in_flight: Option<tokio::task::JoinHandle<Result<(BlobWriter, u64), Error>>> = None;
+    let mut batch = BytesMut::new();
+    let mut ended = false;
     loop {
-        let Some(first) = body.next().await else {
-            break;
-        };
-        let mut batch = BytesMut::from(first?.as_ref());
-        let mut ended = false;
-        while batch.len() < WRITE_BATCH {
-            match body.next().now_or_never() {
-                Some(Some(chunk)) => batch.extend_from_slice(&chunk?),
-                Some(None) => {
-                    ended = true;
-                    break;
-                }
-                None => break,
+        if let Some(writer) = idle.take() {
+            if !batch.is_empty() {
+                in_flight = Some(write_batch(writer, std::mem::take(&mut batch)));
+            } else if ended {
+                idle = Some(writer);
+                break;
+            } else {
+                idle = Some(writer);
             }
         }
-        let writer = match (idle.take(), in_flight.take()) {
-            (Some(writer), _) => writer,
-            (None, Some(handle)) => {
-                let (writer, n) = join(handle).await?;
+        tokio::select! {
+            biased;
+            chunk = body.next(), if !ended && batch.len() < WRITE_BATCH => match chunk {
+                Some(chunk) => batch.extend_from_slice(&chunk?),
+                None => ended = true,
+            },
+            done = async {
+                match in_flight.as_mut() {
+                    Some(handle) => join(handle).await,
+                    None => std::future::pending().await,
+                }
+            }, if in_flight.is_some() => {
+                in_flight = None;
+                let (writer, n) = done?;
                 written += n;
-                report(written);
-                writer
-            }
-            (None, None) => return Err(Error::Config("fill writer lost".into())),
-        };
-        in_flight = Some(write_batch(writer, batch));
-        if ended {
-            break;
+                report(written, false);
+                idle = Some(writer);
+            },
         }
     }
-    let writer = match (idle, in_flight) {
-        (Some(writer), _) => writer,
-        (None, Some(handle)) => {
-            let (writer, n) = join(handle).await?;
-            written += n;
-            report(written);
-            writer
-        }
-        (None, None) => return Err(Error::Config("fill writer lost".into())),
+    let Some(writer) = idle else {
+        return Err(Error::Config("fill writer lost".into()));
     };
+    if writer.digest() == Some(digest) {
+        report(written, true);
+    }
     let size = writer.len();
     tokio::task::spawn_blocking(move || writer.commit(Some(digest)))
         .await
@@ -250,7 +251,7 @@ async fn run(
 }
 
 async fn join(
-    handle: tokio::task::JoinHandle<Result<(BlobWriter, u64), Error>>,
+    handle: &mut tokio::task::JoinHandle<Result<(BlobWriter, u64), Error>>,
 ) -> Result<(BlobWriter, u64), Error> {
     handle
         .await
