@@ -12,6 +12,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A status could not be encoded as JSON.
+    #[error("encoding a status: {0}")]
+    Encode(#[source] serde_json::Error),
 }
 
 /// Attaches `what` to a kube error.

@@ -455,6 +455,12 @@ impl Controller {
             return Ok(());
         }
         let api: Api<RegistryConfig> = Api::all(self.client.clone());
+        let mut status = serde_json::to_value(&status).map_err(Error::Encode)?;
+        // A merge patch keeps what it does not name: an upstream no longer in effect (dropped
+        // for air gap) must be removed explicitly, or the next pass would hold it again.
+        if status.get("effectiveUpstream").is_none() {
+            status["effectiveUpstream"] = serde_json::Value::Null;
+        }
         let patch = serde_json::json!({ "status": status });
         api.patch_status(SINGLETON, &PatchParams::default(), &Patch::Merge(&patch))
             .await

@@ -1,7 +1,10 @@
 //! `d8 up` as an operator runs it: the platform starts Unmanaged and writes nothing for
 //! containerd; a `registry` ModuleConfig applied with kubectl makes it Managed with an upstream,
 //! containerd then pulls through the agent; SIGTERM stops it cleanly (exit 0), and a restart on
-//! the same directory serves the same pulls again.
+//! the same directory serves the same pulls again. `platform` runs the whole registry scenario
+//! with the cache replica.
+
+mod platform;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
