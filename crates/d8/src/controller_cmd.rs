@@ -191,6 +191,9 @@ pub(crate) async fn lead_with_modules(
     let engine = engine.map(Arc::new);
     let mut metrics = Registry::default();
     registry.metrics().register(&mut metrics);
+    if let Some(engine) = &engine {
+        engine.metrics().register(&mut metrics);
+    }
     let metrics = Arc::new(metrics);
     tracing::info!(address = %metrics_address, "metrics at /metrics");
     let metrics_task = tokio::spawn(serve_metrics(listener, metrics));

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use api::deckhouse_release::{DeckhouseRelease, MESSAGE_SUSPENDED};
+use api::deckhouse_release::{DeckhouseRelease, MESSAGE_RESTORED, MESSAGE_SUSPENDED};
 use api::keys;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -65,6 +65,21 @@ impl Engine {
             return Ok(Outcome::done());
         };
         match phase_of(release) {
+            // A release restored from the running version becomes Deployed, whoever gets to
+            // it first (the channel sync writes the same status right after creating it).
+            Phase::New if flag(release, keys::RELEASE_CURRENT_RESTORED) => {
+                self.patch_status(
+                    name,
+                    json!({
+                        "phase": Phase::Deployed.as_str(),
+                        "message": MESSAGE_RESTORED,
+                        "approved": true,
+                        "transitionTime": Time(self.clock.now()),
+                    }),
+                )
+                .await?;
+                Ok(Outcome::changed())
+            }
             Phase::New => {
                 self.set_phase(release, Phase::Pending, "").await?;
                 Ok(Outcome::changed())
