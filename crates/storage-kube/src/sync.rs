@@ -98,18 +98,34 @@ struct Target {
     deployed: Option<oci::Tag>,
 }
 
-/// How long a set computed from the cluster is reused (per deployed version).
-const CLUSTER_SET_TTL: Duration = Duration::from_secs(60);
+/// The expected set computed from the cluster (see [`crate::expected`]).
+#[derive(Clone, Debug)]
+pub struct ClusterSet {
+    /// Where release images are read (the replica's own read listener).
+    pub source: crate::expected::Source,
+    /// How long a computed set is reused (the syncer: a minute).
+    pub ttl: Duration,
+}
+
+impl ClusterSet {
+    /// Reading through `source`, recomputed every minute.
+    pub fn new(source: crate::expected::Source) -> Self {
+        Self {
+            source,
+            ttl: Duration::from_secs(60),
+        }
+    }
+}
 
 /// The set of this pass: fixed roots, or computed from the cluster (cached for a minute
 /// while the deployed and previous versions stay the same).
 async fn target(
     client: &kube::Client,
     config: &Config,
-    cluster: Option<&crate::expected::Source>,
+    cluster: Option<&ClusterSet>,
     cache: &mut Option<(tokio::time::Instant, crate::expected::Computed)>,
 ) -> Result<Target, crate::expected::ExpectedError> {
-    let Some(source) = cluster else {
+    let Some(cluster) = cluster else {
         return Ok(Target {
             set: expected(&config.roots),
             roots: config.roots.clone(),
@@ -118,9 +134,9 @@ async fn target(
     };
     let fresh = cache
         .as_ref()
-        .is_some_and(|(at, _)| at.elapsed() < CLUSTER_SET_TTL);
+        .is_some_and(|(at, _)| at.elapsed() < cluster.ttl);
     if !fresh {
-        let computed = crate::expected::compute(client, source).await?;
+        let computed = crate::expected::compute(client, &cluster.source).await?;
         *cache = Some((tokio::time::Instant::now(), computed));
     }
     let Some((_, computed)) = cache.as_ref() else {
@@ -147,6 +163,24 @@ fn measure(registry: &storage::Registry, config: &Config, target: &Target, repor
     report.declared_digests = completeness.declared as u64;
     report.total_digests = store.blobs().map(|b| b.len() as u64).unwrap_or(0);
     report.verified_set = (!set.is_empty()).then(|| set.fingerprint());
+}
+
+/// Copies every root, going on past one that fails (an image missing at the source must
+/// not hold back the rest of the set); returns the first error.
+trait CopyEach {
+    async fn copy_each(&self, roots: &[Digest]) -> Result<(), storage::Error>;
+}
+
+impl CopyEach for Replicator<'_> {
+    async fn copy_each(&self, roots: &[Digest]) -> Result<(), storage::Error> {
+        let mut first = None;
+        for root in roots {
+            if let Err(e) = self.copy_all(std::slice::from_ref(root)).await {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
 }
 
 /// The live lease holder and its reported address, once it reports full: copying from a
@@ -221,7 +255,7 @@ pub fn spawn_with_cluster_set(
     registry: storage::Registry,
     upstream: Option<storage::Upstream>,
     config: Config,
-    cluster: Option<crate::expected::Source>,
+    cluster: Option<ClusterSet>,
 ) -> Result<Sync, leader::Error> {
     let node = config.election.lease.identity.clone();
     let mut first = Report::new(&node, &config.address);
@@ -282,7 +316,7 @@ pub fn spawn_with_cluster_set(
                             &progress,
                         )
                         .through(&registry)
-                        .copy_all(&target.roots)
+                        .copy_each(&target.roots)
                         .await;
                         if let Err(e) = result {
                             error = Some(format!("fill from the upstream: {e}"));
@@ -302,7 +336,7 @@ pub fn spawn_with_cluster_set(
                                         config.parallelism,
                                         &progress,
                                     )
-                                    .copy_all(&target.roots)
+                                    .copy_each(&target.roots)
                                     .await
                                 }
                                 Err(e) => Err(storage::Error::Upstream(e)),

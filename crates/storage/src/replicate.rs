@@ -99,24 +99,35 @@ impl<'a> Replicator<'a> {
                 "{digest}: index nesting deeper than 4"
             )));
         }
-        // On our disk already: its references were committed before it.
-        if self.store.has_manifest(self.repository, &digest) {
-            self.progress.already_held.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
-        }
-        let fetched = self
-            .source
-            .get_manifest(
-                self.source_repository,
-                &digest.to_string(),
-                &[oci::media_type::MANIFEST_ACCEPT],
-            )
-            .await?;
-        let media_type = fetched
-            .media_type
-            .clone()
-            .unwrap_or_else(|| "application/vnd.oci.image.manifest.v1+json".to_owned());
-        let manifest = oci::Manifest::parse(fetched.bytes.to_vec(), Some(&media_type))?;
+        // On our disk already. A manifest copied here was committed after its references, but
+        // one stored by a pull-through read was not (the client fetches blobs afterwards, or
+        // never): walk its references anyway; held blobs cost a stat.
+        let held = {
+            let (store, repository) = (self.store.clone(), self.repository.clone());
+            blocking(move || store.manifest(&repository, &digest)).await?
+        };
+        let (bytes, media_type, copied) = match held {
+            Some(m) => {
+                self.progress.already_held.fetch_add(1, Ordering::Relaxed);
+                (bytes::Bytes::from(m.bytes), m.media_type, false)
+            }
+            None => {
+                let fetched = self
+                    .source
+                    .get_manifest(
+                        self.source_repository,
+                        &digest.to_string(),
+                        &[oci::media_type::MANIFEST_ACCEPT],
+                    )
+                    .await?;
+                let media_type = fetched
+                    .media_type
+                    .clone()
+                    .unwrap_or_else(|| "application/vnd.oci.image.manifest.v1+json".to_owned());
+                (fetched.bytes, media_type, true)
+            }
+        };
+        let manifest = oci::Manifest::parse(bytes.to_vec(), Some(&media_type))?;
         let mut blobs = Vec::new();
         for reference in manifest.references() {
             if oci::media_type::is_manifest_or_index(&reference.media_type) {
@@ -130,9 +141,11 @@ impl<'a> Replicator<'a> {
             .try_buffer_unordered(self.parallelism)
             .try_collect::<Vec<()>>()
             .await?;
+        if !copied {
+            return Ok(());
+        }
         let store = self.store.clone();
         let repository = self.repository.clone();
-        let bytes = fetched.bytes;
         blocking(move || store.put_manifest(&repository, &bytes, &media_type, Some(digest), None))
             .await?;
         self.progress
