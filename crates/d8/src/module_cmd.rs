@@ -99,7 +99,9 @@ pub(crate) fn manager(
         Arc::new(release_controller::SystemClock),
         facts,
     )
-    .with_embedded(embedded);
+    .with_embedded(embedded)
+    // The canary wave of module releases, as the release engine's (`--cluster-uuid`).
+    .with_cluster_uuid(std::env::var("D8_CLUSTER_UUID").unwrap_or_default());
     let options = Options {
         source_interval: args.module_source_interval,
         ..Default::default()

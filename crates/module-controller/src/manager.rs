@@ -59,6 +59,9 @@ pub struct Policy {
     pub mode: UpdateMode,
     /// The update windows.
     pub windows: Windows,
+    /// `update.notification` of the `deckhouse` ModuleConfig (module releases are announced
+    /// through the platform's webhook).
+    pub notification: release_controller::settings::Notification,
 }
 
 /// The module manager.
@@ -71,6 +74,8 @@ pub struct Manager {
     facts: Facts,
     limits: Limits,
     embedded: Vec<crate::embedded::EmbeddedModule>,
+    notifier: release_controller::notify::Notifier,
+    cluster_uuid: String,
 }
 
 impl std::fmt::Debug for Manager {
@@ -133,6 +138,18 @@ fn merge_conditions(
     out
 }
 
+/// The key of `version.json`'s `canary` map for a channel.
+fn canary_key(channel: ReleaseChannel) -> &'static str {
+    match channel {
+        ReleaseChannel::Alpha => "alpha",
+        ReleaseChannel::Beta => "beta",
+        ReleaseChannel::EarlyAccess => "earlyAccess",
+        ReleaseChannel::Stable => "stable",
+        ReleaseChannel::RockSolid => "rockSolid",
+        ReleaseChannel::Lts => "lts",
+    }
+}
+
 fn release_phase(r: &ModuleRelease) -> Phase {
     Phase::parse(
         r.status
@@ -154,11 +171,19 @@ impl Manager {
             client,
             registries: registry_client::Client::new(registry_client::Config::default()),
             downloaded,
+            notifier: release_controller::notify::Notifier::new(clock.clone()),
             clock,
             facts,
             limits: Limits::default(),
             embedded: Vec::new(),
+            cluster_uuid: String::new(),
         }
+    }
+
+    /// The cluster's UUID, which decides its canary wave.
+    pub fn with_cluster_uuid(mut self, uuid: impl Into<String>) -> Self {
+        self.cluster_uuid = uuid.into();
+        self
     }
 
     /// Manages these embedded modules (Modules with `source: Embedded`).
@@ -279,6 +304,10 @@ impl Manager {
     /// The policy of `module`: its ModuleConfig's `updatePolicy`, else the embedded one from the
     /// `deckhouse` ModuleConfig. `Err` is the status message of a missing policy.
     pub async fn policy_for(&self, module: &str) -> Result<Result<Policy, String>, Error> {
+        let deckhouse: Option<ModuleConfig> = self.get_opt("deckhouse").await?;
+        let settings = deckhouse.and_then(|d| d.spec.settings);
+        let parsed =
+            release_controller::settings::DeckhouseSettings::from_settings(settings.as_ref());
         let config: Option<ModuleConfig> = self.get_opt(module).await?;
         if let Some(name) = config
             .and_then(|c| c.spec.update_policy)
@@ -301,12 +330,9 @@ impl Manager {
                 channel: policy.spec.release_channel,
                 mode,
                 windows: Windows::new(windows),
+                notification: parsed.map(|p| p.notification).unwrap_or_default(),
             }));
         }
-        let deckhouse: Option<ModuleConfig> = self.get_opt("deckhouse").await?;
-        let settings = deckhouse.and_then(|d| d.spec.settings);
-        let parsed =
-            release_controller::settings::DeckhouseSettings::from_settings(settings.as_ref());
         let parsed = match parsed {
             Ok(p) => p,
             Err(e) => return Ok(Err(e.to_string())),
@@ -336,6 +362,7 @@ impl Manager {
                 UpdateMode::Auto
             },
             windows: parsed.windows,
+            notification: parsed.notification,
         }))
     }
 
@@ -651,13 +678,26 @@ impl Manager {
             if existing.iter().any(|r| r.name_any() == name) {
                 continue;
             }
+            // The channel's canary wave postpones the channel version (not the first release,
+            // which is applied at once).
+            let apply_after = if version == meta.version && !first {
+                release_plan::canary::new_release_apply_after(
+                    self.clock.now(),
+                    meta.canary.get(canary_key(policy.channel)),
+                    &self.cluster_uuid,
+                    meta.version.original(),
+                    None,
+                )?
+            } else {
+                None
+            };
             let mut release = ModuleRelease::new(
                 &name,
                 api::module_release::ModuleReleaseSpec {
                     module_name: module.to_owned(),
                     version: version.to_string(),
                     weight: None,
-                    apply_after: None,
+                    apply_after: apply_after.map(Time),
                     requirements: requirements.as_ref().map(|r| {
                         api::module_release::ModuleReleaseRequirements {
                             deckhouse: r.deckhouse.clone(),

@@ -45,6 +45,9 @@ pub struct ReleaseMetadata {
     pub changelog: Option<Value>,
     /// `module.yaml`, if any (requirements of the release come from it).
     pub module_yaml: Option<String>,
+    /// `version.json`'s `canary` map by channel key (`stable`, `earlyAccess`…); empty when it
+    /// has none or it cannot be read.
+    pub canary: std::collections::BTreeMap<String, release_plan::canary::CanarySettings>,
 }
 
 /// A downloaded module image.
@@ -278,11 +281,15 @@ impl ModuleRegistry {
             None => None,
         };
         let module_yaml = file("module.yaml").map(|b| String::from_utf8_lossy(b).into_owned());
+        let canary = release_controller::version_json::VersionJson::parse(version_json)
+            .map(|v| v.canary)
+            .unwrap_or_default();
         Ok(ReleaseMetadata {
             digest,
             version,
             changelog,
             module_yaml,
+            canary,
         })
     }
 

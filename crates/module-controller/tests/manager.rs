@@ -30,8 +30,12 @@ struct Cluster {
     source: Source,
     manager: Manager,
     downloaded: Downloaded,
+    clock: ManualClock,
     _dir: tempfile::TempDir,
 }
+
+/// The cluster UUID the canary waves are computed with.
+const CLUSTER_UUID: &str = "1f6a1e2c-5d0b-4c1e-9b8a-2d7f3e4c5b6a";
 
 async fn cluster() -> Cluster {
     let source = source().await;
@@ -70,14 +74,21 @@ async fn cluster() -> Cluster {
     )
     .unwrap();
     let embedded = module_controller::embedded::discover(&modules_dir).unwrap();
-    let manager = Manager::new(client.clone(), downloaded.clone(), Arc::new(clock), facts)
-        .with_embedded(embedded);
+    let manager = Manager::new(
+        client.clone(),
+        downloaded.clone(),
+        Arc::new(clock.clone()),
+        facts,
+    )
+    .with_embedded(embedded)
+    .with_cluster_uuid(CLUSTER_UUID);
     let cluster = Cluster {
         _server: server,
         client,
         source,
         manager,
         downloaded,
+        clock,
         _dir: dir,
     };
     cluster
@@ -519,4 +530,242 @@ async fn several_sources_without_a_choice_is_a_conflict() {
     assert_eq!(echo.spec.properties.source.as_deref(), Some("mirror"));
     assert_eq!(phase(&echo), "Ready");
     assert_eq!(c.release("echo-v1.0.1").await.labels()["source"], "mirror");
+}
+
+/// A webhook receiver answering 200 and keeping every request body.
+async fn webhook() -> (String, Arc<std::sync::Mutex<Vec<Value>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let bodies = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = bodies.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut data = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = stream.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    data.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&data).into_owned();
+                    let Some(end) = text.find("\r\n\r\n") else {
+                        continue;
+                    };
+                    let length: usize = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0);
+                    if data.len() < end + 4 + length {
+                        continue;
+                    }
+                    let body: Value = serde_json::from_slice(&data[end + 4..end + 4 + length])
+                        .unwrap_or(Value::Null);
+                    seen.lock().unwrap().push(body);
+                    let _ = stream
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        )
+                        .await;
+                    return;
+                }
+            });
+        }
+    });
+    (url, bodies)
+}
+
+#[tokio::test]
+async fn autopatch_windows_canary_and_notification() {
+    let c = cluster().await;
+    let (url, notifications) = webhook().await;
+    c.config(
+        "deckhouse",
+        json!({"version": 1, "settings": {"releaseChannel": "Stable", "update": {"mode": "Auto"}}}),
+    )
+    .await;
+
+    // AutoPatch: a patch goes in by itself...
+    c.apply::<ModuleUpdatePolicy>(json!({
+        "apiVersion": "deckhouse.io/v1alpha2", "kind": "ModuleUpdatePolicy",
+        "metadata": {"name": "patches"}, "spec": {"releaseChannel": "Stable", "update": {"mode": "AutoPatch"}}
+    }))
+    .await;
+    c.config("echo", json!({"enabled": true, "updatePolicy": "patches"}))
+        .await;
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("echo").as_deref(),
+        Some("1.0.1")
+    );
+    c.publish("echo", "stable", "v1.0.2", 10).await;
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("echo").as_deref(),
+        Some("1.0.2")
+    );
+
+    // ...a minor, with the platform's notification webhook configured, is announced once
+    // (releaseType Minor), waits for the notification time and for approval.
+    c.config(
+        "deckhouse",
+        json!({"version": 1, "settings": {"releaseChannel": "Stable", "update": {
+            "mode": "Auto",
+            "notification": {"webhook": url, "minimalNotificationTime": "1h"}
+        }}}),
+    )
+    .await;
+    c.publish("echo", "stable", "v1.1.0", 10).await;
+    c.pass().await;
+    let waiting = c.release("echo-v1.1.0").await;
+    assert_eq!(
+        waiting.status.as_ref().unwrap().message,
+        // Deckhouse's wording: the notification delay replaces the approval reason.
+        "Release is postponed by notification"
+    );
+    assert_eq!(
+        waiting.annotations()["modules.deckhouse.io/notified"],
+        "true"
+    );
+    assert_eq!(
+        waiting.annotations()["modules.deckhouse.io/notification-time-shift"],
+        "true"
+    );
+    assert_eq!(
+        waiting.spec.apply_after.as_ref().unwrap().0.to_string(),
+        "2026-11-30T13:00:00Z"
+    );
+    {
+        let sent = notifications.lock().unwrap();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert_eq!(sent[0]["subject"], "Module");
+        assert_eq!(sent[0]["version"], "1.1.0");
+        let message = sent[0]["message"].as_str().unwrap();
+        assert!(message.contains("1.1.0 is available"), "{message}");
+    }
+    Api::<ModuleRelease>::all(c.client.clone())
+        .patch(
+            "echo-v1.1.0",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"modules.deckhouse.io/approved": "true"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("echo").as_deref(),
+        Some("1.0.2")
+    );
+    assert_eq!(
+        c.release("echo-v1.1.0").await.status.unwrap().message,
+        "Release is postponed until 30 Nov 2026 13:00 UTC"
+    );
+    c.clock.advance(jiff::SignedDuration::from_mins(61));
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("echo").as_deref(),
+        Some("1.1.0")
+    );
+    assert_eq!(notifications.lock().unwrap().len(), 1, "announced once");
+
+    // Auto with an update window (and no notification any more): a patch waits for the
+    // window, then goes in.
+    c.config(
+        "deckhouse",
+        json!({"version": 1, "settings": {"releaseChannel": "Stable", "update": {"mode": "Auto", "notification": null}}}),
+    )
+    .await;
+    c.apply::<ModuleUpdatePolicy>(json!({
+        "apiVersion": "deckhouse.io/v1alpha2", "kind": "ModuleUpdatePolicy",
+        "metadata": {"name": "night"},
+        "spec": {"releaseChannel": "Stable", "update": {"mode": "Auto", "windows": [{"from": "01:00", "to": "02:00"}]}}
+    }))
+    .await;
+    c.config("hello", json!({"enabled": true, "updatePolicy": "night"}))
+        .await;
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("hello").as_deref(),
+        Some("0.2.0"),
+        "the first release ignores windows"
+    );
+    c.publish("hello", "stable", "v0.2.1", 10).await;
+    c.pass().await;
+    let message = c.release("hello-v0.2.1").await.status.unwrap().message;
+    assert_eq!(
+        message,
+        "Release is waiting for the update window until 01 Dec 2026 01:00 UTC"
+    );
+    assert_eq!(
+        c.downloaded.active_version("hello").as_deref(),
+        Some("0.2.0")
+    );
+    c.clock.set("2026-12-01T01:30:00Z".parse().unwrap());
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("hello").as_deref(),
+        Some("0.2.1")
+    );
+
+    // Canary: the channel's waves postpone the new version by this cluster's wave.
+    c.config("parca", json!({"enabled": true})).await;
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("parca").as_deref(),
+        Some("2.0.0")
+    );
+    let wave = release_plan::canary::wave(CLUSTER_UUID, "v2.1.0", 5);
+    assert!(
+        wave >= 2,
+        "the fixture's wave must outlast the notification time"
+    );
+    let image = module_image(&c.source.layout, "parca", "v2.1.0", 10);
+    c.source
+        .push
+        .push_image(&format!("{REPO}/parca"), Some("v2.1.0"), &image)
+        .await
+        .unwrap();
+    let release = testkit::ImageBuilder::new("parca-release-canary")
+        .files(&[(
+            "version.json",
+            br#"{"version":"v2.1.0","canary":{"stable":{"enabled":true,"waves":5,"interval":"1h"}}}"#,
+        )])
+        .build(&c.source.layout);
+    c.source
+        .push
+        .push_image(&format!("{REPO}/parca/release"), Some("stable"), &release)
+        .await
+        .unwrap();
+    let created_at = release_controller::Clock::now(&c.clock);
+    c.pass().await;
+    let postponed = c.release("parca-v2.1.0").await;
+    let apply_after = postponed.spec.apply_after.as_ref().unwrap().0;
+    assert_eq!(
+        apply_after,
+        created_at
+            .checked_add(jiff::SignedDuration::from_hours(wave as i64))
+            .unwrap()
+    );
+    let message = postponed.status.unwrap().message;
+    assert!(message.starts_with("Release is postponed"), "{message}");
+    assert_eq!(
+        c.downloaded.active_version("parca").as_deref(),
+        Some("2.0.0")
+    );
+    c.clock
+        .advance(jiff::SignedDuration::from_hours(wave as i64 + 1));
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("parca").as_deref(),
+        Some("2.1.0")
+    );
 }

@@ -148,6 +148,9 @@ impl Manager {
             }
             let mut settings = deploy::Settings::new(ReleaseKind::Module, policy.mode);
             settings.windows = policy.windows.clone();
+            settings.minimal_notification_time = policy.notification.minimal_notification_time;
+            settings.webhook_configured = policy.notification.webhook.is_some();
+            settings.notify_release_type = policy.notification.release_type;
             let state = deploy::ReleaseState {
                 name: name.clone(),
                 apply_after: release.spec.apply_after.as_ref().map(|t| t.0),
@@ -170,6 +173,48 @@ impl Manager {
                 requirement_failures: &failures,
                 disruption_reasons: &[],
             })?;
+            let plan = match plan {
+                deploy::Plan::DeployTime {
+                    notify: Some(request),
+                    delay,
+                } => {
+                    let version = ReleaseVersion::parse(&release.spec.version)?;
+                    let requirements = release
+                        .spec
+                        .requirements
+                        .as_ref()
+                        .map(requirements_map)
+                        .unwrap_or_default();
+                    let body = deploy::WebhookBody::new(
+                        ReleaseKind::Module,
+                        &version,
+                        requirements,
+                        "",
+                        request.apply_time,
+                    );
+                    match self.notifier.send(&policy.notification, &body).await {
+                        Ok(()) => {
+                            // Recorded at once: the webhook is called at most once per release.
+                            self.annotate_release(
+                                &name,
+                                json!({keys::MODULE_RELEASE_NOTIFIED: "true"}),
+                            )
+                            .await?;
+                            tracing::info!(release = %name, "module release notification sent");
+                            deploy::Plan::DeployTime {
+                                notify: None,
+                                delay,
+                            }
+                        }
+                        Err(error) => {
+                            let failed = deploy::notification_failed(delay.as_ref(), &error);
+                            self.write_delay(release, &failed).await?;
+                            return Ok(());
+                        }
+                    }
+                }
+                other => other,
+            };
             match plan {
                 deploy::Plan::ApplyForced | deploy::Plan::DeployTime { delay: None, .. } => {
                     if !self.apply(module, release, config.as_ref()).await? {
@@ -179,13 +224,7 @@ impl Manager {
                 deploy::Plan::DeployTime {
                     delay: Some(delay), ..
                 } => {
-                    self.set_release_status(
-                        &name,
-                        ModuleReleasePhase::Pending,
-                        &delay.message,
-                        json!({}),
-                    )
-                    .await?;
+                    self.write_delay(release, &delay).await?;
                     return Ok(());
                 }
                 deploy::Plan::Blocked { message } => {
@@ -200,6 +239,65 @@ impl Manager {
                 }
                 deploy::Plan::Requeue => return Ok(()),
             }
+        }
+        Ok(())
+    }
+
+    async fn annotate_release(&self, name: &str, annotations: Value) -> Result<(), Error> {
+        self.api::<ModuleRelease>()
+            .patch(
+                name,
+                &pp(),
+                &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+            )
+            .await
+            .map_err(|e| Error::kube(format!("patch ModuleRelease {name}"), e))?;
+        Ok(())
+    }
+
+    /// Records a delay: Pending with its message, `isUpdating=false`, `notified`, and the
+    /// notification shift of `spec.applyAfter` when there is one.
+    async fn write_delay(
+        &self,
+        release: &ModuleRelease,
+        delay: &deploy::Delay,
+    ) -> Result<(), Error> {
+        let name = release.name_any();
+        self.set_release_status(
+            &name,
+            ModuleReleasePhase::Pending,
+            &delay.message,
+            json!({}),
+        )
+        .await?;
+        let notified = if delay.notified { "true" } else { "false" };
+        let mut wanted = serde_json::Map::new();
+        wanted.insert(keys::MODULE_RELEASE_IS_UPDATING.into(), json!("false"));
+        wanted.insert(keys::MODULE_RELEASE_NOTIFIED.into(), json!(notified));
+        if delay.apply_after.is_some() {
+            wanted.insert(
+                keys::MODULE_RELEASE_NOTIFICATION_TIME_SHIFT.into(),
+                json!("true"),
+            );
+        }
+        let current = release.annotations();
+        if wanted
+            .iter()
+            .any(|(k, v)| current.get(k).map(|c| json!(c)) != Some(v.clone()))
+        {
+            self.annotate_release(&name, Value::Object(wanted)).await?;
+        }
+        if let Some(after) = delay.apply_after
+            && release.spec.apply_after.as_ref().map(|t| t.0) != Some(after)
+        {
+            self.api::<ModuleRelease>()
+                .patch(
+                    &name,
+                    &pp(),
+                    &Patch::Merge(json!({"spec": {"applyAfter": Time(after)}})),
+                )
+                .await
+                .map_err(|e| Error::kube(format!("set applyAfter of {name}"), e))?;
         }
         Ok(())
     }
@@ -409,4 +507,21 @@ impl Manager {
         }
         Ok(())
     }
+}
+
+/// A release's requirements as the notification's `requirements` map.
+fn requirements_map(
+    r: &api::module_release::ModuleReleaseRequirements,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if let Some(d) = &r.deckhouse {
+        out.insert("deckhouse".to_owned(), d.clone());
+    }
+    if let Some(k) = &r.kubernetes {
+        out.insert("kubernetes".to_owned(), k.clone());
+    }
+    for (m, c) in &r.modules {
+        out.insert(m.clone(), c.clone());
+    }
+    out
 }
