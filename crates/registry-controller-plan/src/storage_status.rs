@@ -79,7 +79,14 @@ mod tests {
     #[test]
     fn the_phase_table() {
         use StoragePhase::*;
-        let rows: Vec<(&str, Vec<Replica>, Option<&str>, StoragePhase, bool)> = vec![
+        type Row = (
+            &'static str,
+            Vec<Replica>,
+            Option<&'static str>,
+            StoragePhase,
+            bool,
+        );
+        let rows: Vec<Row> = vec![
             ("no reports", vec![], Some("a"), Idle, false),
             (
                 "no lease holder",
