@@ -13,6 +13,29 @@
 //! - [`view`]: the operator's listing (`d8 release list`): why each release waits.
 //! - [`metrics`]: `d8_release_info`, `d8_is_updating`, `d8_migrated_module_not_found`.
 //!
+//! ## Messages
+//!
+//! Status messages, requirement errors, webhook errors and metric names are Deckhouse's own,
+//! checked against the public sources (`deckhouse-controller/internal/controller/deckhouse-release`,
+//! `pkg/releaseupdater`, `go_lib/dependency/{requirements,extenders,versionmatcher}`). Still
+//! worded by us, because the stored sources do not hold the text:
+//! - the `blockOnAlerts` hold: `Release is blocked by the firing alert <name> with severity level
+//!   <n> (update.blockOnAlerts.severity is <t>)` (Deckhouse's tests only show that its message
+//!   names the alert and its level; Deckhouse also reads ClusterAlert objects, where this
+//!   engine reads an [`alerts::AlertSource`]);
+//! - a webhook that cannot be reached: `sending the webhook request: <cause>` after Deckhouse's
+//!   `send release notification: send webhook notification: after 5 attempts, last error:`
+//!   prefix (Go prints `Post "<url>": <cause>`; the URL is left out because it may carry
+//!   credentials);
+//! - the invalid-settings messages of [`settings`] follow the OpenAPI validator's phrasing but are
+//!   produced here;
+//! - `d8 release list`'s hints (`→ approve: d8 release approve <name>`, …), which are this
+//!   project's.
+//!
+//! Requirement keys registered by Deckhouse modules this platform does not run are listed in
+//! [`release_plan::requirements::FOREIGN_KEYS`]; `disabledModules` is among them although its
+//! check function was not found in the stored sources.
+//!
 //! Every decision is made by `release-plan`; this crate only observes and acts. Time comes from
 //! a [`Clock`], so tests move time instead of waiting. It must not depend on the API server
 //! implementation or on `d8`: it is a kube-rs client like any other.

@@ -1,7 +1,9 @@
 //! The release notification webhook: a JSON POST of
-//! [`WebhookBody`](release_plan::deploy::WebhookBody) with Basic or bearer auth, a 10 s timeout
-//! per try, and at most [`TRIES`] tries waiting `retryMinTime` doubled after each failure. A
-//! non-2xx answer fails, and so does a JSON answer `{"success": false}`.
+//! [`WebhookBody`] with Basic or bearer auth, a 10 s timeout
+//! per try, and at most [`TRIES`] tries waiting `retryMinTime` doubled after each failure. Any
+//! 2xx answer succeeds (Deckhouse's code does not read the body of a success, whatever its docs
+//! say about `{"success": false}`); any other fails, explained as Deckhouse explains it, from
+//! the answer's `{"code", "message"}` JSON when it has one.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,7 +58,9 @@ impl Notifier {
                 delay = delay.saturating_mul(2);
             }
         }
-        Err(last)
+        Err(format!(
+            "send release notification: send webhook notification: after {TRIES} attempts, last error: {last}"
+        ))
     }
 }
 
@@ -79,19 +83,103 @@ async fn try_once(
         .await
         .map_err(|e| format!("sending the webhook request: {}", e.without_url()))?;
     let status = response.status();
-    let text = response.text().await.unwrap_or_default();
-    if !status.is_success() {
-        return Err(format!(
-            "webhook response with status code {}",
-            status.as_u16()
-        ));
+    if status.is_success() {
+        return Ok(());
     }
-    let refused = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| v.get("success").and_then(serde_json::Value::as_bool))
-        == Some(false);
-    if refused {
-        return Err("webhook response with success: false".into());
+    Err(failure_reason(
+        status.as_u16(),
+        response.content_length(),
+        &response.bytes().await.unwrap_or_default(),
+    ))
+}
+
+/// The longest error answer Deckhouse reads.
+pub const MAX_ERROR_BODY: u64 = 4096;
+
+/// Why a non-2xx answer failed, in Deckhouse's words: `webhook response with status code <n>`
+/// and the answer's `service code` and `msg`, or what kept it from being read.
+pub fn failure_reason(status: u16, content_length: Option<u64>, body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct ResponseError {
+        #[serde(default)]
+        code: String,
+        #[serde(default)]
+        message: String,
     }
-    Ok(())
+    match content_length {
+        Some(0) => return format!("webhook response with status code {status}, with empty body"),
+        Some(n) if n <= MAX_ERROR_BODY => {}
+        _ => {
+            return format!(
+                "webhook response with status code {status}: body is too large to read"
+            );
+        }
+    }
+    let Ok(answer) = serde_json::from_slice::<ResponseError>(body) else {
+        return format!("webhook response with status code {status}: bad json");
+    };
+    let mut parts = vec![format!("webhook response with status code {status}")];
+    if !answer.code.is_empty() {
+        parts.push(format!("service code: {}", answer.code));
+    }
+    if !answer.message.is_empty() {
+        parts.push(format!("msg: {}", answer.message));
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deckhouse's notifier table (`release_notifier_test.go`) and the cases its code handles.
+    #[test]
+    fn failures_are_explained_as_deckhouse_does() {
+        let cases: &[(u16, Option<u64>, &str, &str)] = &[
+            (
+                400,
+                Some(60),
+                r#"{"code": "INVALID_DATA", "message": "Invalid request data"}"#,
+                "webhook response with status code 400, service code: INVALID_DATA, msg: Invalid request data",
+            ),
+            (
+                400,
+                Some(35),
+                r#"{"message": "Invalid request data"}"#,
+                "webhook response with status code 400, msg: Invalid request data",
+            ),
+            (
+                404,
+                Some(0),
+                "",
+                "webhook response with status code 404, with empty body",
+            ),
+            (
+                500,
+                Some(17),
+                r#"{"invalid": json}"#,
+                "webhook response with status code 500: bad json",
+            ),
+            (
+                300,
+                None,
+                "Multiple Choices",
+                "webhook response with status code 300: body is too large to read",
+            ),
+            (
+                503,
+                Some(MAX_ERROR_BODY + 1),
+                "",
+                "webhook response with status code 503: body is too large to read",
+            ),
+            (502, Some(2), "{}", "webhook response with status code 502"),
+        ];
+        for (status, length, body, want) in cases {
+            assert_eq!(
+                failure_reason(*status, *length, body.as_bytes()),
+                *want,
+                "{status} {body}"
+            );
+        }
+    }
 }

@@ -354,7 +354,7 @@ async fn failing_notification_receiver_blocks_the_release() {
         c.phase("v1.67.0").await,
         (
             "Pending".into(),
-            "Release is blocked, failed to send release notification: webhook response with status code 500".into()
+            "Release is blocked, failed to send release notification: send release notification: send webhook notification: after 5 attempts, last error: webhook response with status code 500, with empty body".into()
         )
     );
     let annotations = Cluster::annotations(&c.release("v1.67.0").await);
