@@ -198,7 +198,7 @@ async fn collections_concurrent_with_pulls_fills_and_pushes_lose_nothing() {
 
     // 1. A pusher finds the old shared layer present (HEAD), and a collection runs before
     //    it pushes its manifest: the layer was used, so it stays and the push succeeds.
-    let reuse = build("reuses the shared layer", &[shared.clone()]);
+    let reuse = build("reuses the shared layer", std::slice::from_ref(&shared));
     let shared_digest = Digest::sha256(&shared);
     let module = format!("{ROOT}/modules/echo");
     for (digest, bytes) in &reuse.blobs {
