@@ -111,7 +111,6 @@ async fn main() {
                 "--deckhouse-tag".into(),
                 "v1.0.0".into(),
                 "--no-modules".into(),
-                "--quiet".into(),
             ],
             "d8 mirror pull",
         )
@@ -151,7 +150,6 @@ async fn main() {
                 format!("{}/{PREFIX}", target.host()),
                 "--tls-ca-file".into(),
                 ca_file.display().to_string(),
-                "--quiet".into(),
             ],
             "d8 mirror push",
         )
@@ -194,9 +192,11 @@ where
     start.elapsed()
 }
 
+/// Runs `d8` with `--json` and prints where its time went (the phases it reports).
 async fn run_d8(args: &[String], what: &str) {
     let out = tokio::process::Command::new(D8)
         .args(args)
+        .arg("--json")
         .env_remove("SSL_CERT_FILE")
         .output()
         .await
@@ -206,6 +206,19 @@ async fn run_d8(args: &[String], what: &str) {
         "{what} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let phases: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "phase_end")
+        .map(|v| {
+            format!(
+                "{} {:.2} s",
+                v["phase"].as_str().unwrap_or("?"),
+                v["seconds"].as_f64().unwrap_or(0.0)
+            )
+        })
+        .collect();
+    println!("  {what} phases: {}", phases.join(", "));
 }
 
 fn layout_of(layouts: &Path, item: &Item) -> PathBuf {
