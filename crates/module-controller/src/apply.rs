@@ -1,6 +1,7 @@
 //! Applying a module release to disk: download the module image (verified), unpack it safely
 //! into staging, read its `module.yaml` and settings files, check the module's *current*
-//! settings against the release's schema and conversions, place it at
+//! settings against the release's schema and conversions, write the source's registry into its
+//! values schema, place it at
 //! `<downloaded>/<module>/v<version>` and switch `<weight>-<module>` to it. Any failure leaves
 //! the active release as it was.
 
@@ -45,6 +46,9 @@ pub async fn install(
         return Err(Error::SettingsRejected { reason });
     }
     let values = checked.values.unwrap_or_default();
+    if let Some(source) = registry.source() {
+        crate::install::inject_registry(staging.path(), module, source)?;
+    }
     let path = downloaded.place(staging, module, version)?;
     downloaded.activate(module, version, files.definition.weight)?;
     Ok(Installed {

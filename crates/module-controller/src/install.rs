@@ -197,3 +197,87 @@ impl Downloaded {
         }
     }
 }
+
+/// Writes the source's registry settings into the module's values schema
+/// (`openapi/values.yaml`, property `registry` with defaults `base`, `dockercfg`, `scheme`,
+/// `ca`), as Deckhouse's downloader does, so that the module pulls its images from where it
+/// came from. The file is rewritten owner-only: it may hold credentials.
+pub fn inject_registry(
+    dir: &Path,
+    module: &str,
+    registry: &api::module_source::SourceRegistry,
+) -> Result<(), Error> {
+    use serde_json::{Value, json};
+    let path = dir.join("openapi/values.yaml");
+    let mut schema: Value = match std::fs::read_to_string(&path) {
+        Ok(text) if !text.trim().is_empty() => {
+            serde_saphyr::from_str(&text).map_err(|e| module_plan::Error::Parse {
+                what: "openapi/values.yaml".into(),
+                reason: e.to_string(),
+            })?
+        }
+        Ok(_) => json!({"type": "object"}),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({"type": "object"}),
+        Err(e) => return Err(Error::io("read", &path, e)),
+    };
+    let Some(object) = schema.as_object_mut() else {
+        return Err(module_plan::Error::Parse {
+            what: "openapi/values.yaml".into(),
+            reason: "the schema is not an object".into(),
+        }
+        .into());
+    };
+    let properties = object.entry("properties").or_insert_with(|| json!({}));
+    let Some(properties) = properties.as_object_mut() else {
+        return Err(module_plan::Error::Parse {
+            what: "openapi/values.yaml".into(),
+            reason: "properties is not an object".into(),
+        }
+        .into());
+    };
+    let string = |default: &str| json!({"type": "string", "default": default});
+    let base = format!("{}/{module}", registry.repo.trim().trim_end_matches('/'));
+    properties.insert(
+        "registry".into(),
+        json!({
+            "type": "object",
+            "default": {},
+            "properties": {
+                "base": string(&base),
+                "dockercfg": string(registry.docker_cfg.as_deref().unwrap_or_default()),
+                "scheme": string(&registry.scheme.as_str().to_lowercase()),
+                "ca": string(registry.ca.as_deref().unwrap_or_default()),
+            }
+        }),
+    );
+    let parent = path.parent().unwrap_or(dir);
+    std::fs::create_dir_all(parent).map_err(|e| Error::io("create", parent, e))?;
+    let text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    let temp = parent.join(".values.yaml.tmp");
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)
+            .map_err(|e| Error::io("create", &temp, e))?;
+        file.write_all(text.as_bytes())
+            .map_err(|e| Error::io("write", &temp, e))?;
+    }
+    std::fs::rename(&temp, &path).map_err(|e| Error::io("rename", &path, e))?;
+    Ok(())
+}
+
+/// The md5 of the ModuleSource's `spec.registry` JSON (hex): the
+/// `modules.deckhouse.io/registry-spec-checksum` annotation.
+pub fn registry_checksum(registry: &api::module_source::SourceRegistry) -> String {
+    use md5::Digest;
+    let json = serde_json::to_vec(registry).unwrap_or_default();
+    md5::Md5::digest(&json)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

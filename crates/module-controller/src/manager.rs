@@ -423,6 +423,7 @@ impl Manager {
                 return Ok(None);
             }
         };
+        self.sync_registry_checksum(source).await?;
         let modules = match registry.modules().await {
             Ok(m) => m,
             Err(e) => {
@@ -440,6 +441,56 @@ impl Manager {
                 .await?;
         }
         Ok(Some((registry, modules)))
+    }
+
+    /// The registry-settings rule: when md5(`spec.registry`) differs from the source's
+    /// `registry-spec-checksum` annotation, every Deployed release of the source is marked
+    /// `registry-spec-changed` (the release pass then rewrites the installed module's registry
+    /// values) and the annotation is updated.
+    async fn sync_registry_checksum(&self, source: &ModuleSource) -> Result<(), Error> {
+        let name = source.name_any();
+        let checksum = crate::install::registry_checksum(&source.spec.registry);
+        if source
+            .annotations()
+            .get(keys::ANNOTATION_REGISTRY_SPEC_CHECKSUM)
+            == Some(&checksum)
+        {
+            return Ok(());
+        }
+        let releases: Api<ModuleRelease> = self.api();
+        let deployed = releases
+            .list(&ListParams::default().labels(&format!(
+                "{}={name},{}=deployed",
+                keys::LABEL_SOURCE,
+                keys::LABEL_STATUS
+            )))
+            .await
+            .map_err(|e| Error::kube("list ModuleReleases", e))?;
+        let changed_at = self.clock.now().to_string();
+        for r in &deployed.items {
+            let release = r.name_any();
+            releases
+                .patch(
+                    &release,
+                    &pp(),
+                    &Patch::Merge(json!({"metadata": {"annotations": {
+                        keys::MODULE_RELEASE_REGISTRY_SPEC_CHANGED: changed_at,
+                    }}})),
+                )
+                .await
+                .map_err(|e| Error::kube(format!("patch ModuleRelease {release}"), e))?;
+        }
+        self.api::<ModuleSource>()
+            .patch(
+                &name,
+                &pp(),
+                &Patch::Merge(json!({"metadata": {"annotations": {
+                    keys::ANNOTATION_REGISTRY_SPEC_CHECKSUM: checksum,
+                }}})),
+            )
+            .await
+            .map_err(|e| Error::kube(format!("patch ModuleSource {name}"), e))?;
+        Ok(())
     }
 
     /// Reads each module's channel, creates releases, writes the source's status.

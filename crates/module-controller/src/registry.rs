@@ -64,9 +64,19 @@ pub struct Download {
 }
 
 /// A module registry.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ModuleRegistry {
     remote: Remote,
+    source: Option<api::module_source::SourceRegistry>,
+}
+
+impl std::fmt::Debug for ModuleRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The settings hold credentials: only the repository is shown.
+        f.debug_struct("ModuleRegistry")
+            .field("repo", &self.source.as_ref().map(|s| s.repo.as_str()))
+            .finish_non_exhaustive()
+    }
 }
 
 /// `{"auths": {"<host>": {"auth": base64(user:password)} | {"username", "password"}}}`.
@@ -102,7 +112,10 @@ fn credentials_from_docker_cfg(docker_cfg: &str, host: &str) -> Result<Option<Cr
 impl ModuleRegistry {
     /// A registry whose repository `R` is the remote's path prefix.
     pub fn new(remote: Remote) -> Self {
-        Self { remote }
+        Self {
+            remote,
+            source: None,
+        }
     }
 
     /// The registry of a ModuleSource's `spec.registry`.
@@ -138,7 +151,15 @@ impl ModuleRegistry {
             .map_err(|e| Error::RegistrySettings {
                 reason: e.to_string(),
             })?;
-        Ok(Self { remote })
+        Ok(Self {
+            remote,
+            source: Some(registry.clone()),
+        })
+    }
+
+    /// The ModuleSource's registry settings this was built from (`None` from [`Self::new`]).
+    pub fn source(&self) -> Option<&api::module_source::SourceRegistry> {
+        self.source.as_ref()
     }
 
     /// The module names: the tags of `R` (without `modules` and over-long names), sorted.

@@ -301,6 +301,56 @@ async fn scanning_enabling_and_updating_per_policy() {
         "Update available, latest spec.settings schema version is 2"
     );
 
+    // The source's registry is written into the module's values schema; changing the
+    // source's registry settings rewrites them for the Deployed release.
+    let registry_values = |c: &Cluster| -> Value {
+        let dir = c.downloaded.release_dir("echo", "1.0.1");
+        let text = std::fs::read_to_string(dir.join("openapi/values.yaml")).unwrap();
+        serde_json::from_str::<Value>(&text).unwrap()["properties"]["registry"]["properties"]
+            .clone()
+    };
+    let values = registry_values(&c);
+    assert_eq!(
+        values["base"]["default"],
+        format!("{}/{REPO}/echo", c.source.upstream.host())
+    );
+    assert_eq!(values["scheme"]["default"], "http");
+    assert_eq!(values["dockercfg"]["default"], "");
+    let sources: Api<ModuleSource> = Api::all(c.client.clone());
+    let before = sources.get("example").await.unwrap().annotations()
+        ["modules.deckhouse.io/registry-spec-checksum"]
+        .clone();
+    assert_eq!(before.len(), 32);
+    use base64::Engine as _;
+    let docker_cfg = base64::engine::general_purpose::STANDARD.encode(
+        json!({"auths": {c.source.upstream.host(): {"auth": base64::engine::general_purpose::STANDARD.encode("reader:secret")}}})
+            .to_string(),
+    );
+    sources
+        .patch(
+            "example",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"registry": {"dockerCfg": docker_cfg}}})),
+        )
+        .await
+        .unwrap();
+    c.pass().await;
+    assert_eq!(
+        registry_values(&c)["dockercfg"]["default"],
+        docker_cfg.as_str()
+    );
+    let after = sources.get("example").await.unwrap().annotations()
+        ["modules.deckhouse.io/registry-spec-checksum"]
+        .clone();
+    assert_ne!(before, after);
+    assert!(
+        !c.release("echo-v1.0.1")
+            .await
+            .annotations()
+            .contains_key("modules.deckhouse.io/registry-spec-changed"),
+        "the mark is dropped once the values are rewritten"
+    );
+
     // A policy on the Alpha channel: the step-by-step chain 1.1.0, 1.2.0 is created; 1.1.0 is
     // applied (Auto), 1.2.0 refuses the current settings (3 replicas, at most 2) and says so.
     c.apply::<ModuleUpdatePolicy>(json!({

@@ -33,8 +33,42 @@ impl Manager {
         Ok(())
     }
 
+    /// A Deployed release marked `registry-spec-changed`: its installed files get the source's
+    /// current registry settings, then the mark is dropped.
+    async fn apply_registry_changes(&self, module: &str) -> Result<(), Error> {
+        for r in self.module_releases(module).await? {
+            if release_phase(&r) != Phase::Deployed
+                || !r
+                    .annotations()
+                    .contains_key(keys::MODULE_RELEASE_REGISTRY_SPEC_CHANGED)
+            {
+                continue;
+            }
+            let source_name = r
+                .labels()
+                .get(keys::LABEL_SOURCE)
+                .cloned()
+                .unwrap_or_default();
+            let Some(source) = self.get_opt::<ModuleSource>(&source_name).await? else {
+                continue;
+            };
+            let dir = self.downloaded.release_dir(module, &r.spec.version);
+            if dir.is_dir() {
+                crate::install::inject_registry(&dir, module, &source.spec.registry)?;
+                tracing::info!(release = %r.name_any(), "registry settings rewritten");
+            }
+            self.annotate_release(
+                &r.name_any(),
+                json!({keys::MODULE_RELEASE_REGISTRY_SPEC_CHANGED: null}),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     /// Settles the Pending releases of `module`.
     pub async fn process_releases(&self, module: &str) -> Result<(), Error> {
+        self.apply_registry_changes(module).await?;
         if self.get_opt::<ModulePullOverride>(module).await?.is_some() {
             return Ok(());
         }
