@@ -16,7 +16,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use release_controller::ManualClock;
 use release_controller::alerts::StaticAlerts;
-use release_controller::apply::{Deployer, DeploymentTarget};
+use release_controller::apply::{AlwaysReady, Deployer, DeploymentTarget, Readiness};
 use release_controller::controller::Engine;
 use release_controller::requirements::{Checks, KubernetesVersionSource};
 use release_controller::source::ReleaseSource;
@@ -75,6 +75,16 @@ impl Cluster {
         checks: Checks,
         kubernetes: KubernetesVersionSource,
     ) -> Self {
+        Self::start_ready(running, now, checks, kubernetes, Arc::new(AlwaysReady)).await
+    }
+
+    pub async fn start_ready(
+        running: &str,
+        now: &str,
+        checks: Checks,
+        kubernetes: KubernetesVersionSource,
+        readiness: Arc<dyn Readiness>,
+    ) -> Self {
         testkit::install_crypto();
         let dir = tempfile::tempdir().unwrap();
         let crds = api::crds::all()
@@ -111,6 +121,7 @@ impl Cluster {
                 .checks(checks)
                 .cluster_uuid(CLUSTER_UUID)
                 .kubernetes_version(kubernetes)
+                .readiness(readiness)
                 .build(),
         );
         Self {

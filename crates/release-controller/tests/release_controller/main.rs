@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use release_controller::alerts::Alert;
+use release_controller::apply::HttpReadiness;
 use release_controller::channel::{ChannelOutcome, Synced};
 use release_controller::requirements::{Checks, KubernetesVersionSource};
 use serde_json::json;
@@ -818,4 +819,84 @@ async fn requirements_read_modules_sources_and_the_cluster_configuration() {
         !metrics.contains("requirementsNotMet=\"true\""),
         "{metrics}"
     );
+}
+
+/// The running Deckhouse's readiness (`/readyz` of a real HTTP server): a patch applies while the
+/// pod is not ready and the update stays open (`isUpdating`, `d8_is_updating`); a minor waits
+/// with Deckhouse's message and no `d8_release_info` series; once ready, the update closes
+/// (`isUpdating=false`, `notified=true`, no `d8_is_updating`) and the minor applies.
+#[tokio::test]
+async fn minor_releases_wait_for_the_running_pod_and_updates_raise_d8_is_updating() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    testkit::install_crypto();
+    let ready = Arc::new(AtomicBool::new(false));
+    let flag = ready.clone();
+    let app = axum::Router::new().route(
+        "/readyz",
+        axum::routing::get(move || {
+            let ready = flag.load(Ordering::SeqCst);
+            async move {
+                if ready {
+                    StatusCode::OK
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let c = Cluster::start_ready(
+        "v1.66.3",
+        "2024-01-01T08:00:00Z",
+        Checks::with_defaults(),
+        KubernetesVersionSource::Fixed("1.29.3".into()),
+        Arc::new(HttpReadiness::new(format!("http://{addr}/readyz"))),
+    )
+    .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Auto"}}))
+        .await;
+
+    // A patch does not wait for the pod; the update stays open while the pod is not ready.
+    c.publish_version("v1.66.4").await;
+    c.publish_channel("stable", json!({"version": "v1.66.4"}))
+        .await;
+    c.engine.sync_channel().await.unwrap();
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.66.4");
+    assert_eq!(c.phase("v1.66.4").await, ("Deployed".into(), String::new()));
+    let annotations = Cluster::annotations(&c.release("v1.66.4").await);
+    assert_eq!(annotations["release.deckhouse.io/isUpdating"], "true");
+    let metrics = c.engine.metrics().encode();
+    assert!(
+        metrics.contains("d8_is_updating{deployingRelease=\"v1.66.4\"} 1"),
+        "{metrics}"
+    );
+
+    // A minor waits for the pod, before any check (no d8_release_info series).
+    c.publish_version("v1.67.0").await;
+    c.publish_channel("stable", json!({"version": "v1.67.0"}))
+        .await;
+    c.engine.sync_channel().await.unwrap();
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.phase("v1.67.0").await,
+        (
+            "Pending".into(),
+            "awaiting for Deckhouse v1.66.4 pod to be ready".into()
+        )
+    );
+    assert!(!c.engine.metrics().encode().contains("name=\"v1.67.0\""));
+
+    ready.store(true, Ordering::SeqCst);
+    c.engine.reconcile_all().await.unwrap();
+    let annotations = Cluster::annotations(&c.release("v1.66.4").await);
+    assert_eq!(annotations["release.deckhouse.io/isUpdating"], "false");
+    assert_eq!(annotations["release.deckhouse.io/notified"], "true");
+    assert_eq!(c.running().await, "v1.67.0");
+    assert_eq!(c.phase("v1.67.0").await.0, "Deployed");
+    let metrics = c.engine.metrics().encode();
+    assert!(!metrics.contains("d8_is_updating{"), "{metrics}");
 }
