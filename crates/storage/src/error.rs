@@ -100,8 +100,11 @@ impl Error {
     /// The HTTP status a client is answered with.
     pub fn status(&self) -> u16 {
         match self {
-            // 507 tells a pusher the registry is out of room, not that it lacks permission.
-            Self::Refused { .. } => 507,
+            // 413, not 403: the registry is out of room, the pusher lacks no permission. Not
+            // 507 either: Docker's and containers/image's clients show the error body (with
+            // `BudgetExhausted` / `ReserveExhausted` and the numbers) only for 4xx answers;
+            // for a 507 skopeo prints just "unexpected HTTP status".
+            Self::Refused { .. } => 413,
             // A digest mismatch from upstream is the upstream's fault: 502, never retried here.
             Self::Upstream(e) if e.is_not_found() => 404,
             // Only server-side statuses are relayed: an upstream 401 or 400 is our problem with

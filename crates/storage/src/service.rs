@@ -379,12 +379,45 @@ where
         };
         if batch.len() >= 1 << 20 || (done && !batch.is_empty()) {
             let chunk = std::mem::take(&mut batch);
-            writer = blocking(move || writer.write(&chunk).map(|()| writer)).await?;
+            let written = blocking(move || writer.write(&chunk).map(|()| writer)).await;
+            writer = match written {
+                Ok(writer) => writer,
+                Err(error) => {
+                    if !done {
+                        drain(body).await;
+                    }
+                    return Err(error);
+                }
+            };
         }
         if done {
             return Ok(writer);
         }
     }
+}
+
+/// How much of a refused upload is read and discarded so that the client sees the answer.
+const DRAIN_LIMIT: u64 = 1 << 30;
+
+/// Reads and discards the rest of a refused request body (bounded in bytes and time): a server
+/// that answers while the client is still sending and then closes makes the client's kernel see
+/// a reset, and the client reports `broken pipe` instead of the reason (`BudgetExhausted`).
+async fn drain<B>(mut body: B)
+where
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin,
+{
+    let reading = async {
+        let mut discarded = 0u64;
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(data) = frame.into_data() {
+                discarded += data.len() as u64;
+                if discarded > DRAIN_LIMIT {
+                    return;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(60), reading).await;
 }
 
 async fn read_limited<B>(body: B, limit: usize) -> Result<Option<Bytes>, String>

@@ -192,7 +192,7 @@ fn start_member(
     dir: &Path,
     node: &str,
     kubeconfig: &Path,
-    upstream: &Upstream,
+    upstream_url: &str,
     root: &str,
 ) -> (Service, String) {
     std::fs::create_dir_all(dir).unwrap();
@@ -212,7 +212,7 @@ fn start_member(
         .arg("--pull-credentials-file")
         .arg(dir.join("pull"))
         .arg("--upstream")
-        .arg(format!("{}/deckhouse/ee", upstream.url()))
+        .arg(format!("{upstream_url}/deckhouse/ee"))
         .arg("--upstream-credentials-file")
         .arg(dir.join("upstream"))
         .arg("--kubeconfig")
@@ -308,14 +308,14 @@ async fn two_replica_processes_fill_replicate_and_a_follower_takes_over_after_ki
         &dir.path().join("a"),
         "master-a",
         &admin,
-        &upstream,
+        &upstream.url(),
         image.digest(),
     );
     let (b, b_url) = start_member(
         &dir.path().join("b"),
         "master-b",
         &admin,
-        &upstream,
+        &upstream.url(),
         image.digest(),
     );
     until("both replicas full", Duration::from_secs(30), || {
@@ -388,4 +388,497 @@ async fn two_replica_processes_fill_replicate_and_a_follower_takes_over_after_ki
         let bytes = response.bytes().await.unwrap();
         assert_eq!(oci::Digest::sha256(&bytes).to_string(), blob.digest);
     }
+}
+
+/// A TCP proxy in front of the upstream that forwards responses at `bytes_per_second` and
+/// counts them, so a fill lasts long enough to be interrupted.
+struct Throttle {
+    address: std::net::SocketAddr,
+    forwarded: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Throttle {
+    async fn start(upstream: std::net::SocketAddr, bytes_per_second: u64) -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let forwarded = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = forwarded.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    let (mut client_read, mut client_write) = client.into_split();
+                    let (mut server_read, mut server_write) = server.into_split();
+                    tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+                        let _ = server_write.shutdown().await;
+                    });
+                    let slice = (bytes_per_second / 20).max(1) as usize;
+                    let mut buf = vec![0u8; slice];
+                    loop {
+                        let started = tokio::time::Instant::now();
+                        let mut filled = 0;
+                        while filled < slice {
+                            match server_read.read(&mut buf[filled..]).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => filled += n,
+                            }
+                            if filled > 0 && filled < slice {
+                                // Forward what is there rather than wait for a full slice.
+                                break;
+                            }
+                        }
+                        if filled == 0 || client_write.write_all(&buf[..filled]).await.is_err() {
+                            return;
+                        }
+                        counter.fetch_add(filled as u64, std::sync::atomic::Ordering::Relaxed);
+                        let budget =
+                            Duration::from_secs_f64(filled as f64 / bytes_per_second as f64);
+                        tokio::time::sleep_until(started + budget).await;
+                    }
+                });
+            }
+        });
+        Self { address, forwarded }
+    }
+
+    fn forwarded(&self) -> u64 {
+        self.forwarded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Re-hashes every committed blob under a replica's data directory; returns how many verified
+/// and the names of those that did not.
+fn verify_blobs(data: &Path) -> (usize, Vec<String>) {
+    let mut verified = 0;
+    let mut corrupt = Vec::new();
+    let root = data.join("blobs/sha256");
+    let Ok(prefixes) = std::fs::read_dir(&root) else {
+        return (0, corrupt);
+    };
+    for prefix in prefixes.flatten() {
+        for blob in std::fs::read_dir(prefix.path()).unwrap().flatten() {
+            let name = blob.file_name().to_string_lossy().into_owned();
+            let bytes = std::fs::read(blob.path()).unwrap();
+            if oci::Digest::sha256(&bytes).encoded() == name {
+                verified += 1;
+            } else {
+                corrupt.push(name);
+            }
+        }
+    }
+    (verified, corrupt)
+}
+
+/// Starts `d8 registry agent` for node `local` on `server`, writing containerd's hosts dir.
+async fn start_agent(
+    server: &crate::Apiserver,
+    containerd: &testkit::Containerd,
+    state: &Path,
+) -> Service {
+    std::fs::create_dir_all(state).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
+    command
+        .env("RUST_LOG", "info")
+        .args([
+            "registry",
+            "agent",
+            "--node-name",
+            "local",
+            "--interval",
+            "1s",
+        ])
+        .arg(format!("--listen-address=127.0.0.1:{}", free_port()))
+        .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig("system-registry-agent-local"))
+        .arg("--containerd-registry-dir")
+        .arg(containerd.hosts_dir())
+        .arg("--pki-dir")
+        .arg(state.join("pki"))
+        .arg("--bootstrap-layout")
+        .arg(state.join("none.json"))
+        .arg("--layout-cache")
+        .arg(state.join("cache/layout.json"))
+        .arg("--trust-dir")
+        .arg(state.join("trust"));
+    let mut agent = Service::spawn("d8 registry agent", command, state.join("agent.log")).unwrap();
+    let hosts = containerd.hosts_dir().join("_default/hosts.toml");
+    testkit::process::wait_until(&mut agent, Duration::from_secs(30), || {
+        let hosts = hosts.clone();
+        async move { hosts.exists() }
+    })
+    .await;
+    agent
+}
+
+/// The RegistryNode of node `local`: the storage replicas only (no upstream to fall back to),
+/// `primary` first and the others as its mirrors, with the node account's credentials.
+fn storage_node(primary: &str, mirrors: &[&str]) -> String {
+    let auth = base64::engine::general_purpose::STANDARD.encode("node:node-pw");
+    let secret = base64::engine::general_purpose::STANDARD.encode(&auth);
+    let mut yaml = format!(
+        "apiVersion: v1
+kind: Secret
+metadata:
+  name: registry-resolved-auth
+  namespace: d8-system
+data:
+  storage: {secret}
+---
+apiVersion: deckhouse.io/v1alpha1
+kind: RegistryNode
+metadata:
+  name: local
+spec:
+  cache: true
+  backends:
+    - name: Storage
+      scheme: HTTP
+      host: \"{primary}\"
+      path: /system/deckhouse
+      auth:
+        secretRef:
+          name: registry-resolved-auth
+          key: storage
+"
+    );
+    if !mirrors.is_empty() {
+        yaml.push_str("      mirrors:\n");
+        for mirror in mirrors {
+            yaml.push_str(&format!(
+                "        - scheme: HTTP\n          host: \"{mirror}\"\n          path: /system/deckhouse\n          auth:\n            secretRef:\n              name: registry-resolved-auth\n              key: storage\n"
+            ));
+        }
+    }
+    yaml
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_replicas_the_full_one_leads_and_kill_9_mid_fill_loses_no_pull_and_no_blob() {
+    let upstream = Upstream::start(UpstreamOptions::default().token_auth("up", "up-pw")).await;
+    let layout = testkit::image::Layout::new(&upstream.scratch_dir().join("images")).unwrap();
+    // The expected set: the platform image every replica holds ahead of time.
+    let platform = ImageBuilder::new("platform")
+        .uncompressed()
+        .layers(&[1 << 20, 50_000])
+        .build(&layout);
+    // An image outside the set, filled on demand: large enough that its fill can be cut.
+    let app = ImageBuilder::new("app")
+        .uncompressed()
+        .layer(24 << 20)
+        .build(&layout);
+    let push = testkit::push::Registry::of(&upstream);
+    push.push_image("deckhouse/ee", Some("v1.70.0"), &platform)
+        .await
+        .unwrap();
+    push.push_image("deckhouse/ee/app", Some("v1"), &app)
+        .await
+        .unwrap();
+    // The replicas reach the upstream through a 6 MiB/s link.
+    let upstream_address: std::net::SocketAddr = upstream.host().parse().unwrap();
+    let throttle = Throttle::start(upstream_address, 6 << 20).await;
+    let slow_upstream = format!("http://{}", throttle.address);
+
+    let server = crate::Apiserver::start(&["local"]).await;
+    let admin = server.admin();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("rstor.yaml"),
+        "apiVersion: deckhouse.io/v1alpha1\nkind: RegistryStorage\nmetadata:\n  name: registry\nspec: {}\n",
+    )
+    .unwrap();
+    crate::kubectl_ok(
+        &admin,
+        &[
+            "apply",
+            "-f",
+            &dir.path().join("rstor.yaml").display().to_string(),
+        ],
+    );
+    let mut members = Vec::new();
+    for node in ["master-a", "master-b", "master-c"] {
+        let (service, url) = start_member(
+            &dir.path().join(node),
+            node,
+            &admin,
+            &slow_upstream,
+            platform.digest(),
+        );
+        members.push((node.to_owned(), service, url));
+    }
+    until("three replicas full", Duration::from_secs(60), || {
+        let r = replicas(&admin);
+        r.len() == 3 && r.iter().all(|(_, _, full, _)| *full)
+    })
+    .await;
+    until("one leader, two followers", Duration::from_secs(15), || {
+        let r = replicas(&admin);
+        r.iter().filter(|(_, role, _, _)| role == "Leader").count() == 1
+            && r.iter()
+                .filter(|(_, role, _, _)| role == "Follower")
+                .count()
+                == 2
+    })
+    .await;
+    let entries = replicas(&admin);
+    let leader = entries
+        .iter()
+        .find(|(_, role, _, _)| role == "Leader")
+        .unwrap()
+        .0
+        .clone();
+    for (node, role, _, source) in &entries {
+        if role == "Follower" {
+            assert_eq!(source, &leader, "{node} copied from the leader");
+        }
+    }
+    let address = |url: &str| url.trim_start_matches("http://").to_owned();
+    let leader_index = members.iter().position(|(n, _, _)| *n == leader).unwrap();
+    let leader_address = address(&members[leader_index].2);
+    let follower_addresses: Vec<String> = members
+        .iter()
+        .filter(|(n, _, _)| *n != leader)
+        .map(|(_, _, url)| address(url))
+        .collect();
+
+    // Node `local` pulls through its agent from the storage replicas only.
+    let node = dir.path().join("node.yaml");
+    let mirrors: Vec<&str> = follower_addresses.iter().map(String::as_str).collect();
+    std::fs::write(&node, storage_node(&leader_address, &mirrors)).unwrap();
+    crate::kubectl_ok(&admin, &["apply", "-f", &node.display().to_string()]);
+    let containerd = testkit::Containerd::start().await;
+    let _agent = start_agent(&server, &containerd, &dir.path().join("agent")).await;
+    containerd
+        .pull("registry.d8-system.svc:5001/system/deckhouse:v1.70.0")
+        .await
+        .expect_success("the platform image through the agent from the leader");
+
+    // A pull of the other image makes the leader fill it from the slow upstream; kill -9 the
+    // leader in the middle of that fill.
+    let before = throttle.forwarded();
+    let interrupted = containerd.pull("registry.d8-system.svc:5001/system/deckhouse/app:v1");
+    let kill = async {
+        until("the leader is mid-fill", Duration::from_secs(30), || {
+            throttle.forwarded() > before + (4 << 20)
+        })
+        .await;
+        assert!(
+            throttle.forwarded() < before + (20 << 20),
+            "the fill must still be running"
+        );
+        let pid = members[leader_index].1.pid().unwrap();
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        std::time::Instant::now()
+    };
+    let (_, killed) = tokio::join!(interrupted, kill);
+
+    // A full follower takes over within the lease (2 s) and a few seconds.
+    until("a follower leads", Duration::from_secs(10), || {
+        replicas(&admin)
+            .iter()
+            .any(|(node, role, full, _)| *node != leader && role == "Leader" && *full)
+    })
+    .await;
+    let took = killed.elapsed();
+
+    // Pulls through the agent keep working: the followers serve (and fill) what the dead
+    // leader no longer can.
+    containerd.clear().await;
+    let mut outcome = None;
+    for _ in 0..3 {
+        let pulled = containerd
+            .pull("registry.d8-system.svc:5001/system/deckhouse/app:v1")
+            .await;
+        if pulled.success {
+            outcome = Some(pulled);
+            break;
+        }
+    }
+    assert!(
+        outcome.is_some(),
+        "the image pulls through the agent after the leader died"
+    );
+    containerd
+        .pull("registry.d8-system.svc:5001/system/deckhouse:v1.70.0")
+        .await
+        .expect_success("the platform image after the leader died");
+
+    // No corrupt blob anywhere, the dead leader's disk included.
+    members[leader_index].1.stop();
+    let mut total = 0;
+    for (node, _, _) in &members {
+        let (verified, corrupt) = verify_blobs(&dir.path().join(node).join("data"));
+        assert!(corrupt.is_empty(), "{node}: corrupt blobs {corrupt:?}");
+        assert!(verified >= 3, "{node}: only {verified} blobs");
+        total += verified;
+    }
+    assert!(total >= 9, "{total}");
+    assert!(took < Duration::from_secs(10), "takeover took {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn air_gap_push_over_mtls_then_containerd_pulls_through_the_agent_and_the_budget_refuses() {
+    use testkit::Credentials;
+    use testkit::skopeo::{Access, Copy};
+
+    // No upstream at all: the replica is the authoritative store, its write listener the
+    // publish endpoint (client certificate from the publish CA *and* write credentials).
+    let ca = testkit::Certs::new("publish-ca");
+    let server_cert = ca.server(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pull"), "node:node-pw\n").unwrap();
+    for (name, text) in [
+        ("tls.crt", server_cert.cert_pem.clone()),
+        ("tls.key", server_cert.key_pem.clone()),
+        ("client-ca.crt", ca.ca_pem()),
+    ] {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let read = free_port();
+    let write = free_port();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
+    command
+        .env("RUST_LOG", "info")
+        .env("D8_REGISTRY_PUSH_CREDENTIALS", "mirror:mirror-pw")
+        .args(["registry", "storage", "--node-name", "master-0"])
+        .args(["--reserve=0", "--size=6Mi"])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg(format!("--read-address=127.0.0.1:{read}"))
+        .arg(format!("--write-address=127.0.0.1:{write}"))
+        .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
+        .arg("--pull-credentials-file")
+        .arg(dir.path().join("pull"))
+        .arg("--tls-cert")
+        .arg(dir.path().join("tls.crt"))
+        .arg("--tls-key")
+        .arg(dir.path().join("tls.key"))
+        .arg("--client-ca")
+        .arg(dir.path().join("client-ca.crt"));
+    let mut replica = Service::spawn(
+        "d8 registry storage",
+        command,
+        dir.path().join("storage.log"),
+    )
+    .unwrap();
+    let http = testkit::http_client(Some(&ca.ca_pem()));
+    let ping = format!("https://127.0.0.1:{read}/v2/");
+    testkit::process::wait_until(&mut replica, Duration::from_secs(30), || {
+        let (http, ping) = (http.clone(), ping.clone());
+        async move { http.get(&ping).send().await.is_ok() }
+    })
+    .await;
+
+    let scratch = dir.path().join("bundle");
+    let layout = testkit::image::Layout::new(&scratch.join("oci")).unwrap();
+    let image = ImageBuilder::new("air-gapped")
+        .layer(1 << 20)
+        .build(&layout);
+    layout.tag(&image.manifest, "v1").unwrap();
+    let destination = format!("docker://127.0.0.1:{write}/system/deckhouse/app:v1");
+    let credentials = Credentials::new("mirror", "mirror-pw");
+
+    // The right password without a certificate: refused, and the operator is told why.
+    let ca_only = scratch.join("ca-only");
+    std::fs::create_dir_all(&ca_only).unwrap();
+    std::fs::write(ca_only.join("ca.crt"), ca.ca_pem()).unwrap();
+    let outcome = Copy::new(&layout.skopeo_ref("v1"), &destination)
+        .destination_access(Access {
+            credentials: Some(credentials.clone()),
+            cert_dir: Some(ca_only),
+        })
+        .run()
+        .await;
+    assert!(!outcome.success, "a password alone must not push");
+    assert!(
+        outcome.stderr.contains("certificate required"),
+        "{}",
+        outcome.stderr
+    );
+
+    // The certificate with wrong credentials: refused as unauthorized.
+    let client_cert = ca.client("d8-mirror");
+    let outcome = Copy::new(&layout.skopeo_ref("v1"), &destination)
+        .destination_access(
+            Access::default()
+                .with_client_cert(&scratch.join("wrong"), &ca.ca_pem(), &client_cert)
+                .with_credentials(Some(Credentials::new("mirror", "guessed"))),
+        )
+        .run()
+        .await;
+    assert!(!outcome.success, "a certificate alone must not push");
+    assert!(
+        outcome.stderr.to_lowercase().contains("unauthorized")
+            || outcome.stderr.contains("invalid credentials"),
+        "{}",
+        outcome.stderr
+    );
+
+    // Both: pushed.
+    let both = Access::default()
+        .with_client_cert(&scratch.join("both"), &ca.ca_pem(), &client_cert)
+        .with_credentials(Some(credentials.clone()));
+    Copy::new(&layout.skopeo_ref("v1"), &destination)
+        .destination_access(both.clone())
+        .run()
+        .await
+        .expect_success("push with certificate and credentials");
+
+    // containerd pulls it through the agent, from the replica alone (HTTPS, its CA).
+    let server = crate::Apiserver::start(&["local"]).await;
+    let admin = server.admin();
+    let node = dir.path().join("node.yaml");
+    let mut yaml =
+        storage_node(&format!("127.0.0.1:{read}"), &[]).replace("scheme: HTTP", "scheme: HTTPS");
+    let ca_lines: String = ca
+        .ca_pem()
+        .lines()
+        .map(|l| format!("        {l}\n"))
+        .collect();
+    yaml.push_str(&format!("      ca: |\n{ca_lines}"));
+    std::fs::write(&node, yaml).unwrap();
+    crate::kubectl_ok(&admin, &["apply", "-f", &node.display().to_string()]);
+    let containerd = testkit::Containerd::start().await;
+    let _agent = start_agent(&server, &containerd, &dir.path().join("agent")).await;
+    containerd
+        .pull("registry.d8-system.svc:5001/system/deckhouse/app:v1")
+        .await
+        .expect_success("the pushed image through the agent, no upstream anywhere");
+    let content = containerd.content().await;
+    for blob in image.blobs() {
+        assert!(content.contains(&blob.digest), "{} not pulled", blob.digest);
+    }
+
+    // Disk: a bigger image does not fit the 6 MiB budget; the push is refused with the reason,
+    // and reads still work.
+    let big = ImageBuilder::new("too-big").layer(8 << 20).build(&layout);
+    layout.tag(&big.manifest, "v2").unwrap();
+    let outcome = Copy::new(
+        &layout.skopeo_ref("v2"),
+        &format!("docker://127.0.0.1:{write}/system/deckhouse/app:v2"),
+    )
+    .destination_access(both)
+    .run()
+    .await;
+    assert!(!outcome.success, "the budget must refuse the push");
+    assert!(
+        outcome.stderr.contains("BudgetExhausted"),
+        "the refusal names the limit: {}",
+        outcome.stderr
+    );
+    containerd.clear().await;
+    containerd
+        .pull("registry.d8-system.svc:5001/system/deckhouse/app:v1")
+        .await
+        .expect_success("reads still work with the budget exhausted");
+    let (verified, corrupt) = verify_blobs(&dir.path().join("data"));
+    assert!(
+        corrupt.is_empty() && verified >= 2,
+        "{verified} {corrupt:?}"
+    );
 }

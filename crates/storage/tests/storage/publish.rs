@@ -217,7 +217,7 @@ async fn chunked_and_monolithic_pushes_and_the_budget() {
         .send()
         .await
         .expect("post");
-    assert_eq!(refused.status(), 507);
+    assert_eq!(refused.status(), 413);
     let text = refused.text().await.expect("text");
     assert!(
         text.contains("BudgetExhausted") && text.contains("storage.size"),
