@@ -39,7 +39,10 @@ fn hint(name: &str, message: &str) -> Option<String> {
     {
         return Some(format!("skip the wait: d8 release apply-now {name}"));
     }
-    if message.contains("requirement for DeckhouseRelease") {
+    if message.contains("requirement for DeckhouseRelease")
+        || message.contains("module are not satisfied")
+        || message.contains("not found in any ModuleSource registry")
+    {
         return Some("fix the cluster, or force: kubectl annotate DeckhouseRelease <name> release.deckhouse.io/force=true".replace("<name>", name));
     }
     None
@@ -60,7 +63,12 @@ pub fn rows(releases: &[DeckhouseRelease]) -> Vec<Row> {
             let mut why = if status.message.is_empty() && status.phase.is_none() {
                 "not reconciled yet".to_owned()
             } else {
-                status.message.clone()
+                // One line per release, whatever the message holds.
+                status
+                    .message
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
             };
             if r.annotations().contains_key(keys::RELEASE_FORCE) {
                 why = format!("{why} (forced: applies at the next reconcile)")
@@ -191,6 +199,10 @@ mod tests {
         let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["v1.69.0", "v1.68.5", "v1.67.11", "v1.66.3"]);
         assert_eq!(rows[0].why, "not reconciled yet");
+        let odd = rows_of_message(
+            "\"k8s\" requirement for DeckhouseRelease \"1.69.0\" not met: \nminUsedControlPlaneKubernetesVersion\n is not set",
+        );
+        assert!(!odd.contains('\n'), "{odd}");
         assert_eq!(rows[0].phase, "-");
         assert_eq!(rows[1].why, "awaiting for v1.67.11 release to be deployed");
         assert_eq!(
@@ -201,6 +213,16 @@ mod tests {
         assert!(text.starts_with("Running version: v1.66.3\nRelease channel: none (dev mode)\nUpdate mode: AutoPatch\n"), "{text}");
         assert!(text.contains("NAME       PHASE"), "{text}");
         assert!(text.contains("v1.67.11   Pending"), "{text}");
+    }
+
+    fn rows_of_message(message: &str) -> String {
+        rows(&[release(
+            "v1.69.0",
+            Some(DeckhouseReleasePhase::Pending),
+            message,
+        )])[0]
+            .why
+            .clone()
     }
 
     #[test]
@@ -222,6 +244,12 @@ mod tests {
             .unwrap()
             .contains("force=true")
         );
+        for requirement in [
+            "requirements of the 'echo' module are not satisfied: 1.68.0 deckhouse version is not suitable: 1.68.0 is greater than or equal to 1.68",
+            "migrated module 'echo' not found in any ModuleSource registry",
+        ] {
+            assert!(hint("v1", requirement).unwrap().contains("force=true"));
+        }
         assert_eq!(
             hint("v1", "awaiting for v1.0.0 release to be deployed"),
             None
