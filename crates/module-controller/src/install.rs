@@ -274,9 +274,13 @@ pub fn inject_registry(
 /// The md5 of the ModuleSource's `spec.registry` JSON (hex): the
 /// `modules.deckhouse.io/registry-spec-checksum` annotation.
 pub fn registry_checksum(registry: &api::module_source::SourceRegistry) -> String {
+    md5_hex(&serde_json::to_vec(registry).unwrap_or_default())
+}
+
+/// The md5 of `data` in lower-case hex (Go's `fmt.Sprintf("%x", md5.Sum(data))`).
+pub fn md5_hex(data: &[u8]) -> String {
     use md5::Digest;
-    let json = serde_json::to_vec(registry).unwrap_or_default();
-    md5::Md5::digest(&json)
+    md5::Md5::digest(data)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()

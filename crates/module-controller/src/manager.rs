@@ -92,13 +92,8 @@ fn pp() -> PatchParams {
 }
 
 fn checksum_label(digest: &oci::Digest) -> String {
-    // Labels allow 63 characters: the first 32 hex digits, as long as Deckhouse's md5.
-    digest
-        .to_string()
-        .trim_start_matches("sha256:")
-        .chars()
-        .take(32)
-        .collect()
+    // The md5 of the channel image's digest: 32 hex digits fit a label (at most 63).
+    crate::install::md5_hex(digest.to_string().as_bytes())
 }
 
 fn condition(
@@ -491,6 +486,46 @@ impl Manager {
             .await
             .map_err(|e| Error::kube(format!("patch ModuleSource {name}"), e))?;
         Ok(())
+    }
+
+    /// Creates or updates the ModuleDocumentation of a module's running version, owned by the
+    /// release (or override) that put it there.
+    async fn ensure_documentation(
+        &self,
+        module: &str,
+        spec: api::module_documentation::ModuleDocumentationSpec,
+        owner: OwnerReference,
+    ) -> Result<(), Error> {
+        use api::module_documentation::ModuleDocumentation;
+        let api: Api<ModuleDocumentation> = self.api();
+        match self.get_opt::<ModuleDocumentation>(module).await? {
+            Some(existing)
+                if existing.spec == spec
+                    && existing.owner_references().first().map(|o| &o.uid) == Some(&owner.uid) =>
+            {
+                Ok(())
+            }
+            Some(_) => api
+                .patch(
+                    module,
+                    &pp(),
+                    &Patch::Merge(json!({
+                        "metadata": {"ownerReferences": [owner]},
+                        "spec": spec,
+                    })),
+                )
+                .await
+                .map(drop)
+                .map_err(|e| Error::kube(format!("patch ModuleDocumentation {module}"), e)),
+            None => {
+                let mut doc = ModuleDocumentation::new(module, spec);
+                doc.metadata.owner_references = Some(vec![owner]);
+                api.create(&PostParams::default(), &doc)
+                    .await
+                    .map(drop)
+                    .map_err(|e| Error::kube(format!("create ModuleDocumentation {module}"), e))
+            }
+        }
     }
 
     /// Reads each module's channel, creates releases, writes the source's status.

@@ -282,6 +282,22 @@ async fn scanning_enabling_and_updating_per_policy() {
             .contains(&"modules.deckhouse.io/exist-on-fs".to_owned())
     );
     assert_eq!(release.owner_references()[0].name, "example");
+    // Its documentation is to be rendered, owned by the release.
+    let doc: api::module_documentation::ModuleDocumentation =
+        Api::all(c.client.clone()).get("echo").await.unwrap();
+    assert_eq!(doc.spec.version, "v1.0.1");
+    assert_eq!(
+        doc.spec.checksum.as_deref(),
+        Some(labels["release-checksum"].as_str())
+    );
+    assert_eq!(doc.spec.path.as_deref(), Some("/echo/v1.0.1"));
+    assert_eq!(
+        (
+            doc.owner_references()[0].kind.as_str(),
+            doc.owner_references()[0].name.as_str()
+        ),
+        ("ModuleRelease", "echo-v1.0.1")
+    );
     let echo = c.module("echo").await;
     assert_eq!(
         (
@@ -482,6 +498,11 @@ async fn an_override_follows_a_moving_tag_and_rolls_back() {
     assert_eq!(status.message.as_deref(), Some("Ready"));
     let first_digest = status.image_digest.clone().unwrap();
     assert_eq!(c.downloaded.active_version("parca").as_deref(), Some("dev"));
+    let doc: api::module_documentation::ModuleDocumentation =
+        Api::all(c.client.clone()).get("parca").await.unwrap();
+    assert_eq!(doc.spec.version, "dev");
+    assert_eq!(doc.spec.path.as_deref(), Some("/modules/deployed/parca"));
+    assert_eq!(doc.owner_references()[0].kind, "ModulePullOverride");
     let link = c.downloaded.root().join("modules/910-parca");
     assert_eq!(
         std::fs::read_to_string(link.join("templates/build.txt")).unwrap(),

@@ -173,6 +173,23 @@ impl Manager {
         {
             Ok(installed) => {
                 tracing::info!(module = %name, %digest, "override deployed");
+                self.ensure_documentation(
+                    &name,
+                    api::module_documentation::ModuleDocumentationSpec {
+                        version: OVERRIDE_VERSION.into(),
+                        checksum: Some(crate::install::md5_hex(digest.as_bytes())),
+                        path: Some(format!("/modules/deployed/{name}")),
+                    },
+                    OwnerReference {
+                        api_version: "deckhouse.io/v1alpha2".into(),
+                        kind: "ModulePullOverride".into(),
+                        name: name.clone(),
+                        uid: o.uid().unwrap_or_default(),
+                        controller: Some(true),
+                        block_owner_deletion: None,
+                    },
+                )
+                .await?;
                 self.set_override_status(
                     &name,
                     json!({"message": mpo::MESSAGE_READY, "imageDigest": digest, "updatedAt": now, "weight": installed.files.definition.weight}),

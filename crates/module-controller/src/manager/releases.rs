@@ -506,6 +506,28 @@ impl Manager {
             ],
         )
         .await?;
+        let checksum = release
+            .labels()
+            .get(keys::LABEL_RELEASE_CHECKSUM)
+            .cloned()
+            .unwrap_or_else(|| crate::install::md5_hex(format!("v{version}").as_bytes()));
+        self.ensure_documentation(
+            module,
+            api::module_documentation::ModuleDocumentationSpec {
+                version: format!("v{version}"),
+                checksum: Some(checksum),
+                path: Some(format!("/{module}/v{version}")),
+            },
+            OwnerReference {
+                api_version: "deckhouse.io/v1alpha1".into(),
+                kind: "ModuleRelease".into(),
+                name: name.clone(),
+                uid: release.uid().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            },
+        )
+        .await?;
         tracing::info!(release = %name, "module release deployed");
         self.cleanup(module).await?;
         Ok(true)
