@@ -14,6 +14,34 @@ pub(crate) enum Command {
     /// A cache replica: the store, the read ("5001") and write ("5003") listeners, pull-through
     /// from the upstream while one is held.
     Storage(Box<StorageArgs>),
+    /// One garbage collection of a stopped replica's store (or a dry run of a live one's):
+    /// the keep rules of the scheduled collection, with the versions and the expected set
+    /// given on the command line.
+    StorageGc(Box<StorageGcArgs>),
+}
+
+/// Flags of `d8 registry storage-gc`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StorageGcArgs {
+    /// The store's directory.
+    #[arg(long, default_value = "/opt/deckhouse/registry")]
+    data_dir: PathBuf,
+    /// Only report what would be deleted (safe while the replica runs).
+    #[arg(long)]
+    dry_run: bool,
+    /// The platform repository (root scope of the tag pass).
+    #[arg(long, default_value = "system/deckhouse")]
+    repository: String,
+    /// The deployed platform version; without it nothing is deleted.
+    #[arg(long)]
+    deployed: Option<String>,
+    /// The previous platform version.
+    #[arg(long)]
+    previous: Option<String>,
+    /// A root manifest digest of the expected set (repeatable); none = the set is unknown and
+    /// only tags are judged, nothing is deleted.
+    #[arg(long = "expected-root", value_name = "DIGEST")]
+    expected_roots: Vec<String>,
 }
 
 /// Flags of `d8 registry storage`.
@@ -115,6 +143,24 @@ pub(crate) struct StorageArgs {
     /// Blobs copied at a time.
     #[arg(long, default_value_t = 4)]
     parallelism: usize,
+    /// Compute the expected set from the cluster (deployed and previous DeckhouseRelease, the
+    /// images files in their release images read through this replica's read listener)
+    /// instead of --expected-root; needs --kubeconfig.
+    #[arg(long, requires = "kubeconfig")]
+    expected_from_cluster: bool,
+    /// Garbage collection schedule: five cron fields in the replica's time zone
+    /// (`RegistryStorage.spec.garbageCollection.schedule`, resolved by the controller).
+    #[arg(long, default_value = storage_kube::gc::DEFAULT_SCHEDULE)]
+    gc_schedule: String,
+    /// No scheduled garbage collection (`garbageCollection.enabled: false`).
+    #[arg(long)]
+    no_gc: bool,
+    /// Scheduled collections only report what they would delete.
+    #[arg(long)]
+    gc_dry_run: bool,
+    /// Content used (read, uploaded, referenced by a push) this recently is never collected.
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    gc_grace: Duration,
 }
 
 /// Flags of `d8 registry agent` (Deckhouse's names and defaults).
@@ -172,6 +218,7 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Agent(args) => agent(*args).await,
         Command::Storage(args) => storage(*args).await,
+        Command::StorageGc(args) => storage_gc(&args).await,
     }
 }
 
@@ -450,13 +497,47 @@ async fn storage(args: StorageArgs) -> anyhow::Result<()> {
     let running = storage::run::start(config)
         .await
         .context("starting the storage replica")?;
+    let schedule = storage_kube::gc::Schedule::parse(&args.gc_schedule)?;
+    let mut collector = None;
     let sync = match &args.kubeconfig {
         Some(path) => {
             let sync_config = sync_config(&args, &running)?;
             let client = kube_client(path).await?;
+            let cluster = args
+                .expected_from_cluster
+                .then(|| storage_kube::sync::ClusterSet::new(own_source(&sync_config, &running)));
+            if !args.no_gc {
+                let keep = match &cluster {
+                    Some(c) => storage_kube::gc::Keep::Cluster(c.source.clone()),
+                    None => storage_kube::gc::Keep::Fixed {
+                        deployed: None,
+                        previous: None,
+                        roots: sync_config.roots.clone(),
+                    },
+                };
+                let mut gc = storage_kube::gc::Config::new(
+                    &args.node_name,
+                    sync_config.repository.clone(),
+                    keep,
+                );
+                gc.dry_run = args.gc_dry_run;
+                gc.grace = args.gc_grace;
+                collector = Some(storage_kube::gc::spawn(
+                    client.clone(),
+                    running.registry.store().clone(),
+                    schedule,
+                    gc,
+                ));
+            }
             Some(
-                storage_kube::sync::spawn(client, running.registry.clone(), upstream, sync_config)
-                    .context("starting leader election")?,
+                storage_kube::sync::spawn_with_cluster_set(
+                    client,
+                    running.registry.clone(),
+                    upstream,
+                    sync_config,
+                    cluster,
+                )
+                .context("starting leader election")?,
             )
         }
         None => None,
@@ -469,10 +550,88 @@ async fn storage(args: StorageArgs) -> anyhow::Result<()> {
         "registry storage listening"
     );
     crate::shutdown_signal().await;
+    if let Some(collector) = collector {
+        collector.abort();
+    }
     if let Some(sync) = sync {
         sync.shutdown().await;
     }
     running.stop().await;
+    Ok(())
+}
+
+/// Release images are read through the replica's own read listener: from the store, or
+/// filled from the upstream while one is held.
+fn own_source(
+    config: &storage_kube::sync::Config,
+    running: &storage::run::Running,
+) -> storage_kube::expected::Source {
+    let mut endpoint = registry_client::Endpoint::new(
+        config.leader.scheme,
+        &format!("127.0.0.1:{}", running.read_address.port()),
+    );
+    if let Some(ca) = &config.leader.ca_pem {
+        endpoint = endpoint.ca_pem(ca);
+    }
+    if let Some(credentials) = &config.leader.credentials {
+        endpoint = endpoint.credentials(credentials.clone());
+    }
+    let remote = registry_client::Client::new(registry_client::Config::default())
+        .remote(endpoint)
+        .unwrap_or_else(|e| unreachable!("a host:port endpoint is valid: {e}"));
+    storage_kube::expected::Source {
+        remote,
+        repository: config.repository.to_string(),
+    }
+}
+
+async fn storage_gc(args: &StorageGcArgs) -> anyhow::Result<()> {
+    let roots = args
+        .expected_roots
+        .iter()
+        .map(|d| {
+            oci::Digest::parse(d).with_context(|| format!("--expected-root {d:?}: not a digest"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let options = storage::gc::Options {
+        root: oci::Repository::parse(args.repository.trim_matches('/'))
+            .with_context(|| format!("--repository {:?}", args.repository))?,
+        deployed: args.deployed.clone(),
+        previous: args.previous.clone(),
+        keep: (!roots.is_empty()).then(|| registry_plan::expected::ExpectedSet {
+            entries: roots
+                .iter()
+                .map(|d| registry_plan::expected::Entry::Digest(d.to_string()))
+                .collect(),
+        }),
+        dry_run: args.dry_run,
+        grace: Duration::ZERO,
+    };
+    let data_dir = args.data_dir.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        // A dry run leaves a live replica's writes in progress alone; a real run is for a
+        // stopped replica (uses are tracked inside the replica's process).
+        let store = if options.dry_run {
+            storage::Store::inspect(&data_dir)?
+        } else {
+            storage::Store::open(&data_dir, storage::Limits::default())?
+        };
+        storage::gc::collect(&store, &options)
+    })
+    .await
+    .context("the collection task")??;
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    for (repository, tag) in &report.tags {
+        writeln!(out, "tag       {repository}:{tag}")?;
+    }
+    for (repository, digest) in &report.manifests {
+        writeln!(out, "manifest  {repository}@{digest}")?;
+    }
+    for digest in &report.blobs {
+        writeln!(out, "blob      {digest}")?;
+    }
+    writeln!(out, "{report}")?;
     Ok(())
 }
 

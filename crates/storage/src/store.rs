@@ -155,12 +155,35 @@ impl Store {
     /// and counts the committed bytes. Committed blobs are trusted here; [`verify`](Self::verify)
     /// re-hashes them.
     pub fn open(root: &Path, limits: Limits) -> Result<Self, Error> {
+        Self::open_with(root, limits, true)
+    }
+
+    /// Opens an existing store without touching writes in progress (a replica may be running
+    /// on it): for reports such as a garbage collection's dry run.
+    pub fn inspect(root: &Path) -> Result<Self, Error> {
+        if !root.join("blobs").is_dir() {
+            return Err(Error::Config(format!(
+                "{} is not a store (no blobs directory)",
+                root.display()
+            )));
+        }
+        Self::open_with(root, Limits::default(), false)
+    }
+
+    fn open_with(root: &Path, limits: Limits, clean: bool) -> Result<Self, Error> {
         for dir in ["blobs", "repositories", "tmp"] {
             create_dirs(&root.join(dir))?;
         }
         let tmp = root.join("tmp");
         let mut leftovers = 0u32;
-        for entry in fs::read_dir(&tmp).map_err(|e| Error::io("read directory", &tmp, e))? {
+        let entries = if clean {
+            fs::read_dir(&tmp)
+                .map_err(|e| Error::io("read directory", &tmp, e))?
+                .collect::<Vec<_>>()
+        } else {
+            Vec::new()
+        };
+        for entry in entries {
             let entry = entry.map_err(|e| Error::io("read directory", &tmp, e))?;
             let path = entry.path();
             let removed = if path.is_dir() {
