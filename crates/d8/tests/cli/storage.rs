@@ -736,6 +736,7 @@ async fn air_gap_push_over_mtls_then_containerd_pulls_through_the_agent_and_the_
         ("tls.crt", server_cert.cert_pem.clone()),
         ("tls.key", server_cert.key_pem.clone()),
         ("client-ca.crt", ca.ca_pem()),
+        ("token.key", "0123456789abcdef0123456789abcdef".to_owned()),
     ] {
         std::fs::write(dir.path().join(name), text).unwrap();
     }
@@ -759,7 +760,10 @@ async fn air_gap_push_over_mtls_then_containerd_pulls_through_the_agent_and_the_
         .arg("--tls-key")
         .arg(dir.path().join("tls.key"))
         .arg("--client-ca")
-        .arg(dir.path().join("client-ca.crt"));
+        .arg(dir.path().join("client-ca.crt"))
+        // The node account may also trade its password for a token.
+        .arg("--token-key-file")
+        .arg(dir.path().join("token.key"));
     let mut replica = Service::spawn(
         "d8 registry storage",
         command,
@@ -773,6 +777,21 @@ async fn air_gap_push_over_mtls_then_containerd_pulls_through_the_agent_and_the_
         async move { http.get(&ping).send().await.is_ok() }
     })
     .await;
+
+    let challenge = http
+        .get(format!(
+            "https://127.0.0.1:{read}/v2/system/deckhouse/app/manifests/v1"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(challenge.status(), 401);
+    assert_eq!(
+        challenge.headers()["www-authenticate"],
+        format!(
+            "Bearer realm=\"https://127.0.0.1:{read}/auth/token\",service=\"Deckhouse registry\",scope=\"repository:system/deckhouse/app:pull\""
+        )
+    );
 
     let scratch = dir.path().join("bundle");
     let layout = testkit::image::Layout::new(&scratch.join("oci")).unwrap();
@@ -849,6 +868,32 @@ async fn air_gap_push_over_mtls_then_containerd_pulls_through_the_agent_and_the_
         .pull("registry.d8-system.svc:5001/system/deckhouse/app:v1")
         .await
         .expect_success("the pushed image through the agent, no upstream anywhere");
+    // A token from the endpoint the challenge names opens the same manifest.
+    let token: serde_json::Value = http
+        .get(format!(
+            "https://127.0.0.1:{read}/auth/token?service=Deckhouse+registry&scope=repository:system/deckhouse/app:pull"
+        ))
+        .header("authorization", basic("node", "node-pw"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let manifest = http
+        .get(format!(
+            "https://127.0.0.1:{read}/v2/system/deckhouse/app/manifests/v1"
+        ))
+        .header(
+            "authorization",
+            format!("Bearer {}", token["token"].as_str().unwrap()),
+        )
+        .header("accept", "application/vnd.oci.image.manifest.v1+json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(manifest.status(), 200);
+    assert_eq!(manifest.headers()["docker-content-digest"], image.digest());
     let content = containerd.content().await;
     for blob in image.blobs() {
         assert!(content.contains(&blob.digest), "{} not pulled", blob.digest);
