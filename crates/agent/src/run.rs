@@ -145,6 +145,10 @@ pub async fn start<A: NodeApi>(config: Config, api: A) -> Result<Running, StartE
     let layout = LayoutCell::default();
     let client = registry_client::Client::new(registry_client::Config {
         timeouts: config.timeouts,
+        // One upstream connection per pull in flight, as containerd's side has: over HTTP/2
+        // every blob streamed through one TLS connection, decrypted on one core
+        // (`cargo bench -p d8 --bench agent_pull`).
+        http1_only: true,
         ..registry_client::Config::default()
     });
     let tokens = client.clone();

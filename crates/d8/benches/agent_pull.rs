@@ -3,6 +3,11 @@
 //!
 //! `cargo bench -p d8 --bench agent_pull` (needs docker-registry and skopeo). Sizes can be
 //! scaled down with `BENCH_LAYER_MB` (default 256, four layers: 1 GiB).
+//!
+//! Both paths are measured with the same HTTP/1.1 client (the agent serves HTTP/1.1 only, as
+//! containerd talks), alternating rounds so background load hits both alike; the TLS suite and
+//! protocol each path negotiates are printed, and the CPU time each process spends per GiB
+//! shows where the agent path's extra cost goes.
 
 #![allow(clippy::print_stdout)] // a benchmark reports on stdout
 
@@ -20,9 +25,12 @@ use testkit::{ImageBuilder, Upstream};
 const CLIENTS: usize = 16;
 const HEADS: usize = 2000;
 const STREAMS: usize = 1000;
+const ROUNDS: usize = 3;
 
 #[tokio::main]
 async fn main() {
+    // rustls' default order (AES-256-GCM first), as reqwest clients offer it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let layer_mb: u64 = std::env::var("BENCH_LAYER_MB")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -51,40 +59,81 @@ async fn main() {
     let via_agent = Target {
         base: format!("https://{}", agent.address),
         repository: "system/deckhouse/bench".into(),
-        client: testkit::http_client(Some(&ca)),
-    };
-    let via_agent_http1 = Target {
-        base: via_agent.base.clone(),
-        repository: via_agent.repository.clone(),
-        client: reqwest::Client::builder()
-            .http1_only()
-            .tls_certs_only(reqwest::Certificate::from_pem_bundle(ca.as_bytes()).unwrap())
-            .build()
-            .unwrap(),
+        client: http1_client(&ca),
     };
     let direct = Target {
         base: upstream.url(),
         repository: "dkp/bench".into(),
-        client: testkit::http_client(upstream.ca_pem()),
+        client: http1_client(upstream.ca_pem().unwrap()),
     };
+    for (name, address, ca) in [
+        ("direct", upstream.host(), upstream.ca_pem().unwrap()),
+        ("agent", agent.address.clone(), ca.as_str()),
+    ] {
+        let (suite, alpn) = negotiate(&address, ca);
+        println!(
+            "TLS to {name} ({address}), as a rustls client offering h2 and http/1.1: {suite}, ALPN {alpn}"
+        );
+    }
 
+    let processes = [
+        ("upstream", upstream_pid(&upstream)),
+        ("agent", agent.pid),
+        ("clients", std::process::id()),
+    ];
     // Warm both paths (page cache, connections).
     throughput(&direct, &image).await;
     throughput(&via_agent, &image).await;
-    let direct_rate = throughput(&direct, &image).await;
-    let agent_rate = throughput(&via_agent, &image).await;
-    let agent_http1_rate = throughput(&via_agent_http1, &image).await;
+    let mut direct_runs = Vec::new();
+    let mut agent_runs = Vec::new();
+    let mut direct_cpu = Cpu::default();
+    let mut agent_cpu = Cpu::default();
+    for _ in 0..ROUNDS {
+        let before = Cpu::sample(&processes);
+        direct_runs.push(throughput(&direct, &image).await);
+        let between = Cpu::sample(&processes);
+        agent_runs.push(throughput(&via_agent, &image).await);
+        let after = Cpu::sample(&processes);
+        direct_cpu.add(&before, &between);
+        agent_cpu.add(&between, &after);
+    }
+    let ratios: Vec<f64> = direct_runs
+        .iter()
+        .zip(&agent_runs)
+        .map(|(d, a)| a.rate / d.rate)
+        .collect();
+    for (i, (d, a)) in direct_runs.iter().zip(&agent_runs).enumerate() {
+        println!(
+            "round {}: direct {:.0} MiB/s, through the agent {:.0} MiB/s, ratio {:.3}",
+            i + 1,
+            d.rate,
+            a.rate,
+            ratios[i]
+        );
+    }
+    let direct_rate = median(direct_runs.iter().map(|r| r.rate).collect());
+    let agent_rate = median(agent_runs.iter().map(|r| r.rate).collect());
     println!(
-        "throughput through the agent over HTTP/1.1 (as containerd talks): {:.0} MiB/s, ratio {:.3}",
-        agent_http1_rate,
-        agent_http1_rate / direct_rate
+        "throughput, {CLIENTS} Rust clients over HTTP/1.1, median of {ROUNDS} alternating rounds: direct {direct_rate:.0} MiB/s, through the agent {agent_rate:.0} MiB/s, ratio {:.3} (median of the rounds' ratios; target >= 0.95)",
+        median(ratios)
     );
-    println!(
-        "throughput, {CLIENTS} Rust clients: direct {:.0} MiB/s, through the agent {:.0} MiB/s, ratio {:.3} (target >= 0.95)",
-        direct_rate,
-        agent_rate,
-        agent_rate / direct_rate
-    );
+    let gib = |runs: &[Run]| runs.iter().map(|r| r.bytes).sum::<u64>() as f64 / (1u64 << 30) as f64;
+    for (name, cpu, runs) in [
+        ("direct", &direct_cpu, &direct_runs),
+        ("through the agent", &agent_cpu, &agent_runs),
+    ] {
+        let per_gib = |seconds: f64| seconds / gib(runs);
+        let wall: f64 = runs.iter().map(|r| r.seconds).sum();
+        println!(
+            "CPU seconds per GiB pulled {name}: upstream {:.2}, agent {:.2}, clients {:.2}, total {:.2} (of {:.2} core-seconds available per GiB on {} cores)",
+            per_gib(cpu.seconds[0]),
+            per_gib(cpu.seconds[1]),
+            per_gib(cpu.seconds[2]),
+            per_gib(cpu.seconds.iter().sum()),
+            per_gib(wall) * cores() as f64,
+            cores()
+        );
+    }
 
     let (direct_p50, direct_p99) = head_latency(&direct, image.digest()).await;
     let (agent_p50, agent_p99) = head_latency(&via_agent, image.digest()).await;
@@ -193,9 +242,15 @@ impl Target {
     }
 }
 
-/// MiB/s for CLIENTS concurrent downloads, client i fetching layer i % 4, each its own
-/// connection.
-async fn throughput(target: &Target, image: &testkit::Image) -> f64 {
+/// One throughput round: bytes received, wall seconds, MiB/s.
+struct Run {
+    bytes: u64,
+    seconds: f64,
+    rate: f64,
+}
+
+/// CLIENTS concurrent downloads, client i fetching layer i % 4, each its own connection.
+async fn throughput(target: &Target, image: &testkit::Image) -> Run {
     let started = Instant::now();
     let mut tasks = Vec::new();
     for i in 0..CLIENTS {
@@ -219,7 +274,111 @@ async fn throughput(target: &Target, image: &testkit::Image) -> f64 {
     for task in tasks {
         bytes += task.await.unwrap();
     }
-    bytes as f64 / (1 << 20) as f64 / started.elapsed().as_secs_f64()
+    let seconds = started.elapsed().as_secs_f64();
+    Run {
+        bytes,
+        seconds,
+        rate: bytes as f64 / (1 << 20) as f64 / seconds,
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// An HTTP/1.1 client trusting only `ca`.
+fn http1_client(ca: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .http1_only()
+        .tls_certs_only(reqwest::Certificate::from_pem_bundle(ca.as_bytes()).unwrap())
+        .build()
+        .unwrap()
+}
+
+/// The cipher suite and ALPN protocol a rustls client with the process's crypto provider (the
+/// one reqwest uses) settles on with `address`.
+fn negotiate(address: &str, ca: &str) -> (String, String) {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let host = address.rsplit_once(':').unwrap().0.to_owned();
+    let name = rustls::pki_types::ServerName::try_from(host).unwrap();
+    let mut connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let mut socket = std::net::TcpStream::connect(address).unwrap();
+    while connection.is_handshaking() {
+        connection.complete_io(&mut socket).unwrap();
+    }
+    let suite = format!(
+        "{:?}",
+        connection.negotiated_cipher_suite().unwrap().suite()
+    );
+    let alpn = connection
+        .alpn_protocol()
+        .map_or("none".into(), |p| String::from_utf8_lossy(p).into_owned());
+    (suite, alpn)
+}
+
+/// CPU seconds (user + system) per process, in the order of `processes`.
+#[derive(Default)]
+struct Cpu {
+    seconds: [f64; 3],
+}
+
+impl Cpu {
+    fn sample(processes: &[(&str, u32); 3]) -> Self {
+        let mut cpu = Self::default();
+        for (slot, (_, pid)) in cpu.seconds.iter_mut().zip(processes) {
+            *slot = cpu_seconds(*pid);
+        }
+        cpu
+    }
+
+    fn add(&mut self, before: &Cpu, after: &Cpu) {
+        for i in 0..3 {
+            self.seconds[i] += after.seconds[i] - before.seconds[i];
+        }
+    }
+}
+
+/// utime + stime of `pid` from `/proc/<pid>/stat`, in seconds (the kernel reports them in
+/// USER_HZ, 100 per second on Linux).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// The docker-registry process serving `upstream`: the one whose command line names the config
+/// file in its scratch directory.
+fn upstream_pid(upstream: &Upstream) -> u32 {
+    let config = upstream.scratch_dir().join("config.yml");
+    let config = config.to_string_lossy();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(config.as_ref()))
+        })
+        .expect("the docker-registry process")
 }
 
 async fn head_latency(target: &Target, digest: &str) -> (Duration, Duration) {

@@ -47,7 +47,8 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // ring with AES-128-GCM preferred (the agent's choice; see `agent::server::crypto_provider`).
+    let _ = agent::server::crypto_provider().install_default();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -95,6 +95,9 @@ impl Client {
             .connect_timeout(self.inner.config.timeouts.connect)
             .tls_version_min(reqwest::tls::Version::TLS_1_2)
             .tcp_nodelay(true);
+        if self.inner.config.http1_only {
+            builder = builder.http1_only();
+        }
         if let Some(pem) = &key.ca_pem {
             let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
                 .map_err(|e| invalid(format!("CA PEM: {}", strip(e))))?;

@@ -41,6 +41,10 @@ pub struct Config {
     /// Largest manifest [`Remote::get_manifest`](crate::Remote::get_manifest) reads (the
     /// distribution-spec asks registries to accept at least 4 MiB).
     pub max_manifest_bytes: u64,
+    /// Speak HTTP/1.1 only, one connection per request in flight, even to registries that offer
+    /// HTTP/2. A relay (the node agent) wants it: concurrent blob streams then decrypt on every
+    /// core, and one slow consumer's HTTP/2 flow-control window never holds up the others.
+    pub http1_only: bool,
 }
 
 impl Default for Config {
@@ -50,6 +54,7 @@ impl Default for Config {
             max_redirects: 5,
             user_agent: concat!("d8-registry-client/", env!("CARGO_PKG_VERSION")).to_owned(),
             max_manifest_bytes: 4 << 20,
+            http1_only: false,
         }
     }
 }

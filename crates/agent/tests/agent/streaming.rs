@@ -162,3 +162,44 @@ async fn a_silent_registry_is_abandoned_for_the_next_one() {
     );
     agent.running.stop().await;
 }
+
+#[tokio::test]
+async fn blobs_are_fetched_from_an_http2_registry_over_http1() {
+    // docker-registry over TLS offers HTTP/2; the agent keeps one HTTP/1.1 connection per
+    // stream so concurrent pulls are decrypted on every core, not serialised on one.
+    let ca = testkit::Certs::new("agent test upstream CA");
+    let upstream = Upstream::start(testkit::UpstreamOptions::default().tls(&ca)).await;
+    let images = ImageLayout::new(&upstream.scratch_dir().join("images")).unwrap();
+    let image = ImageBuilder::new("h1").layer(50_000).build(&images);
+    Registry::of(&upstream)
+        .push_image("dkp/h1", Some("v1"), &image)
+        .await
+        .unwrap();
+    let layout = layout(
+        vec![backend(
+            BackendName::Upstream,
+            endpoint(&upstream, "/dkp", None),
+        )],
+        vec![],
+    );
+    let dropin = tempfile::tempdir().unwrap();
+    let agent = AgentUnderTest::start(&layout, dropin.path()).await;
+    let blob = &image.layers[0];
+    let url = format!(
+        "https://{}/v2/system/deckhouse/h1/blobs/{}",
+        agent.address(),
+        blob.digest
+    );
+    let client = testkit::http_client(Some(&agent.running.ca_pem));
+    let response = client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.bytes().await.unwrap(), blob.read());
+
+    let log = upstream.log();
+    let request = format!("\"GET /v2/dkp/h1/blobs/{}", blob.digest);
+    let line = log
+        .lines()
+        .find(|line| line.contains(&request))
+        .unwrap_or_else(|| panic!("no {request} in the registry's access log:\n{log}"));
+    assert!(line.contains(" HTTP/1.1\""), "{line}");
+}
