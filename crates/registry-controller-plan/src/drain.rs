@@ -5,10 +5,12 @@
 //! nowhere to send workloads back to, so its drain cannot finish. A disabled module skips the
 //! drain. Asking for Managed again abandons it.
 
+use std::collections::BTreeMap;
+
 use api::registry::{RegistryConfigSpec, RegistryMode};
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::{Error, settings};
 
 /// The shortest gap between the two scans that must both find nothing.
 pub const MIN_SCAN_GAP_SECONDS: i64 = 30;
@@ -52,6 +54,72 @@ impl DrainRecord {
             .as_ref()
             .is_some_and(|p| p.upstream.is_some())
     }
+}
+
+/// Secret `d8-system/deckhouse-registry`'s data after a finished drain, or `None` when it must
+/// stay as it is. A cluster installed into the module names the in-cluster address there; once
+/// the module withdraws, that address no longer answers, so the drained configuration's upstream
+/// is written back (address, path, scheme, CA, `imagesRegistry` and `.dockerconfigjson`; other
+/// keys are kept). A cluster installed from an outside registry keeps its Secret untouched.
+pub fn write_back(
+    existing: &BTreeMap<String, Vec<u8>>,
+    record: &DrainRecord,
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, Error> {
+    let names_module = existing
+        .get("address")
+        .and_then(|a| std::str::from_utf8(a).ok())
+        .is_some_and(|a| a.trim().eq_ignore_ascii_case(crate::IN_CLUSTER_HOST));
+    let Some(upstream) = record
+        .config
+        .primary
+        .as_ref()
+        .and_then(|p| p.upstream.as_ref())
+    else {
+        return Ok(None);
+    };
+    if !names_module {
+        return Ok(None);
+    }
+    let credentials = settings::credentials(upstream.auth.as_ref(), "spec.primary.upstream.auth")?;
+    let path = upstream
+        .path
+        .as_deref()
+        .map(|p| format!("/{}", p.trim_matches('/')))
+        .filter(|p| p != "/")
+        .unwrap_or_default();
+    let mut data = existing.clone();
+    let mut set = |key: &str, value: String| {
+        data.insert(key.to_owned(), value.into_bytes());
+    };
+    set("address", upstream.host.clone());
+    set("path", path.clone());
+    set("imagesRegistry", format!("{}{path}", upstream.host));
+    set(
+        "scheme",
+        match upstream.scheme {
+            api::module_source::Scheme::Http => "http",
+            api::module_source::Scheme::Https => "https",
+        }
+        .to_owned(),
+    );
+    let entry = match &credentials {
+        Some(c) => {
+            use base64::Engine;
+            let auth = base64::engine::general_purpose::STANDARD
+                .encode(format!("{}:{}", c.username, c.password));
+            serde_json::json!({ "auth": auth })
+        }
+        None => serde_json::json!({}),
+    };
+    let config = serde_json::json!({ "auths": { upstream.host.clone(): entry } });
+    set(".dockerconfigjson", config.to_string());
+    match &upstream.ca {
+        Some(ca) => set("ca", ca.clone()),
+        None => {
+            data.remove("ca");
+        }
+    }
+    Ok(Some(data))
 }
 
 /// What the drain step observed.
@@ -218,6 +286,63 @@ mod tests {
         assert_eq!(step(i.clone()), Decision::Withdraw);
         i.current = Some(RegistryConfigSpec::default());
         assert_eq!(step(i), Decision::Withdraw);
+    }
+
+    fn installed(address: &str) -> BTreeMap<String, Vec<u8>> {
+        BTreeMap::from([
+            ("address".to_owned(), address.as_bytes().to_vec()),
+            ("path".to_owned(), b"/system/deckhouse".to_vec()),
+            ("clusterIsBootstrapped".to_owned(), b"true".to_vec()),
+            ("ca".to_owned(), b"old".to_vec()),
+        ])
+    }
+
+    #[test]
+    fn a_cluster_installed_into_the_module_gets_the_upstream_written_back() {
+        let mut record = serve(step(inputs(None, 0, 5)));
+        if let Some(u) = record
+            .config
+            .primary
+            .as_mut()
+            .and_then(|p| p.upstream.as_mut())
+        {
+            u.path = Some("deckhouse/ee/".into());
+            u.auth = Some(api::registry::InlineAuth {
+                username: Some("license-token".into()),
+                password: Some("k".into()),
+                auth: None,
+            });
+        }
+        let data = write_back(&installed("registry.d8-system.svc:5001"), &record)
+            .unwrap()
+            .expect("written back");
+        let text = |k: &str| String::from_utf8(data[k].clone()).unwrap();
+        assert_eq!(text("address"), "r.example");
+        assert_eq!(text("path"), "/deckhouse/ee");
+        assert_eq!(text("imagesRegistry"), "r.example/deckhouse/ee");
+        assert_eq!(text("scheme"), "https");
+        assert_eq!(text("clusterIsBootstrapped"), "true", "other keys are kept");
+        assert!(
+            !data.contains_key("ca"),
+            "no CA in the upstream: the old one goes"
+        );
+        let config: serde_json::Value = serde_json::from_slice(&data[".dockerconfigjson"]).unwrap();
+        // base64("license-token:k")
+        assert_eq!(config["auths"]["r.example"]["auth"], "bGljZW5zZS10b2tlbjpr");
+    }
+
+    #[test]
+    fn an_outside_install_registry_or_an_air_gapped_record_is_left_alone() {
+        let record = serve(step(inputs(None, 0, 5)));
+        assert_eq!(write_back(&installed("r.example"), &record).unwrap(), None);
+        assert_eq!(write_back(&BTreeMap::new(), &record).unwrap(), None);
+        let mut i = inputs(None, 0, 0);
+        i.current = Some(managed(false));
+        let air_gapped = serve(step(i));
+        assert_eq!(
+            write_back(&installed("registry.d8-system.svc:5001"), &air_gapped).unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! writes that converge the cluster on it ([`plan`]), when the image address is published
 //! ([`image_address`]), when a Managed→Unmanaged drain may withdraw ([`drain`]), whether this
 //! implementation may take over from the previous one ([`migration`]), how a preflight probe
-//! answer is classified ([`probe`]), and what the replicas' reports add up to
-//! ([`storage_status`]).
+//! answer is classified ([`probe`]), what the replicas' reports add up to
+//! ([`storage_status`]), and what Nodes and NodeGroups say ([`nodes`]).
 //!
 //! Pure: no tokio, no sockets, no filesystem, no Kubernetes client. It depends on the API types
 //! (`api`) and the resolved credentials type (`registry-plan`) only; the `registry-controller`
@@ -18,6 +18,7 @@ pub mod image_address;
 pub mod layout;
 pub mod legacy;
 pub mod migration;
+pub mod nodes;
 pub mod plan;
 pub mod probe;
 pub mod settings;

@@ -19,6 +19,7 @@ pub struct Metrics {
     pub(crate) nodes: Gauge,
     pub(crate) node_reconciled: Family<Labels, Gauge>,
     pub(crate) node_layout_from_disk: Family<Labels, Gauge>,
+    pub(crate) node_foreign_registry_config: Family<Labels, Gauge>,
     pub(crate) storage_replicas: Gauge,
     pub(crate) storage_replica_full: Family<Labels, Gauge>,
     pub(crate) storage_all_replicas_full: Gauge,
@@ -72,6 +73,11 @@ impl Metrics {
             "d8_registry_node_layout_from_disk",
             "1 when the node's agent routes from its on-disk copy.",
             node_layout_from_disk
+        );
+        reg!(
+            "d8_registry_node_foreign_registry_config",
+            "1 for a node whose containerd configuration carries registry fields the module did not write.",
+            node_foreign_registry_config
         );
         reg!(
             "d8_registry_storage_replicas",

@@ -25,12 +25,15 @@ use registry_controller_plan::plan::{self, Action, Observed};
 use registry_controller_plan::probe::Outcome;
 use registry_controller_plan::{
     DRAIN_SECRET, IMAGE_ADDRESS_CONFIGMAP, IMAGE_BASE, IN_CLUSTER_HOST, LEGACY_STATE_SECRET,
-    SUGGESTED_CONFIG_KEY, SUGGESTED_CONFIG_SECRET, SWITCH_SECRET, legacy, settings, storage_status,
+    SUGGESTED_CONFIG_KEY, SUGGESTED_CONFIG_SECRET, SWITCH_SECRET, legacy, nodes as node_facts,
+    settings, storage_status,
 };
 use registry_plan::Credentials;
 
 use crate::error::{Error, kube};
 
+/// Secret (in `d8-system`) naming the registry the cluster was installed from.
+const INSTALL_REGISTRY_SECRET: &str = "deckhouse-registry";
 /// Lease (in `d8-system`) the cache replicas elect their leader with.
 const STORAGE_LEASE: &str = "registry-storage";
 use crate::metrics::label;
@@ -309,6 +312,9 @@ impl Controller {
                 Some(record.config.clone())
             }
             Decision::Withdraw => {
+                if let Some(record) = &record {
+                    self.write_back(record).await?;
+                }
                 if record.is_some() {
                     self.delete(&self.secrets(), DRAIN_SECRET, "Secret registry-drain")
                         .await?;
@@ -405,6 +411,7 @@ impl Controller {
         m.nodes.set(0);
         m.node_reconciled.clear();
         m.node_layout_from_disk.clear();
+        m.node_foreign_registry_config.clear();
         m.air_gap_transition_held.set(0);
         m.upstreams_rejected.clear();
     }
@@ -530,6 +537,48 @@ impl Controller {
         Ok(())
     }
 
+    /// Points `deckhouse-registry` back at the drained upstream when the cluster was installed
+    /// into the module (its address is the in-cluster one).
+    async fn write_back(&self, record: &DrainRecord) -> Result<(), Error> {
+        let Some(existing) = self.secret(INSTALL_REGISTRY_SECRET).await? else {
+            return Ok(());
+        };
+        match drain::write_back(&existing, record) {
+            Ok(Some(data)) => {
+                self.put_secret(INSTALL_REGISTRY_SECRET, &data).await?;
+                tracing::info!("drain finished: deckhouse-registry names the upstream again");
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(%error, "the drained configuration's credentials are unreadable; deckhouse-registry is left as it is");
+            }
+        }
+        Ok(())
+    }
+
+    /// The GC schedule from NodeGroup `master`'s maintenance windows; an API without NodeGroups
+    /// (the single-machine server) has none.
+    async fn master_windows_schedule(&self) -> Result<Option<String>, Error> {
+        let resource = kube::api::ApiResource {
+            group: "deckhouse.io".into(),
+            version: "v1".into(),
+            api_version: "deckhouse.io/v1".into(),
+            kind: "NodeGroup".into(),
+            plural: "nodegroups".into(),
+        };
+        let groups: Api<kube::api::DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        match groups.get_opt("master").await {
+            Ok(group) => Ok(group
+                .and_then(|g| g.data.get("spec").cloned())
+                .and_then(|spec| node_facts::gc_schedule_from_windows(&spec))),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(e) => Err(Error::Kube {
+                what: "reading NodeGroup master".into(),
+                source: e,
+            }),
+        }
+    }
+
     /// The holder of Lease `d8-system/registry-storage` while it is unexpired.
     async fn storage_lease_holder(&self) -> Result<Option<String>, Error> {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), NAMESPACE);
@@ -590,7 +639,7 @@ impl Controller {
 
     async fn suggest(&self, operator_names_primary: bool) -> Result<(), Error> {
         let install = self
-            .secret("deckhouse-registry")
+            .secret(INSTALL_REGISTRY_SECRET)
             .await?
             .and_then(|d| legacy::InstallRegistry::from_secret(&d));
         let module_configs: Api<ModuleConfig> = Api::all(self.client.clone());
@@ -809,6 +858,23 @@ impl Controller {
             .map_err(kube("listing Nodes"))?
             .items;
         let node_names: Vec<String> = nodes.iter().map(|n| n.name_any()).collect();
+        metrics.node_foreign_registry_config.clear();
+        let no_labels = BTreeMap::new();
+        for node in node_facts::foreign_registry_config(nodes.iter().map(|n| {
+            (
+                n.metadata.name.as_deref().unwrap_or_default(),
+                n.metadata.labels.as_ref().unwrap_or(&no_labels),
+            )
+        })) {
+            tracing::warn!(
+                node,
+                "the node carries containerd registry configuration this module did not write"
+            );
+            metrics
+                .node_foreign_registry_config
+                .get_or_create(&label("node", node))
+                .set(1);
+        }
         let owners: BTreeMap<String, OwnerReference> = nodes
             .iter()
             .filter_map(|n| {
@@ -840,7 +906,7 @@ impl Controller {
                 ca: self.options.storage.ca.clone(),
                 credentials: self.options.storage.credentials.clone(),
             },
-            gc_schedule_fallback: None,
+            gc_schedule_fallback: self.master_windows_schedule().await?,
         };
         let desired = layout::compute(&inputs).map_err(|e| LayoutError::Invalid(e.to_string()))?;
         if desired.drop_upstream {

@@ -178,7 +178,11 @@ async fn unmanaged_to_managed_and_back_with_the_real_agent() {
     let second = upstream("other", "second").await;
 
     let node: Node =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": NODE}})).unwrap();
+        serde_json::from_value(serde_json::json!({"metadata": {"name": NODE, "labels": {
+            // bashible found registry fields in a containerd conf.d file on this node
+            "node.deckhouse.io/containerd-config-registry": "custom",
+        }}}))
+        .unwrap();
     Api::<Node>::all(admin.clone())
         .create(&PostParams::default(), &node)
         .await
@@ -320,6 +324,7 @@ async fn unmanaged_to_managed_and_back_with_the_real_agent() {
         "d8_registry_nodes 1",
         "d8_registry_upstream_probes_total{outcome=\"accepted\"} 1",
         "d8_registry_node_reconciled{node=\"node-1\"} 1",
+        "d8_registry_node_foreign_registry_config{node=\"node-1\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} missing from\n{metrics}");
     }
@@ -448,6 +453,24 @@ async fn unmanaged_to_managed_and_back_with_the_real_agent() {
         "a RegistryUpstream and a refused credential change no file on the node but the agent's cache"
     );
 
+    // The cluster was installed into the module: its install registry is the in-cluster one.
+    let b64 = |v: &str| base64::engine::general_purpose::STANDARD.encode(v);
+    let install: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "deckhouse-registry", "namespace": "d8-system"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {
+            "address": b64("registry.d8-system.svc:5001"),
+            "path": b64("/system/deckhouse"),
+            "scheme": b64("https"),
+            ".dockerconfigjson": b64(r#"{"auths":{"registry.d8-system.svc:5001":{}}}"#),
+        },
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &install)
+        .await
+        .unwrap();
+
     // Back to Unmanaged: the address goes at once, the rest after the drain's two scans.
     apply_module_config(&admin, serde_json::json!({"mode": "Unmanaged"})).await;
     eventually(
@@ -496,6 +519,28 @@ async fn unmanaged_to_managed_and_back_with_the_real_agent() {
     )
     .await;
     assert!(text(&registry).contains("d8_registry_managed 0"));
+    // The drain pointed the install registry back at the upstream.
+    let install = secrets
+        .get("deckhouse-registry")
+        .await
+        .unwrap()
+        .data
+        .unwrap();
+    let value = |k: &str| String::from_utf8(install[k].0.clone()).unwrap();
+    assert_eq!(value("address"), first.host());
+    assert_eq!(value("path"), "/dkp");
+    assert_eq!(value("scheme"), "http");
+    let dockercfg: serde_json::Value = serde_json::from_str(&value(".dockerconfigjson")).unwrap();
+    let auth = dockercfg["auths"][first.host().as_str()]["auth"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no auth for the upstream in {dockercfg}"))
+        .to_owned();
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(auth)
+            .unwrap(),
+        b"license-token:secret"
+    );
 
     let _ = stop.send(());
     task.await.unwrap();
