@@ -600,13 +600,15 @@ fn header(size: u64) -> tar::Header {
     header
 }
 
-/// Appends the file at `source` as `path` (mode 0644, mtime 0, GNU headers), checking on the
-/// way that it hashes to `digest`.
+/// Appends the file at `source` as `path` (mode 0644, mtime 0, GNU headers); with `verify`,
+/// checking on the way that it hashes to `digest` (a blob verified when this run wrote it needs
+/// no second pass).
 pub(crate) fn append_blob<W: Write>(
     builder: &mut tar::Builder<W>,
     path: &str,
     source: &Path,
     digest: oci::Digest,
+    verify: bool,
     phase: &Phase,
 ) -> Result<(), Error> {
     let file = File::open(source).map_err(|e| Error::io(source, e))?;
@@ -615,10 +617,13 @@ pub(crate) fn append_blob<W: Write>(
         inner: file,
         phase: phase.clone(),
     };
-    let reader = VerifyingReader::new(counted, digest, format!("blob {digest}"));
-    builder
-        .append_data(&mut header(size), path, reader)
-        .map_err(|e| Error::io(source, e))
+    let result = if verify {
+        let reader = VerifyingReader::new(counted, digest, format!("blob {digest}"));
+        builder.append_data(&mut header(size), path, reader)
+    } else {
+        builder.append_data(&mut header(size), path, counted)
+    };
+    result.map_err(|e| Error::io(source, e))
 }
 
 /// Appends `bytes` as `path`.

@@ -117,6 +117,9 @@ struct Puller {
     /// Blobs to download: digest → (repository, descriptor).
     wanted: BTreeMap<oci::Digest, (String, oci::Descriptor)>,
     parallel: usize,
+    /// Blobs this run downloaded, verified while written: packing copies them without hashing
+    /// them again. Blobs reused from an earlier run's cache are verified as they are packed.
+    fresh: std::sync::Mutex<BTreeSet<oci::Digest>>,
 }
 
 /// Runs `d8 mirror pull`.
@@ -153,6 +156,7 @@ pub async fn pull(options: &PullOptions, progress: &Progress) -> Result<PullSumm
         packages: BTreeMap::new(),
         wanted: BTreeMap::new(),
         parallel: options.parallel.max(1),
+        fresh: std::sync::Mutex::default(),
     };
     let mut summary = PullSummary::default();
     if let Some(selection) = &options.platform {
@@ -795,7 +799,7 @@ impl Puller {
                             if let Some(phase) = &phase {
                                 phase.item();
                             }
-                            return Ok(descriptor.size);
+                            return Ok((descriptor.digest, descriptor.size));
                         }
                         Err(e) if e.transient() && attempt < 4 => {
                             tracing::warn!(digest = %descriptor.digest, error = %e, "blob download failed, retrying");
@@ -811,7 +815,13 @@ impl Puller {
             let result =
                 result.map_err(|e| Error::InvalidArgument(format!("download task failed: {e}")))?;
             match result {
-                Ok(n) => downloaded += n,
+                Ok((digest, n)) => {
+                    downloaded += n;
+                    self.fresh
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(digest);
+                }
                 Err(e) => {
                     tasks.abort_all();
                     return Err(e);
@@ -871,8 +881,17 @@ impl Puller {
             let cas = self.cas.clone();
             let name_owned = name.clone();
             let phase_task = phase.clone();
+            let fresh = self.fresh.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let written = tokio::task::spawn_blocking(move || {
-                write_package(&dir, &name_owned, chunk, &entries, &cas, &phase_task)
+                write_package(
+                    &dir,
+                    &name_owned,
+                    chunk,
+                    &entries,
+                    &cas,
+                    &fresh,
+                    &phase_task,
+                )
             })
             .await
             .map_err(|e| Error::InvalidArgument(format!("pack task failed: {e}")))??;
@@ -910,6 +929,7 @@ fn write_package(
     chunk: Option<u64>,
     entries: &BTreeMap<String, Source>,
     cas: &Path,
+    fresh: &BTreeSet<oci::Digest>,
     phase: &crate::progress::Phase,
 ) -> Result<Vec<FileEntry>, Error> {
     // Stale files of this package from an interrupted run (a chunked run leaves chunks, an
@@ -931,7 +951,8 @@ fn write_package(
             }
             Source::Blob(digest) => {
                 let file = cas.join(digest.algorithm().as_str()).join(digest.encoded());
-                bundle::append_blob(&mut builder, path, &file, *digest, phase)?;
+                let verify = !fresh.contains(digest);
+                bundle::append_blob(&mut builder, path, &file, *digest, verify, phase)?;
             }
         }
     }

@@ -22,7 +22,7 @@ fn write(dir: &Path, name: &str, blobs: &[Vec<u8>], chunk: Option<u64>) -> Vec<F
         .collect();
     sorted.sort();
     for (path, source, digest) in &sorted {
-        append_blob(&mut builder, path, source, *digest, &phase()).unwrap();
+        append_blob(&mut builder, path, source, *digest, true, &phase()).unwrap();
     }
     append_bytes(
         &mut builder,
@@ -123,4 +123,15 @@ fn chunk_names_of_both_spellings_are_recognised() {
         blob_digest_of(&format!("blobs/sha256/{}", d.encoded())),
         Some(d)
     );
+}
+
+#[test]
+fn a_cached_blob_that_changed_is_refused_while_packed() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest = oci::Digest::sha256(b"layer");
+    let source = dir.path().join("cached");
+    std::fs::write(&source, b"layeR").unwrap();
+    let mut builder = tar::Builder::new(Vec::new());
+    let err = append_blob(&mut builder, "blobs/x", &source, digest, true, &phase()).unwrap_err();
+    assert!(err.to_string().contains(&digest.to_string()), "{err}");
 }
