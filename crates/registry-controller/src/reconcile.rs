@@ -412,6 +412,7 @@ impl Controller {
         m.node_reconciled.clear();
         m.node_layout_from_disk.clear();
         m.node_foreign_registry_config.clear();
+        m.storage_stale_data_bytes.clear();
         m.air_gap_transition_held.set(0);
         m.upstreams_rejected.clear();
     }
@@ -971,6 +972,8 @@ impl Controller {
 
         // Image address (step two).
         let registry_nodes: Api<RegistryNode> = Api::all(client.clone());
+        metrics.node_layout_from_disk.clear();
+        metrics.storage_stale_data_bytes.clear();
         let progress: BTreeMap<String, NodeProgress> = registry_nodes
             .list(&ListParams::default())
             .await
@@ -987,6 +990,13 @@ impl Controller {
                     .node_layout_from_disk
                     .get_or_create(&label("node", n.name_any()))
                     .set(i64::from(from_disk));
+                // Reported by the agent only while the cache is off on its node.
+                if let Some(bytes) = status.stale_storage_data_bytes.filter(|b| *b > 0) {
+                    self.metrics
+                        .storage_stale_data_bytes
+                        .get_or_create(&label("node", n.name_any()))
+                        .set(bytes);
+                }
                 (
                     n.name_any(),
                     NodeProgress {
