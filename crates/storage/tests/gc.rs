@@ -193,8 +193,8 @@ async fn collections_concurrent_with_pulls_fills_and_pushes_lose_nothing() {
     let old = build("v1.50.0", &[big.clone(), shared.clone()]);
     push(&write, ROOT, "v1.60.0", &deployed).await.unwrap();
     push(&write, ROOT, "v1.50.0", &old).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let grace = Duration::from_millis(300);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let grace = Duration::from_secs(1);
 
     // 1. A pusher finds the old shared layer present (HEAD), and a collection runs before
     //    it pushes its manifest: the layer was used, so it stays and the push succeeds.
@@ -300,7 +300,7 @@ async fn collections_concurrent_with_pulls_fills_and_pushes_lose_nothing() {
     // Nothing in use was lost: every pushed image, every filled image and the deployed
     // release pull completely (served from the store: the upstream is gone).
     drop(upstream);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let last = collect(&store, &options(&deployed, grace)).await;
     // (Locally pushed images are pulled by digest: under the upstream's prefix a tag is the
     // upstream's to answer.)

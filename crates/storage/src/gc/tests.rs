@@ -231,14 +231,22 @@ fn a_claimed_blob_survives_a_concurrent_sweep() {
     // present (mount / HEAD) and references it. The claim and the removal are serialized, so
     // either the claim comes first (the blob stays) or the blob is gone (and the pusher
     // uploads it again).
-    for _ in 0..20 {
+    for _ in 0..10 {
         let (_dir, store) = open();
         let v60 = image(&store, ROOT, Some("v1.60.0"), "v1.60.0");
         let orphan = store.put_bytes(b"orphan layer", None).expect("orphan");
-        std::thread::sleep(Duration::from_millis(2));
-        let opts = options("v1.60.0", None, &[&v60]);
+        // Written well before the grace period, so only the claim can protect it.
+        std::thread::sleep(Duration::from_millis(150));
+        let mut opts = options("v1.60.0", None, &[&v60]);
+        opts.grace = Duration::from_millis(50);
         let s = store.clone();
-        let claimer = std::thread::spawn(move || s.blob_size(&orphan).is_some());
+        let start = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let go = start.clone();
+        let claimer = std::thread::spawn(move || {
+            go.wait();
+            s.blob_size(&orphan).is_some()
+        });
+        start.wait();
         let report = collect(&store, &opts).expect("run");
         let claimed = claimer.join().expect("thread");
         let exists = store.blob_path(&orphan).exists();
