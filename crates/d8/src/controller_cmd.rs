@@ -191,6 +191,9 @@ pub(crate) async fn lead_with_modules(
     let engine = engine.map(Arc::new);
     let mut metrics = Registry::default();
     registry.metrics().register(&mut metrics);
+    if let Some((manager, _)) = &modules {
+        manager.metrics().register(&mut metrics);
+    }
     if let Some(engine) = &engine {
         engine.metrics().register(&mut metrics);
     }

@@ -3,6 +3,7 @@
 //! - [`apply`]: download, verify, unpack, check the settings, place and activate a release;
 //! - [`controller`]: when the module manager's passes run (changes, timers, overrides);
 //! - [`embedded`]: the embedded modules directory (`module.yaml` or `NNN-name`);
+//! - [`metrics`]: the manager's metrics (`d8_module_config_maintenance`);
 //! - [`registry`]: a ModuleSource's registry layout (module names, release channels, module
 //!   images) and verified downloads;
 //! - [`install`]: the downloaded modules directory, releases placed and activated atomically;
@@ -18,6 +19,7 @@ pub mod embedded;
 mod error;
 pub mod install;
 pub mod manager;
+pub mod metrics;
 pub mod registry;
 pub mod unpack;
 pub mod view;

@@ -76,6 +76,7 @@ pub struct Manager {
     embedded: Vec<crate::embedded::EmbeddedModule>,
     notifier: release_controller::notify::Notifier,
     cluster_uuid: String,
+    metrics: crate::metrics::Metrics,
 }
 
 impl std::fmt::Debug for Manager {
@@ -172,7 +173,13 @@ impl Manager {
             limits: Limits::default(),
             embedded: Vec::new(),
             cluster_uuid: String::new(),
+            metrics: crate::metrics::Metrics::default(),
         }
+    }
+
+    /// The manager's metrics (register them where `/metrics` is served).
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
     }
 
     /// The cluster's UUID, which decides its canary wave.

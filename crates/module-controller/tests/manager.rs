@@ -459,6 +459,28 @@ async fn scanning_enabling_and_updating_per_policy() {
     c.pass().await;
     let mc: ModuleConfig = Api::all(c.client.clone()).get("nonexistent").await.unwrap();
     assert_eq!(mc.status.unwrap().message, "Ignored: unknown module name");
+
+    // A module in maintenance is reported for the ModuleIsInMaintenanceMode alert, and no
+    // longer once maintenance is lifted.
+    let scrape = |c: &Cluster| {
+        let mut registry = prometheus_client::registry::Registry::default();
+        c.manager.metrics().register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text
+    };
+    c.config("hello", json!({"maintenance": "NoResourceReconciliation"}))
+        .await;
+    c.pass().await;
+    let text = scrape(&c);
+    assert!(
+        text.contains("d8_module_config_maintenance{module=\"hello\"} 1"),
+        "{text}"
+    );
+    c.config("hello", json!({"maintenance": null})).await;
+    c.pass().await;
+    let text = scrape(&c);
+    assert!(!text.contains("module=\"hello\""), "{text}");
 }
 
 #[tokio::test]

@@ -85,13 +85,14 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
     publish(&push, &layout, "hello", "v0.3.1").await;
 
     let downloaded = dir.path().join("downloaded");
+    let metrics_port = free_port();
     let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
     command
         .arg("controller")
         .arg("--kubeconfig")
         .arg(&admin)
         .args(["--identity", "test-controller", "--without-release-engine"])
-        .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
+        .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
         .arg("--downloaded-modules-dir")
         .arg(&downloaded);
     let mut controller =
@@ -102,7 +103,12 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
         upstream.host()
     );
     let config = "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: echo\nspec:\n  enabled: true\n";
-    for (name, yaml) in [("source.yaml", source.as_str()), ("config.yaml", config)] {
+    let maintenance = "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: hello\nspec:\n  maintenance: NoResourceReconciliation\n";
+    for (name, yaml) in [
+        ("source.yaml", source.as_str()),
+        ("config.yaml", config),
+        ("maintenance.yaml", maintenance),
+    ] {
         let path = dir.path().join(name);
         std::fs::write(&path, yaml).unwrap();
         kubectl_ok(&admin, &["apply", "-f", path.to_str().unwrap()]);
@@ -167,4 +173,16 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
         "{releases}"
     );
     assert!(!downloaded.join("modules/910-hello").exists());
+
+    // The module in maintenance is on the controller's /metrics.
+    let url = format!("http://127.0.0.1:{metrics_port}/metrics");
+    let mut scraped = String::new();
+    for _ in 0..100 {
+        scraped = reqwest::get(&url).await.unwrap().text().await.unwrap();
+        if scraped.contains("d8_module_config_maintenance{module=\"hello\"} 1") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("hello's maintenance is not on /metrics:\n{scraped}");
 }

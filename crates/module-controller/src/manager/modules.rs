@@ -132,6 +132,15 @@ impl Manager {
             .into_iter()
             .map(|c| (c.name_any(), c))
             .collect();
+        self.metrics.set_maintenance(
+            all_configs
+                .iter()
+                .filter(|(_, c)| {
+                    c.spec.maintenance
+                        == Some(api::module_config::Maintenance::NoResourceReconciliation)
+                })
+                .map(|(name, _)| name.as_str()),
+        );
         let mut facts = self.facts.clone();
         if let Some(settings) = all_configs
             .get("deckhouse")
