@@ -13,6 +13,7 @@ use api::deckhouse_release::DeckhouseRelease;
 use api::module_config::ModuleConfig;
 use futures_util::StreamExt;
 use kube::runtime::controller::Action;
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 
@@ -25,6 +26,8 @@ use crate::settings::{DeckhouseSettings, MODULE_CONFIG_NAME};
 use crate::source::ReleaseSource;
 use crate::{Clock, Error, SystemClock};
 
+/// The controller's name in Events (Deckhouse's).
+pub const CONTROLLER_NAME: &str = "d8-deckhouse-release-controller";
 /// How often the release channel is read.
 pub const CHANNEL_INTERVAL: Duration = Duration::from_secs(180);
 /// How often outdated releases are cleaned up.
@@ -50,6 +53,7 @@ pub struct Engine {
     /// The channel tag and digest last synced (Deckhouse keeps it in memory too).
     pub(crate) channel_digest: Mutex<Option<(String, oci::Digest)>>,
     pub(crate) metrics: Metrics,
+    pub(crate) recorder: Recorder,
     failures: Mutex<HashMap<String, u32>>,
 }
 
@@ -112,6 +116,13 @@ impl Builder {
 
     /// The engine.
     pub fn build(self) -> Engine {
+        let recorder = Recorder::new(
+            self.client.clone(),
+            Reporter {
+                controller: CONTROLLER_NAME.into(),
+                instance: None,
+            },
+        );
         Engine {
             notifier: Notifier::new(self.clock.clone()),
             client: self.client,
@@ -126,6 +137,7 @@ impl Builder {
             channel_interval: self.channel_interval,
             channel_digest: Mutex::new(None),
             metrics: Metrics::default(),
+            recorder,
             failures: Mutex::new(HashMap::new()),
         }
     }

@@ -8,8 +8,9 @@ use std::time::Duration;
 use api::deckhouse_release::{DeckhouseRelease, MESSAGE_RESTORED, MESSAGE_SUSPENDED};
 use api::keys;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
 use release_plan::deploy::{self, Delay, Plan, ReleaseInfo, ReleaseState, WebhookBody};
 use release_plan::task::{self, Context, Task, TaskType};
 use release_plan::{Phase, ReleaseKind, ReleaseVersion};
@@ -200,7 +201,8 @@ impl Engine {
 
         let forced = flag(release, keys::RELEASE_FORCE);
         if forced {
-            self.apply(release, releases, &task).await?;
+            let how = Applied::forced(settings);
+            self.apply(release, releases, &task, &how).await?;
             return Ok(Outcome::changed());
         }
 
@@ -254,7 +256,8 @@ impl Engine {
 
         match plan {
             Plan::ApplyForced => {
-                self.apply(release, releases, &task).await?;
+                let how = Applied::forced(settings);
+                self.apply(release, releases, &task, &how).await?;
                 Ok(Outcome::changed())
             }
             Plan::Blocked { message } => {
@@ -299,7 +302,8 @@ impl Engine {
                         Ok(Outcome::requeue(changed, REQUEUE_DELAYED))
                     }
                     None => {
-                        self.apply(release, releases, &task).await?;
+                        let how = Applied::checked(settings);
+                        self.apply(release, releases, &task, &how).await?;
                         Ok(Outcome::changed())
                     }
                 }
@@ -349,6 +353,7 @@ impl Engine {
         release: &DeckhouseRelease,
         releases: &[DeckhouseRelease],
         task: &Task,
+        how: &Applied,
     ) -> Result<(), Error> {
         let name = release.name_any();
         let version = &release.spec.spec.version;
@@ -359,14 +364,8 @@ impl Engine {
         {
             self.set_phase(previous, Phase::Superseded, "").await?;
         }
-        let update_info = json!({
-            "version": version,
-            "from": task.deployed.as_ref().map(|d| d.version.original().to_owned()),
-            "isPatch": task.is_patch,
-            "forced": flag(release, keys::RELEASE_FORCE),
-            "applyNow": flag(release, keys::RELEASE_APPLY_NOW),
-        })
-        .to_string();
+        let update_info = how.update_info(task).to_string();
+        self.record_update_initiated(release, task, how).await;
         self.annotate(
             &name,
             &[
@@ -381,5 +380,100 @@ impl Engine {
         self.set_phase(release, Phase::Deployed, "").await?;
         tracing::info!(release = %name, "release deployed");
         Ok(())
+    }
+}
+
+/// How a release came to be applied: Deckhouse's `ReleaseUpdateInfo`.
+#[derive(Clone, Debug)]
+pub(crate) struct Applied {
+    mode: &'static str,
+    forced: bool,
+    pod_ready: bool,
+    requirements_met: bool,
+}
+
+impl Applied {
+    /// The `force` annotation: nothing was checked.
+    fn forced(settings: &DeckhouseSettings) -> Self {
+        Self {
+            mode: mode_name(settings.mode),
+            forced: true,
+            pod_ready: false,
+            requirements_met: false,
+        }
+    }
+
+    /// Every check passed.
+    fn checked(settings: &DeckhouseSettings) -> Self {
+        Self {
+            mode: mode_name(settings.mode),
+            forced: false,
+            pod_ready: true,
+            requirements_met: true,
+        }
+    }
+
+    /// The `release.deckhouse.io/update-info` annotation, in Deckhouse's JSON.
+    fn update_info(&self, task: &Task) -> serde_json::Value {
+        json!({
+            "taskCalculation": {
+                "taskType": task.task_type.as_str(),
+                "isPatch": task.is_patch,
+                "isMajor": task.is_major,
+                "isFromTo": task.is_from_to,
+                "isSingle": task.is_single,
+                "isLatest": task.is_latest,
+            },
+            "updatePolicy": {"mode": self.mode},
+            "forceRelease": {"isForced": self.forced},
+            "podReadiness": {"isReady": self.pod_ready},
+            "requirementsCheck": {"requirementsMet": self.requirements_met},
+        })
+    }
+
+    /// The note of the `ReleaseUpdateInitiated` event.
+    fn event_note(&self, task: &Task) -> String {
+        format!(
+            "Release update initiated: task={}, updateMode={}, force={}, podReady={}, requirementsMet={}",
+            task.task_type.as_str(),
+            self.mode,
+            self.forced,
+            self.pod_ready,
+            self.requirements_met
+        )
+    }
+}
+
+fn mode_name(mode: deploy::UpdateMode) -> &'static str {
+    match mode {
+        deploy::UpdateMode::Auto => "Auto",
+        deploy::UpdateMode::AutoPatch => "AutoPatch",
+        deploy::UpdateMode::Manual => "Manual",
+    }
+}
+
+impl Engine {
+    /// The `ReleaseUpdateInitiated` event on the release (best effort: an event that cannot be
+    /// written never holds an update).
+    async fn record_update_initiated(
+        &self,
+        release: &DeckhouseRelease,
+        task: &Task,
+        how: &Applied,
+    ) {
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "ReleaseUpdateInitiated".into(),
+            note: Some(how.event_note(task)),
+            action: "Apply".into(),
+            secondary: None,
+        };
+        if let Err(error) = self
+            .recorder
+            .publish(&event, &release.object_ref(&()))
+            .await
+        {
+            tracing::debug!(release = %release.name_any(), %error, "recording the ReleaseUpdateInitiated event");
+        }
     }
 }

@@ -96,6 +96,7 @@ impl Cluster {
             .crds(crds)
             .namespace("d8-system")
             .namespace("kube-system")
+            .namespace("default")
             .serve(listener)
             .await
             .unwrap();

@@ -134,7 +134,33 @@ async fn channel_moving_from_1_66_to_1_68_creates_the_chain_and_manual_mode_wait
     assert_eq!(annotations["release.deckhouse.io/notified"], "true");
     let info: serde_json::Value =
         serde_json::from_str(&annotations["release.deckhouse.io/update-info"]).unwrap();
-    assert_eq!(info["from"], "v1.66.3");
+    assert_eq!(
+        info,
+        json!({
+            "taskCalculation": {"taskType": "process", "isPatch": false, "isMajor": false,
+                "isFromTo": false, "isSingle": false, "isLatest": false},
+            "updatePolicy": {"mode": "Manual"},
+            "forceRelease": {"isForced": false},
+            "podReadiness": {"isReady": true},
+            "requirementsCheck": {"requirementsMet": true},
+        })
+    );
+    // And Deckhouse's event on the release.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(c.client.clone(), "default");
+    let notes: Vec<String> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("ReleaseUpdateInitiated"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        notes.contains(&"Release update initiated: task=process, updateMode=Manual, force=false, podReady=true, requirementsMet=true".to_owned()),
+        "{notes:?}"
+    );
 
     // Approve with the annotation.
     c.annotate("v1.68.5", "release.deckhouse.io/approved", "true")
