@@ -1127,12 +1127,11 @@ impl Controller {
                 Action::ApplyNode { name, spec } => {
                     let what = format!("writing RegistryNode {name}");
                     match nodes.get_opt(name).await.map_err(kube(&what))? {
-                        Some(mut existing) => {
-                            existing.spec = (**spec).clone();
-                            nodes
-                                .replace(name, &PostParams::default(), &existing)
-                                .await
-                                .map_err(kube(&what))?;
+                        Some(_) => {
+                            replace_spec(&nodes, name, &what, |o: &mut RegistryNode| {
+                                o.spec = (**spec).clone()
+                            })
+                            .await?;
                         }
                         None => {
                             let mut object = RegistryNode::new(name, (**spec).clone());
@@ -1152,12 +1151,11 @@ impl Controller {
                 Action::ApplyStorage(spec) => {
                     let what = "writing RegistryStorage registry";
                     match storage.get_opt(SINGLETON).await.map_err(kube(what))? {
-                        Some(mut existing) => {
-                            existing.spec = (**spec).clone();
-                            storage
-                                .replace(SINGLETON, &PostParams::default(), &existing)
-                                .await
-                                .map_err(kube(what))?;
+                        Some(_) => {
+                            replace_spec(&storage, SINGLETON, what, |o: &mut RegistryStorage| {
+                                o.spec = (**spec).clone()
+                            })
+                            .await?;
                         }
                         None => {
                             let object = RegistryStorage::new(SINGLETON, (**spec).clone());
@@ -1176,6 +1174,32 @@ impl Controller {
         }
         Ok(())
     }
+}
+
+/// Read-modify-replace of an object whose status others write (agents, replicas): a conflict
+/// with their write is retried on a fresh read, a few times, rather than failing the pass.
+async fn replace_spec<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    set: impl Fn(&mut K),
+) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    const ATTEMPTS: usize = 4;
+    for attempt in 1..=ATTEMPTS {
+        let mut object = api.get(name).await.map_err(kube(what))?;
+        set(&mut object);
+        match api.replace(name, &PostParams::default(), &object).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < ATTEMPTS => {
+                tokio::time::sleep(std::time::Duration::from_millis(50 * attempt as u64)).await;
+            }
+            Err(e) => return Err(kube(what)(e)),
+        }
+    }
+    Ok(())
 }
 
 /// Why a layout was not applied.
