@@ -16,6 +16,12 @@
 //!   enabled modules, `autoK8sVersion`, `migratedModules`, registered keys), with Deckhouse's
 //!   messages and Masterminds-compatible version constraints.
 //!
+//! Every status message and error text built here is Deckhouse's own, checked against its public
+//! sources (`pkg/releaseupdater/{task_calculator,deploy_delay_reason,requirements_checker}.go`,
+//! `go_lib/dependency/{requirements,extenders,versionmatcher}`, Masterminds semver's constraint
+//! errors); the few texts still worded by this project are listed in `release-controller`'s
+//! crate docs.
+//!
 //! Pure: no tokio, no sockets, no filesystem, no Kubernetes types, no clock. Time is always an
 //! input ([`jiff::Timestamp`]). The DeckhouseRelease and ModuleRelease controllers observe the
 //! cluster, call these functions and act on the answer; they must not re-derive any of these
