@@ -77,6 +77,7 @@ pub struct Manager {
     notifier: release_controller::notify::Notifier,
     cluster_uuid: String,
     metrics: crate::metrics::Metrics,
+    full_passes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for Manager {
@@ -174,7 +175,14 @@ impl Manager {
             embedded: Vec::new(),
             cluster_uuid: String::new(),
             metrics: crate::metrics::Metrics::default(),
+            full_passes: Arc::default(),
         }
+    }
+
+    /// How many full passes ([`Manager::reconcile_all`]) have started: what a controller's
+    /// triggers cost.
+    pub fn full_passes(&self) -> u64 {
+        self.full_passes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The manager's metrics (register them where `/metrics` is served).
@@ -252,6 +260,8 @@ impl Manager {
 
     /// One pass over everything.
     pub async fn reconcile_all(&self) -> Result<(), Error> {
+        self.full_passes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let sources = self
             .api::<ModuleSource>()
             .list(&ListParams::default())

@@ -107,6 +107,7 @@ async fn the_controller_discovers_installs_and_follows_changes() {
         debounce: Duration::from_millis(50),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let observed = manager.clone();
     let controller = tokio::spawn(async move {
         manager
             .run_controller(options, async move {
@@ -285,6 +286,17 @@ async fn the_controller_discovers_installs_and_follows_changes() {
     )
     .unwrap();
     assert_eq!(template, "# hello dev-2\n");
+
+    // Settled, the controller's own status writes do not wake it: over 5 s only the 2 s
+    // rescans (and at most one pass for the last change) run.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = observed.full_passes();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let passes = observed.full_passes() - before;
+    assert!(
+        (1..=4).contains(&passes),
+        "{passes} full passes in 5 s while nothing changed"
+    );
 
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(10), controller)
