@@ -250,3 +250,42 @@ async fn chunked_and_monolithic_pushes_and_the_budget() {
         "the write listener knows no node account"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_large_upload_still_gets_its_answer() {
+    let replica = common::start(Options {
+        limits: Limits {
+            budget: Some(1 << 20),
+            reserve: Some(0),
+        },
+        ..Options::default()
+    })
+    .await;
+    let http = client();
+    let base = format!("http://{}", replica.write);
+    let auth = basic(PUSHER);
+    let start = http
+        .post(format!("{base}/v2/system/deckhouse/blobs/uploads/"))
+        .header("authorization", &auth)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(start.status(), 202);
+    let location = start.headers()["location"]
+        .to_str()
+        .expect("location")
+        .to_owned();
+    // 64 MiB against a 1 MiB budget: refused after the first MiB, while the client still sends.
+    let big = vec![5u8; 64 << 20];
+    let refused = http
+        .patch(format!("{base}{location}"))
+        .header("authorization", &auth)
+        .header("content-type", "application/octet-stream")
+        .body(big)
+        .send()
+        .await
+        .expect("the client receives the answer, not a reset connection");
+    assert_eq!(refused.status(), 413);
+    let text = refused.text().await.expect("text");
+    assert!(text.contains("BudgetExhausted"), "{text}");
+}
