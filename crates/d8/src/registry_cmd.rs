@@ -148,8 +148,8 @@ pub(crate) struct StorageArgs {
     /// instead of --expected-root; needs --kubeconfig.
     #[arg(long, requires = "kubeconfig")]
     expected_from_cluster: bool,
-    /// Garbage collection schedule: five cron fields in the replica's time zone
-    /// (`RegistryStorage.spec.garbageCollection.schedule`, resolved by the controller).
+    /// Garbage collection schedule when `RegistryStorage.spec.garbageCollection` (resolved by
+    /// the controller, re-read every minute) has none: five cron fields, the replica's time zone.
     #[arg(long, default_value = storage_kube::gc::DEFAULT_SCHEDULE)]
     gc_schedule: String,
     /// No scheduled garbage collection (`garbageCollection.enabled: false`).

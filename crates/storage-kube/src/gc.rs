@@ -4,9 +4,10 @@
 //! `registry-storage-gc` (identity = node name), keeps it renewed while collecting, and releases
 //! it when done, so the replicas' runs at the same scheduled minute follow one another and the
 //! cluster always has replicas serving with their stores untouched. The schedule is the
-//! resolved `RegistryStorage.spec.garbageCollection.schedule` (five cron fields, replicas' time
-//! zone; default `17 3 * * *`): resolving it from the maintenance windows is the controller's
-//! job. What to keep comes from the cluster ([`crate::expected`]) or, without one, from fixed
+//! controller's resolved `RegistryStorage.spec.garbageCollection` (five cron fields, replicas'
+//! time zone; `enabled: false` stops the runs), re-read every minute; resolving it from the
+//! maintenance windows is the controller's job. Without it the replica's own schedule applies
+//! (default `17 3 * * *`). What to keep comes from the cluster ([`crate::expected`]) or, without one, from fixed
 //! inputs; an unknown deployed version or keep set deletes nothing. The outcome lands in the
 //! replica's status entry as `collectedAt` / `collectionError`.
 
@@ -247,23 +248,81 @@ pub async fn run_once(
     result
 }
 
-/// Runs collections on `schedule` until the task is aborted.
+/// What the replica runs on: `RegistryStorage.spec.garbageCollection` as the controller
+/// resolved it when present (`enabled: false` = no runs; a schedule that does not parse is
+/// refused and the fallback kept), else the replica's own `fallback` schedule.
+pub fn effective(
+    fallback: &Schedule,
+    spec: Option<&api::registry::GarbageCollection>,
+) -> Option<Schedule> {
+    let Some(spec) = spec else {
+        return Some(fallback.clone());
+    };
+    if spec.enabled == Some(false) {
+        return None;
+    }
+    match spec.schedule.as_deref().map(Schedule::parse) {
+        None => Some(fallback.clone()),
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            tracing::error!(error = %e, fallback = fallback.as_str(), "refusing the configured schedule");
+            Some(fallback.clone())
+        }
+    }
+}
+
+/// How often the configured schedule is re-read while waiting for the next run.
+const RECHECK: Duration = Duration::from_secs(60);
+
+/// Runs collections until the task is aborted, on the schedule of
+/// `RegistryStorage.spec.garbageCollection` (re-read every minute), `fallback` when the spec
+/// has none.
 pub fn spawn(
     client: kube::Client,
     store: storage::Store,
-    schedule: Schedule,
+    fallback: Schedule,
     config: Config,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let storages: Api<api::registry::RegistryStorage> = Api::all(client.clone());
+        let mut next: Option<(String, jiff::Zoned)> = None;
         loop {
-            let now = jiff::Zoned::now();
-            let Some(next) = schedule.next_after(&now) else {
-                tracing::error!(schedule = schedule.as_str(), "the schedule has no next run");
-                return;
+            let spec = match storages.get_opt(api::registry::SINGLETON).await {
+                Ok(object) => object.and_then(|o| o.spec.garbage_collection),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read RegistryStorage; keeping the schedule");
+                    None
+                }
             };
-            let wait = now.duration_until(&next).unsigned_abs();
-            tracing::info!(schedule = schedule.as_str(), next = %next, "next garbage collection");
-            tokio::time::sleep(wait).await;
+            let Some(schedule) = effective(&fallback, spec.as_ref()) else {
+                next = None;
+                tokio::time::sleep(RECHECK).await;
+                continue;
+            };
+            let now = jiff::Zoned::now();
+            // A changed schedule replans; an unchanged one keeps its planned time.
+            if next
+                .as_ref()
+                .is_none_or(|(text, _)| text != schedule.as_str())
+            {
+                next = schedule
+                    .next_after(&now)
+                    .map(|at| (schedule.as_str().to_owned(), at));
+                if let Some((_, at)) = &next {
+                    tracing::info!(schedule = schedule.as_str(), next = %at, "next garbage collection");
+                }
+            }
+            let Some((_, at)) = next.clone() else {
+                tracing::error!(schedule = schedule.as_str(), "the schedule has no next run");
+                tokio::time::sleep(RECHECK).await;
+                continue;
+            };
+            let wait = now.duration_until(&at).unsigned_abs();
+            if now < at && wait > Duration::ZERO {
+                tokio::time::sleep(wait.min(RECHECK)).await;
+                continue;
+            }
+            next = None;
             let _ = run_once(&client, &store, &config).await;
         }
     })
@@ -291,5 +350,39 @@ mod tests {
             let e = Schedule::parse(bad).expect_err(bad);
             assert!(e.to_string().contains("garbage collection schedule"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_resolved_spec_wins_over_the_flag() {
+        use api::registry::GarbageCollection;
+        let fallback = Schedule::parse("0 4 * * *").expect("fallback");
+        let text = |s: Option<Schedule>| s.map(|s| s.as_str().to_owned());
+        assert_eq!(text(effective(&fallback, None)), Some("0 4 * * *".into()));
+        let configured = GarbageCollection {
+            enabled: Some(true),
+            schedule: Some("30 1 * * 2,6".into()),
+        };
+        assert_eq!(
+            text(effective(&fallback, Some(&configured))),
+            Some("30 1 * * 2,6".into())
+        );
+        let off = GarbageCollection {
+            enabled: Some(false),
+            schedule: Some("30 1 * * *".into()),
+        };
+        assert_eq!(text(effective(&fallback, Some(&off))), None);
+        let unreadable = GarbageCollection {
+            enabled: None,
+            schedule: Some("every night".into()),
+        };
+        assert_eq!(
+            text(effective(&fallback, Some(&unreadable))),
+            Some("0 4 * * *".into())
+        );
+        let unset = GarbageCollection::default();
+        assert_eq!(
+            text(effective(&fallback, Some(&unset))),
+            Some("0 4 * * *".into())
+        );
     }
 }
