@@ -267,3 +267,52 @@ fn minimal_kubernetes_version_uses_control_plane_manager_words() {
         Err("Invalid Semantic Version".into())
     );
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn version() -> impl Strategy<Value = (u64, u64, u64)> {
+        (0u64..4, 0u64..4, 0u64..4)
+    }
+
+    proptest! {
+        /// On fully written versions every comparator means what it says, and a refusal
+        /// always quotes the version checked and the bound as written.
+        #[test]
+        fn comparators_on_full_versions((a, b, c) in version(), (x, y, z) in version(), op in 0usize..6) {
+            let (symbol, holds): (&str, fn(&semver::Version, &semver::Version) -> bool) = [
+                ("=", (|v: &semver::Version, b: &semver::Version| v == b) as fn(&_, &_) -> bool),
+                ("!=", |v, b| v != b),
+                (">", |v, b| v > b),
+                ("<", |v, b| v < b),
+                (">=", |v, b| v >= b),
+                ("<=", |v, b| v <= b),
+            ][op];
+            let bound = format!("{x}.{y}.{z}");
+            let checked = ReleaseVersion::new(a, b, c);
+            let result = Constraint::parse(&format!("{symbol} {bound}")).unwrap().check(&checked);
+            let expected = holds(checked.semver(), &semver::Version::new(x, y, z));
+            prop_assert_eq!(result.is_ok(), expected);
+            if let Err(message) = result {
+                let prefix = format!("{a}.{b}.{c} ");
+                let suffix = format!(" {bound}");
+                prop_assert!(message.starts_with(&prefix));
+                prop_assert!(message.ends_with(&suffix));
+            }
+        }
+
+        /// `a || b` holds exactly when one of them does.
+        #[test]
+        fn alternatives_are_ored((a, b, c) in version(), low in version(), high in version()) {
+            let v = ReleaseVersion::new(a, b, c);
+            let left = format!("< {}.{}.{}", low.0, low.1, low.2);
+            let right = format!(">= {}.{}.{}", high.0, high.1, high.2);
+            let either = Constraint::parse(&format!("{left} || {right}")).unwrap().check(&v).is_ok();
+            let one = Constraint::parse(&left).unwrap().check(&v).is_ok()
+                || Constraint::parse(&right).unwrap().check(&v).is_ok();
+            prop_assert_eq!(either, one);
+        }
+    }
+}
