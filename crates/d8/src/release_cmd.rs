@@ -10,7 +10,7 @@ use anyhow::Context;
 use api::deckhouse_release::DeckhouseRelease;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
-use release_controller::alerts::{AlertSource, PrometheusAlerts, StaticAlerts};
+use release_controller::alerts::{AlertSource, ClusterAlerts, PrometheusAlerts, StaticAlerts};
 use release_controller::apply::{
     AlwaysReady, Deployer, DeploymentTarget, HttpReadiness, Readiness,
 };
@@ -77,8 +77,11 @@ pub(crate) struct EngineArgs {
     #[arg(long)]
     embedded: bool,
     /// Prometheus to read firing alerts from for `update.blockOnAlerts` (default: none fire).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cluster_alerts")]
     prometheus_url: Option<String>,
+    /// Read firing alerts from the ClusterAlert objects, as Deckhouse does in a cluster.
+    #[arg(long)]
+    cluster_alerts: bool,
     /// Readiness URL of the running Deckhouse (default: always ready).
     #[arg(long)]
     readyz_url: Option<String>,
@@ -125,6 +128,7 @@ pub(crate) fn engine(client: Client, args: &EngineArgs) -> anyhow::Result<Engine
     };
     let alerts: Arc<dyn AlertSource> = match &args.prometheus_url {
         Some(url) => Arc::new(PrometheusAlerts::new(url)?),
+        None if args.cluster_alerts => Arc::new(ClusterAlerts::new(client.clone())),
         None => Arc::new(StaticAlerts::new()),
     };
     let readiness: Arc<dyn Readiness> = match &args.readyz_url {

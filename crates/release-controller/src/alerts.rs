@@ -3,6 +3,9 @@
 //! blocks when its `severity_level` is at most the threshold; an alert without a level never
 //! blocks. (Deckhouse's newest unit tests read it this way; an older suite compared the other
 //! way round.) Forced releases are not blocked.
+//!
+//! Sources: [`ClusterAlerts`] (Deckhouse's: the ClusterAlert objects), [`PrometheusAlerts`]
+//! (Prometheus's HTTP API) and [`StaticAlerts`] (none, or set by hand).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -153,9 +156,88 @@ impl AlertSource for PrometheusAlerts {
     }
 }
 
+/// Deckhouse's own source: the ClusterAlert objects (`deckhouse.io/v1alpha1`) the monitoring
+/// stack keeps for every firing alert, `alert.name` and `alert.severityLevel` (a string or a
+/// number). A cluster without the ClusterAlert kind has no firing alerts.
+#[derive(Clone)]
+pub struct ClusterAlerts {
+    api: kube::Api<kube::api::DynamicObject>,
+}
+
+impl std::fmt::Debug for ClusterAlerts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterAlerts")
+    }
+}
+
+impl ClusterAlerts {
+    /// ClusterAlerts read through `client`.
+    pub fn new(client: kube::Client) -> Self {
+        let resource = kube::api::ApiResource {
+            group: "deckhouse.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "deckhouse.io/v1alpha1".into(),
+            kind: "ClusterAlert".into(),
+            plural: "clusteralerts".into(),
+        };
+        Self {
+            api: kube::Api::all_with(client, &resource),
+        }
+    }
+
+    async fn fetch(&self) -> Result<Vec<Alert>, Error> {
+        let list = match self.api.list(&Default::default()).await {
+            Ok(list) => list,
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(Error::Alerts {
+                    reason: format!("list ClusterAlerts: {e}"),
+                });
+            }
+        };
+        Ok(list.items.iter().map(|o| cluster_alert(&o.data)).collect())
+    }
+}
+
+/// The alert a ClusterAlert object describes.
+fn cluster_alert(data: &serde_json::Value) -> Alert {
+    let alert = &data["alert"];
+    let severity_level = match &alert["severityLevel"] {
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        serde_json::Value::Number(n) => n.as_u64().and_then(|n| u8::try_from(n).ok()),
+        _ => None,
+    };
+    Alert {
+        name: alert["name"].as_str().unwrap_or_default().to_owned(),
+        severity_level,
+    }
+}
+
+impl AlertSource for ClusterAlerts {
+    fn firing(&self) -> BoxFuture<'_, Result<Vec<Alert>, Error>> {
+        Box::pin(self.fetch())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cluster_alert_objects_are_read_as_deckhouse_writes_them() {
+        let string = serde_json::json!({"alert": {"name": "a", "severityLevel": "4"}});
+        let number = serde_json::json!({"alert": {"name": "b", "severityLevel": 7}});
+        let none = serde_json::json!({"alert": {"name": "c"}});
+        assert_eq!(cluster_alert(&string), Alert::new("a", 4));
+        assert_eq!(cluster_alert(&number), Alert::new("b", 7));
+        assert_eq!(
+            cluster_alert(&none),
+            Alert {
+                name: "c".into(),
+                severity_level: None
+            }
+        );
+    }
 
     /// Deckhouse's `TestCheckBlockOnAlerts` cases.
     #[test]

@@ -15,7 +15,7 @@ use jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use release_controller::ManualClock;
-use release_controller::alerts::StaticAlerts;
+use release_controller::alerts::{AlertSource, StaticAlerts};
 use release_controller::apply::{AlwaysReady, Deployer, DeploymentTarget, Readiness};
 use release_controller::controller::Engine;
 use release_controller::requirements::{Checks, KubernetesVersionSource};
@@ -89,7 +89,8 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         let crds = api::crds::all()
             .into_iter()
-            .map(|crd| serde_json::to_value(crd).unwrap());
+            .map(|crd| serde_json::to_value(crd).unwrap())
+            .chain([cluster_alert_crd()]);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = apiserver::ApiServer::builder()
             .data_dir(dir.path().join("apiserver"))
@@ -137,6 +138,24 @@ impl Cluster {
             engine,
             _dir: dir,
         }
+    }
+
+    /// Another engine on this cluster (same registry, deployer and clock) reading firing alerts
+    /// from `alerts`.
+    pub fn engine_with_alerts(&self, alerts: Arc<dyn AlertSource>) -> Engine {
+        let remote = registry_client::Client::new(registry_client::Config::default())
+            .remote(registry_client::Endpoint::http(&self.upstream.host()))
+            .unwrap();
+        Engine::builder(
+            self.client.clone(),
+            ReleaseSource::new(remote, REPO),
+            self.deployer.clone(),
+        )
+        .clock(Arc::new(self.clock.clone()))
+        .alerts(alerts)
+        .cluster_uuid(CLUSTER_UUID)
+        .kubernetes_version(KubernetesVersionSource::Fixed("1.29.3".into()))
+        .build()
     }
 
     /// Pushes `release-channel:<tag>` holding `version_json`.
@@ -322,4 +341,22 @@ impl Receiver {
     pub fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
     }
+}
+
+/// The ClusterAlert kind of Deckhouse's monitoring (not part of this platform's CRDs).
+pub fn cluster_alert_crd() -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "clusteralerts.deckhouse.io"},
+        "spec": {
+            "group": "deckhouse.io",
+            "scope": "Cluster",
+            "names": {"plural": "clusteralerts", "singular": "clusteralert", "kind": "ClusterAlert", "listKind": "ClusterAlertList"},
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+            }]
+        }
+    })
 }

@@ -16,7 +16,7 @@ use jiff::SignedDuration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use release_controller::alerts::Alert;
+use release_controller::alerts::{Alert, ClusterAlerts};
 use release_controller::apply::HttpReadiness;
 use release_controller::channel::{ChannelOutcome, Synced};
 use release_controller::requirements::{Checks, KubernetesVersionSource};
@@ -925,4 +925,51 @@ async fn minor_releases_wait_for_the_running_pod_and_updates_raise_d8_is_updatin
     assert_eq!(c.phase("v1.67.0").await.0, "Deployed");
     let metrics = c.engine.metrics().encode();
     assert!(!metrics.contains("d8_is_updating{"), "{metrics}");
+}
+
+/// Deckhouse's alert source: ClusterAlert objects. One at severity 3 holds the release (its level
+/// written as a string, as the monitoring stack writes it); once it is gone, and with only a
+/// less critical one left, the release applies.
+#[tokio::test]
+async fn cluster_alert_objects_block_updates() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    let engine = c.engine_with_alerts(Arc::new(ClusterAlerts::new(c.client.clone())));
+    let resource = kube::api::ApiResource {
+        group: "deckhouse.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "deckhouse.io/v1alpha1".into(),
+        kind: "ClusterAlert".into(),
+        plural: "clusteralerts".into(),
+    };
+    let alerts: Api<kube::api::DynamicObject> = Api::all_with(c.client.clone(), &resource);
+    for (name, level) in [("quiet", json!("7")), ("eol", json!("3"))] {
+        let alert: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "deckhouse.io/v1alpha1", "kind": "ClusterAlert",
+            "metadata": {"name": name},
+            "alert": {"name": format!("{name}-alert"), "severityLevel": level},
+        }))
+        .unwrap();
+        alerts.create(&PostParams::default(), &alert).await.unwrap();
+    }
+    c.publish_version("v1.67.0").await;
+    c.publish_channel("stable", json!({"version": "v1.67.0"}))
+        .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {
+        "mode": "Auto", "blockOnAlerts": {"enabled": true}
+    }}))
+    .await;
+    engine.sync_channel().await.unwrap();
+    engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.phase("v1.67.0").await,
+        (
+            "Pending".into(),
+            "Release is blocked by the firing alert eol-alert with severity level 3 (update.blockOnAlerts.severity is 4)".into()
+        )
+    );
+    assert_eq!(c.running().await, "v1.66.3");
+
+    alerts.delete("eol", &Default::default()).await.unwrap();
+    engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.67.0");
 }
