@@ -21,8 +21,7 @@
 //! worded by us, because the stored sources do not hold the text:
 //! - the `blockOnAlerts` hold: `Release is blocked by the firing alert <name> with severity level
 //!   <n> (update.blockOnAlerts.severity is <t>)` (Deckhouse's tests only show that its message
-//!   names the alert and its level; Deckhouse also reads ClusterAlert objects, where this
-//!   engine reads an [`alerts::AlertSource`]);
+//!   names the alert and its level);
 //! - a webhook that cannot be reached: `sending the webhook request: <cause>` after Deckhouse's
 //!   `send release notification: send webhook notification: after 5 attempts, last error:`
 //!   prefix (Go prints `Post "<url>": <cause>`; the URL is left out because it may carry
