@@ -6,6 +6,8 @@
 //!   by `deckhouse/modules/images_tags.json` (preferred) or `images_digests.json` inside it;
 //!   when the release image lists none, the installer `<repository>/install:<version>` and its
 //!   `deckhouse/candi/images_{tags,digests}.json` (the installer is read, not counted);
+//! - plus the image of every deployed ModuleRelease, `<repository>/modules/<module>:v<version>`
+//!   (the layout of the platform's own module source) when the source has it;
 //! - deduplicated; no deployed version or an empty set is an error, never "everything".
 //!
 //! Images are read through a [`Source`]: in a replica its own read listener, which serves from
@@ -68,8 +70,10 @@ pub struct Computed {
     /// The set.
     pub set: ExpectedSet,
     /// The set's digests to copy ahead of time (tags resolved on the source; a tag it lacks is
-    /// left out and counts as missing).
+    /// left out and counts as missing), all in the platform repository.
     pub roots: Vec<Digest>,
+    /// Module images to copy: `(repository, digest)`.
+    pub modules: Vec<(oci::Repository, Digest)>,
 }
 
 /// The deployed version and the previous one: the newest `Superseded` release older than the
@@ -265,11 +269,19 @@ pub async fn compute(client: &kube::Client, source: &Source) -> Result<Computed,
     for v in std::iter::once(&deployed).chain(previous.as_ref()) {
         inputs.versions.push(version(source, v).await?);
     }
+    let modules = module_images(client, source).await?;
+    inputs
+        .modules
+        .extend(modules.iter().map(|(_, d)| d.to_string()));
     let set = expected::expected_set(&inputs)?;
     let mut roots = Vec::new();
     for entry in &set.entries {
         match entry {
-            Entry::Digest(d) => roots.extend(Digest::parse(d).ok()),
+            Entry::Digest(d) => roots.extend(
+                Digest::parse(d)
+                    .ok()
+                    .filter(|d| !modules.iter().any(|(_, m)| m == d)),
+            ),
             Entry::Tag(t) => match source
                 .remote
                 .head_manifest(&source.repository, t, ACCEPT)
@@ -287,7 +299,46 @@ pub async fn compute(client: &kube::Client, source: &Source) -> Result<Computed,
         previous,
         set,
         roots,
+        modules,
     })
+}
+
+/// The images of the deployed ModuleReleases the source holds.
+async fn module_images(
+    client: &kube::Client,
+    source: &Source,
+) -> Result<Vec<(oci::Repository, Digest)>, ExpectedError> {
+    use api::module_release::{ModuleRelease, ModuleReleasePhase};
+    let releases: Api<ModuleRelease> = Api::all(client.clone());
+    let list = releases
+        .list(&ListParams::default())
+        .await
+        .map_err(ExpectedError::Kube)?;
+    let mut out = Vec::new();
+    for release in list.items {
+        if release.status.as_ref().and_then(|s| s.phase) != Some(ModuleReleasePhase::Deployed) {
+            continue;
+        }
+        let module = &release.spec.module_name;
+        let tag = format!("v{}", release.spec.version.trim_start_matches('v'));
+        let Ok(repository) =
+            oci::Repository::parse(&format!("{}/modules/{module}", source.repository))
+        else {
+            continue;
+        };
+        match source
+            .remote
+            .head_manifest(repository.as_str(), &tag, ACCEPT)
+            .await
+        {
+            Ok(head) => out.extend(head.digest.map(|d| (repository.clone(), d))),
+            // A module from another source is not the cache's to hold.
+            Err(e) => {
+                tracing::debug!(%module, %tag, error = %e, "module image not in the platform registry")
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

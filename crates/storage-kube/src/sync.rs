@@ -95,7 +95,23 @@ fn expected(roots: &[Digest]) -> ExpectedSet {
 struct Target {
     set: ExpectedSet,
     roots: Vec<Digest>,
+    /// Roots in other repositories (module images).
+    others: Vec<(Repository, Digest)>,
     deployed: Option<oci::Tag>,
+}
+
+impl Target {
+    /// Roots grouped by the repository they are copied into (the platform repository first).
+    fn groups(&self, platform: &Repository) -> Vec<(Repository, Vec<Digest>)> {
+        let mut groups = vec![(platform.clone(), self.roots.clone())];
+        for (repository, digest) in &self.others {
+            match groups.iter_mut().find(|(r, _)| r == repository) {
+                Some((_, roots)) => roots.push(*digest),
+                None => groups.push((repository.clone(), vec![*digest])),
+            }
+        }
+        groups
+    }
 }
 
 /// The expected set computed from the cluster (see [`crate::expected`]).
@@ -129,6 +145,7 @@ async fn target(
         return Ok(Target {
             set: expected(&config.roots),
             roots: config.roots.clone(),
+            others: Vec::new(),
             deployed: None,
         });
     };
@@ -145,6 +162,7 @@ async fn target(
     Ok(Target {
         set: computed.set.clone(),
         roots: computed.roots.clone(),
+        others: computed.modules.clone(),
         deployed: oci::Tag::parse(&computed.deployed).ok(),
     })
 }
@@ -262,6 +280,7 @@ pub fn spawn_with_cluster_set(
     let initial = Target {
         set: expected(&config.roots),
         roots: config.roots.clone(),
+        others: Vec::new(),
         deployed: None,
     };
     measure(&registry, &config, &initial, &mut first);
@@ -306,18 +325,22 @@ pub fn spawn_with_cluster_set(
                 let progress = Progress::default();
                 if is_leader {
                     if let Some(upstream) = &upstream {
-                        let source_repository = upstream_repository(upstream, &config.repository);
-                        let result = Replicator::new(
-                            registry.store(),
-                            &upstream.remote,
-                            &source_repository,
-                            &config.repository,
-                            config.parallelism,
-                            &progress,
-                        )
-                        .through(&registry)
-                        .copy_each(&target.roots)
-                        .await;
+                        let mut result = Ok(());
+                        for (repository, roots) in target.groups(&config.repository) {
+                            let source_repository = upstream_repository(upstream, &repository);
+                            let copied = Replicator::new(
+                                registry.store(),
+                                &upstream.remote,
+                                &source_repository,
+                                &repository,
+                                config.parallelism,
+                                &progress,
+                            )
+                            .through(&registry)
+                            .copy_each(&roots)
+                            .await;
+                            result = result.and(copied);
+                        }
                         if let Err(e) = result {
                             error = Some(format!("fill from the upstream: {e}"));
                         }
@@ -328,16 +351,21 @@ pub fn spawn_with_cluster_set(
                             source = Some(leader.clone());
                             let result = match leader_remote(&config.leader, &address) {
                                 Ok(remote) => {
-                                    Replicator::new(
-                                        registry.store(),
-                                        &remote,
-                                        config.repository.as_str(),
-                                        &config.repository,
-                                        config.parallelism,
-                                        &progress,
-                                    )
-                                    .copy_each(&target.roots)
-                                    .await
+                                    let mut result = Ok(());
+                                    for (repository, roots) in target.groups(&config.repository) {
+                                        let copied = Replicator::new(
+                                            registry.store(),
+                                            &remote,
+                                            repository.as_str(),
+                                            &repository,
+                                            config.parallelism,
+                                            &progress,
+                                        )
+                                        .copy_each(&roots)
+                                        .await;
+                                        result = result.and(copied);
+                                    }
+                                    result
                                 }
                                 Err(e) => Err(storage::Error::Upstream(e)),
                             };

@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use api::deckhouse_release::DeckhouseRelease;
+use api::module_release::ModuleRelease;
 use api::registry::{RegistryStorage, RegistryStorageSpec};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
@@ -125,6 +126,28 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
     for (tag, r) in [("v1.58.0", &r58), ("v1.59.0", &r59), ("v1.60.0", &r60)] {
         push.push_image("deckhouse/ee", Some(tag), r).await.unwrap();
     }
+    // A module the cluster runs, from the platform's own module source.
+    let echo = component(&layout, "module echo v1.2.3");
+    push.push_image("deckhouse/ee/modules/echo", Some("v1.2.3"), &echo)
+        .await
+        .unwrap();
+    let modules: Api<ModuleRelease> = Api::all(admin.clone());
+    modules
+        .create(
+            &PostParams::default(),
+            &ModuleRelease::test("echo", "1.2.3"),
+        )
+        .await
+        .unwrap();
+    let name = ModuleRelease::test("echo", "1.2.3").metadata.name.unwrap();
+    modules
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"phase": "Deployed"}})),
+        )
+        .await
+        .unwrap();
     let releases: Api<DeckhouseRelease> = Api::all(admin.clone());
     deckhouse_release(&releases, "v1.58.0", "Superseded").await;
     deckhouse_release(&releases, "v1.59.0", "Superseded").await;
@@ -201,7 +224,7 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
     )
     .unwrap();
 
-    // Declared: r59, r60, c59, c60, late = 5. `late` is missing upstream: not full.
+    // Declared: r59, r60, c59, c60, late, echo = 6. `late` is missing upstream: not full.
     let entry = async || {
         rstor
             .get("registry")
@@ -214,7 +237,7 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
     loop {
         let e = entry().await;
         if e.as_ref()
-            .is_some_and(|r| r.declared_digests == Some(5) && r.verified_digests == Some(4))
+            .is_some_and(|r| r.declared_digests == Some(6) && r.verified_digests == Some(5))
         {
             break;
         }
@@ -237,7 +260,7 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
     until("the replica is full", Duration::from_secs(30), async || {
         entry()
             .await
-            .is_some_and(|r| r.full == Some(true) && r.verified_digests == Some(5))
+            .is_some_and(|r| r.full == Some(true) && r.verified_digests == Some(6))
     })
     .await;
     let full = entry().await.unwrap();
@@ -308,7 +331,7 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
         deleted, expected,
         "exactly the old release and its component"
     );
-    for kept in [&r59, &r60, &c59, &c60, &late] {
+    for kept in [&r59, &r60, &c59, &c60, &late, &echo] {
         for d in digests(kept) {
             assert!(
                 store.blob_size(&d).is_some(),
