@@ -63,6 +63,16 @@ pub(crate) struct ManagerArgs {
     /// The Kubernetes version, for module requirements.
     #[arg(long = "module-kubernetes-version")]
     module_kubernetes_version: Option<String>,
+    /// Keep the default ModuleSource `deckhouse` at this repository (e.g. the node agent's
+    /// `127.0.0.1:5001/system/deckhouse/modules`, so that modules are read through the agent).
+    #[arg(long)]
+    default_module_source_repo: Option<String>,
+    /// Scheme of the default ModuleSource (`HTTP` or `HTTPS`).
+    #[arg(long, default_value = "HTTPS")]
+    default_module_source_scheme: String,
+    /// CA (PEM file) of the default ModuleSource's registry (the agent's CA).
+    #[arg(long)]
+    default_module_source_ca: Option<PathBuf>,
     /// Time between two scans of every ModuleSource.
     #[arg(long, default_value = "3m", value_parser = humantime::parse_duration)]
     module_source_interval: std::time::Duration,
@@ -102,6 +112,33 @@ pub(crate) fn manager(
     .with_embedded(embedded)
     // The canary wave of module releases, as the release engine's (`--cluster-uuid`).
     .with_cluster_uuid(std::env::var("D8_CLUSTER_UUID").unwrap_or_default());
+    let manager = match &args.default_module_source_repo {
+        Some(repo) => {
+            let scheme = match args
+                .default_module_source_scheme
+                .to_ascii_uppercase()
+                .as_str()
+            {
+                "HTTP" => api::module_source::Scheme::Http,
+                "HTTPS" => api::module_source::Scheme::Https,
+                other => anyhow::bail!("--default-module-source-scheme {other:?}: HTTP or HTTPS"),
+            };
+            let ca = match &args.default_module_source_ca {
+                Some(path) => Some(
+                    std::fs::read_to_string(path)
+                        .with_context(|| format!("reading {}", path.display()))?,
+                ),
+                None => None,
+            };
+            manager.with_default_source(api::module_source::SourceRegistry {
+                scheme,
+                repo: repo.clone(),
+                docker_cfg: None,
+                ca,
+            })
+        }
+        None => manager,
+    };
     let options = Options {
         source_interval: args.module_source_interval,
         ..Default::default()

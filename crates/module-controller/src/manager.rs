@@ -45,6 +45,9 @@ use crate::install::{Downloaded, read_module_files};
 use crate::registry::ModuleRegistry;
 use crate::unpack::Limits;
 
+/// The name of the default ModuleSource.
+pub const DEFAULT_SOURCE: &str = "deckhouse";
+
 /// The version an overridden module is installed as.
 pub const OVERRIDE_VERSION: &str = "dev";
 
@@ -78,6 +81,7 @@ pub struct Manager {
     cluster_uuid: String,
     metrics: crate::metrics::Metrics,
     full_passes: Arc<std::sync::atomic::AtomicU64>,
+    default_source: Option<api::module_source::SourceRegistry>,
 }
 
 impl std::fmt::Debug for Manager {
@@ -176,7 +180,17 @@ impl Manager {
             cluster_uuid: String::new(),
             metrics: crate::metrics::Metrics::default(),
             full_passes: Arc::default(),
+            default_source: None,
         }
+    }
+
+    /// Keeps the default ModuleSource `deckhouse` (what Deckhouse's helm template renders from
+    /// the platform registry, `<registry>/modules`) with these registry settings. Pointed at the
+    /// node agent (`127.0.0.1:5001/system/deckhouse/modules` with the agent's CA), every module
+    /// download goes through the agent.
+    pub fn with_default_source(mut self, registry: api::module_source::SourceRegistry) -> Self {
+        self.default_source = Some(registry);
+        self
     }
 
     /// How many full passes ([`Manager::reconcile_all`]) have started: what a controller's
@@ -262,6 +276,7 @@ impl Manager {
     pub async fn reconcile_all(&self) -> Result<(), Error> {
         self.full_passes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.ensure_default_source().await?;
         let sources = self
             .api::<ModuleSource>()
             .list(&ListParams::default())
@@ -503,6 +518,39 @@ impl Manager {
             .await
             .map_err(|e| Error::kube(format!("patch ModuleSource {name}"), e))?;
         Ok(())
+    }
+
+    /// Creates or updates the default ModuleSource `deckhouse` when one is configured.
+    async fn ensure_default_source(&self) -> Result<(), Error> {
+        let Some(registry) = &self.default_source else {
+            return Ok(());
+        };
+        let api: Api<ModuleSource> = self.api();
+        match self.get_opt::<ModuleSource>(DEFAULT_SOURCE).await? {
+            Some(existing) if &existing.spec.registry == registry => Ok(()),
+            Some(_) => api
+                .patch(
+                    DEFAULT_SOURCE,
+                    &pp(),
+                    &Patch::Merge(json!({"spec": {"registry": registry}})),
+                )
+                .await
+                .map(drop)
+                .map_err(|e| Error::kube(format!("patch ModuleSource {DEFAULT_SOURCE}"), e)),
+            None => {
+                let source = ModuleSource::new(
+                    DEFAULT_SOURCE,
+                    api::module_source::ModuleSourceSpec {
+                        registry: registry.clone(),
+                        ..Default::default()
+                    },
+                );
+                api.create(&PostParams::default(), &source)
+                    .await
+                    .map(drop)
+                    .map_err(|e| Error::kube(format!("create ModuleSource {DEFAULT_SOURCE}"), e))
+            }
+        }
     }
 
     /// Creates or updates the ModuleDocumentation of a module's running version, owned by the
