@@ -351,6 +351,53 @@ async fn stop(child: &mut Child) {
     }
 }
 
+/// The running replica's process id, so a `d8 up` that was killed (and could not stop its
+/// child) finds the orphan on its next start instead of failing to bind its ports.
+const PID_FILE: &str = "replica.pid";
+
+/// Whether process `pid` is the replica of the store at `data_dir` (its command line says so).
+fn is_our_replica(pid: u32, data_dir: &Path) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    let data_arg = format!("--data-dir={}", data_dir.display());
+    args.windows(2)
+        .any(|w| w == [b"registry".as_slice(), b"storage".as_slice()])
+        && args.contains(&data_arg.as_bytes())
+}
+
+/// Stops a replica left behind by a previous `d8 up` (SIGTERM, SIGKILL after 15 s). Only the
+/// process named in the pid file, and only if its command line is a replica of this store.
+async fn reap_orphan(dir: &Path) {
+    let path = dir.join(PID_FILE);
+    let Some(pid) = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+    else {
+        return;
+    };
+    let _ = std::fs::remove_file(&path);
+    if !is_our_replica(pid, &dir.join("data")) {
+        return;
+    }
+    let Some(raw) = rustix::process::Pid::from_raw(pid as i32) else {
+        return;
+    };
+    tracing::warn!(
+        pid,
+        "stopping the storage replica a previous d8 up left running"
+    );
+    let _ = rustix::process::kill_process(raw, rustix::process::Signal::TERM);
+    for _ in 0..150 {
+        if !is_our_replica(pid, &dir.join("data")) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = rustix::process::kill_process(raw, rustix::process::Signal::KILL);
+}
+
 /// Keeps the replica in line with `RegistryStorage` until `shutdown` resolves, then stops it.
 pub(crate) async fn supervise(
     client: Client,
@@ -358,6 +405,7 @@ pub(crate) async fn supervise(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
+    reap_orphan(&settings.dir).await;
     let mut child: Option<Child> = None;
     let mut tick = tokio::time::interval(settings.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -400,6 +448,9 @@ pub(crate) async fn supervise(
                     upstream = wanted.upstream.as_deref().unwrap_or("none (authoritative)"),
                     "storage replica started"
                 );
+                if let Some(pid) = process.id() {
+                    let _ = std::fs::write(settings.dir.join(PID_FILE), pid.to_string());
+                }
                 child = Some(Child { process, wanted });
             }
             Err(error) => {
@@ -413,6 +464,7 @@ pub(crate) async fn supervise(
     if let Some(mut running) = child {
         stop(&mut running).await;
     }
+    let _ = std::fs::remove_file(settings.dir.join(PID_FILE));
 }
 
 #[cfg(test)]
@@ -458,6 +510,46 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("no key \"upstream\""), "{error}");
+    }
+
+    #[tokio::test]
+    async fn an_orphaned_replica_of_this_store_is_stopped_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        // A stand-in with a replica's command line (perl-base is on every Debian system).
+        let mut orphan = std::process::Command::new("perl")
+            .args(["-e", "sleep 30", "registry", "storage"])
+            .arg(format!("--data-dir={}", data.display()))
+            .spawn()
+            .unwrap();
+        // Another process with a matching pid file entry but another command line is left alone.
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        std::fs::write(dir.path().join(PID_FILE), other.id().to_string()).unwrap();
+        reap_orphan(dir.path()).await;
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "a stranger was signalled"
+        );
+        assert!(!dir.path().join(PID_FILE).exists());
+
+        std::fs::write(dir.path().join(PID_FILE), orphan.id().to_string()).unwrap();
+        // Right after fork the child still shows this test's command line, until it execs.
+        for _ in 0..100 {
+            if is_our_replica(orphan.id(), &data) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(is_our_replica(orphan.id(), &data));
+        reap_orphan(dir.path()).await;
+        let status = orphan.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(15), "stopped with SIGTERM: {status}");
+        other.kill().unwrap();
+        let _ = other.wait();
     }
 
     #[test]
