@@ -117,8 +117,8 @@ struct Puller {
     /// Blobs to download: digest → (repository, descriptor).
     wanted: BTreeMap<oci::Digest, (String, oci::Descriptor)>,
     parallel: usize,
-    /// Blobs this run downloaded, verified while written: packing copies them without hashing
-    /// them again. Blobs reused from an earlier run's cache are verified as they are packed.
+    /// Blobs this run downloaded (verified while written) or found intact in the cache of an
+    /// earlier run: packing copies them without hashing them again.
     fresh: std::sync::Mutex<BTreeSet<oci::Digest>>,
 }
 
@@ -774,12 +774,36 @@ impl Puller {
             }
             let path = self.cas_path(&descriptor.digest);
             if std::fs::metadata(&path).is_ok_and(|m| m.len() == descriptor.size) {
-                reused += descriptor.size;
-                if let Some(phase) = phase {
-                    phase.bytes(descriptor.size);
-                    phase.item();
+                // Fetched by this run, or left by an earlier one: that one is trusted only once
+                // it hashes to its digest again (the disk may have changed under it).
+                let known = self
+                    .fresh
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&descriptor.digest);
+                let (check, digest) = (path.clone(), descriptor.digest);
+                let intact = known
+                    || tokio::task::spawn_blocking(move || hashes_to(&check, digest))
+                        .await
+                        .unwrap_or(false);
+                if intact {
+                    reused += descriptor.size;
+                    self.fresh
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(descriptor.digest);
+                    if let Some(phase) = phase {
+                        phase.bytes(descriptor.size);
+                        phase.item();
+                    }
+                    continue;
                 }
-                continue;
+                self.progress.warn(&format!(
+                    "blob {} in {} no longer matches its digest; fetching it again",
+                    descriptor.digest,
+                    path.display()
+                ));
+                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
             }
             let permit = semaphore.clone();
             let remote = self.remote.clone();
@@ -958,6 +982,22 @@ fn write_package(
     }
     let writer = builder.into_inner().map_err(|e| Error::io(dir, e))?;
     writer.finish().map_err(|e| Error::io(dir, e))
+}
+
+/// Whether the file at `path` hashes to `digest`.
+fn hashes_to(path: &Path, digest: oci::Digest) -> bool {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut verifier = digest.verifier();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return verifier.finish().is_ok(),
+            Ok(n) => verifier.update(&buf[..n]),
+            Err(_) => return false,
+        }
+    }
 }
 
 async fn download_blob(

@@ -152,12 +152,28 @@ async fn a_corrupted_chunked_bundle_is_refused_before_anything_is_pushed() {
         !bundle.join("platform.tar").exists() && !bundle.join("platform.tar.0000.chunk").exists(),
         "a dry run writes no bundle"
     );
+    // A cached blob that changed on disk since (same size) is not trusted: it is fetched again.
+    let cache = bundle.join(".d8-mirror-pull/blobs/sha256");
+    let (victim, _) = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.clone(), std::fs::metadata(&p).unwrap().len()))
+        .filter(|(_, len)| *len > 200 << 10)
+        .max_by_key(|(_, len)| *len)
+        .expect("a large cached blob");
+    let mut bytes = std::fs::read(&victim).unwrap();
+    bytes[1000] ^= 0x55;
+    std::fs::write(&victim, bytes).unwrap();
     let summary = mirror::pull(&options, &common::quiet())
         .await
         .expect("pull");
     assert!(
         summary.reused > 0,
         "what the dry run fetched is reused: {summary:?}"
+    );
+    assert!(
+        summary.downloaded >= 200 << 10,
+        "the changed blob is fetched again: {summary:?}"
     );
     assert_eq!(summary.images, planned.images);
     assert!(summary.files.len() > 3, "chunked: {:?}", summary.files);
