@@ -59,6 +59,23 @@ impl Default for Settings {
 struct Session {
     repository: Repository,
     writer: Option<BlobWriter>,
+    /// The last request on this session.
+    touched: Instant,
+}
+
+type Uploads = HashMap<String, Arc<tokio::sync::Mutex<Session>>>;
+
+/// An upload session nobody touched for this long is dropped, its temporary file with it, when
+/// the next upload starts (distribution purges after a week; a cache's disk is smaller). A
+/// client that comes back later is told the upload is unknown and starts that blob again.
+const UPLOAD_IDLE_LIMIT: Duration = Duration::from_secs(24 * 3600);
+
+/// Drops the sessions idle for longer than [`UPLOAD_IDLE_LIMIT`]; one in use is kept.
+fn purge_idle(uploads: &mut Uploads, now: Instant) {
+    uploads.retain(|_, session| match session.try_lock() {
+        Ok(session) => now.saturating_duration_since(session.touched) < UPLOAD_IDLE_LIMIT,
+        Err(_) => true,
+    });
 }
 
 type TagKey = (String, String);
@@ -74,7 +91,7 @@ struct Inner {
     settings: Settings,
     tag_checked: Mutex<HashMap<TagKey, Instant>>,
     tag_flights: Mutex<HashMap<TagKey, Arc<tokio::sync::Mutex<()>>>>,
-    uploads: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Session>>>>,
+    uploads: Mutex<Uploads>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -351,14 +368,34 @@ fn upload_status(
     respond(status, headers, body::empty())
 }
 
-/// Streams a request body into `writer` in large batches; returns the writer.
-async fn receive<B>(body: B, mut writer: BlobWriter) -> Result<BlobWriter, Error>
+/// How a request body ended: whole, or cut off by the client after some bytes (kept in the
+/// writer: they are the prefix the client sent, and the closing digest checks them all).
+enum Received {
+    Whole(BlobWriter),
+    Cut(BlobWriter, Error),
+}
+
+impl Received {
+    /// The writer when the body arrived whole; a cut body is an error.
+    fn whole(self) -> Result<BlobWriter, Error> {
+        match self {
+            Received::Whole(writer) => Ok(writer),
+            Received::Cut(_, error) => Err(error),
+        }
+    }
+}
+
+/// Streams a request body into `writer` in large batches. A write failure (budget, disk) is an
+/// error; a body the client cut off still returns the writer with every byte that arrived, so
+/// that a chunked upload can resume where it stopped.
+async fn receive<B>(body: B, mut writer: BlobWriter) -> Result<Received, Error>
 where
     B: hyper::body::Body<Data = Bytes> + Send + Unpin,
     B::Error: std::fmt::Display,
 {
     let mut body = body;
     let mut batch = BytesMut::new();
+    let mut cut = None;
     loop {
         let frame = body.frame().await;
         let done = match frame {
@@ -369,11 +406,12 @@ where
                 false
             }
             Some(Err(e)) => {
-                return Err(Error::io(
+                cut = Some(Error::io(
                     "receive",
                     "request body",
                     std::io::Error::other(e.to_string()),
                 ));
+                true
             }
             None => true,
         };
@@ -391,7 +429,10 @@ where
             };
         }
         if done {
-            return Ok(writer);
+            return Ok(match cut {
+                None => Received::Whole(writer),
+                Some(error) => Received::Cut(writer, error),
+            });
         }
     }
 }
@@ -1031,7 +1072,7 @@ impl Listener {
                 };
                 if let Some(digest) = digest {
                     let result = async {
-                        let writer = receive(request.into_body(), writer).await?;
+                        let writer = receive(request.into_body(), writer).await?.whole()?;
                         blocking(move || writer.commit(Some(digest))).await
                     }
                     .await;
@@ -1041,18 +1082,23 @@ impl Listener {
                     };
                 }
                 let id = crate::store::random_id();
-                self.registry
+                let now = Instant::now();
+                let mut uploads = self
+                    .registry
                     .0
                     .uploads
                     .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(
-                        id.clone(),
-                        Arc::new(tokio::sync::Mutex::new(Session {
-                            repository: repository.clone(),
-                            writer: Some(writer),
-                        })),
-                    );
+                    .unwrap_or_else(|e| e.into_inner());
+                purge_idle(&mut uploads, now);
+                uploads.insert(
+                    id.clone(),
+                    Arc::new(tokio::sync::Mutex::new(Session {
+                        repository: repository.clone(),
+                        writer: Some(writer),
+                        touched: now,
+                    })),
+                );
+                drop(uploads);
                 upload_status(StatusCode::ACCEPTED, &repository, &id, 0)
             }
             (
@@ -1120,6 +1166,7 @@ impl Listener {
             return error_response(404, ErrorCode::BlobUploadUnknown, "blob upload unknown");
         };
         let mut session = session.lock().await;
+        session.touched = Instant::now();
         if session.repository != repository {
             return error_response(404, ErrorCode::BlobUploadUnknown, "blob upload unknown");
         }
@@ -1168,10 +1215,15 @@ impl Listener {
                     }
                 }
                 match receive(request.into_body(), writer).await {
-                    Ok(writer) => {
+                    Ok(Received::Whole(writer)) => {
                         let len = writer.len();
                         session.writer = Some(writer);
                         upload_status(StatusCode::ACCEPTED, &repository, &id, len)
+                    }
+                    Ok(Received::Cut(writer, e)) => {
+                        // Keep what arrived: the client asks for the offset and resumes.
+                        session.writer = Some(writer);
+                        from_error(&e)
                     }
                     Err(e) => {
                         remove();
@@ -1189,7 +1241,7 @@ impl Listener {
                     );
                 };
                 let result = async {
-                    let writer = receive(request.into_body(), writer).await?;
+                    let writer = receive(request.into_body(), writer).await?.whole()?;
                     blocking(move || writer.commit(Some(digest))).await
                 }
                 .await;
@@ -1294,4 +1346,45 @@ fn blob_upstream_error(digest: &Digest, e: registry_client::Error) -> Response<R
         );
     }
     from_error(&Error::Upstream(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(touched: Instant) -> Arc<tokio::sync::Mutex<Session>> {
+        Arc::new(tokio::sync::Mutex::new(Session {
+            repository: Repository::parse("system/deckhouse").expect("repository"),
+            writer: None,
+            touched,
+        }))
+    }
+
+    #[test]
+    fn idle_upload_sessions_are_purged_and_busy_ones_kept() {
+        let start = Instant::now();
+        let mut uploads = Uploads::new();
+        uploads.insert("recent".into(), session(start));
+        uploads.insert("idle".into(), session(start));
+        let busy = session(start);
+        uploads.insert("busy".into(), busy.clone());
+        let _held = busy.try_lock().expect("lock");
+
+        purge_idle(&mut uploads, start + Duration::from_secs(3600));
+        assert_eq!(uploads.len(), 3, "an hour idle is kept");
+
+        uploads
+            .get("recent")
+            .expect("recent")
+            .try_lock()
+            .expect("lock")
+            .touched = start + Duration::from_secs(20 * 3600);
+        purge_idle(
+            &mut uploads,
+            start + UPLOAD_IDLE_LIMIT + Duration::from_secs(1),
+        );
+        let mut left: Vec<_> = uploads.keys().cloned().collect();
+        left.sort();
+        assert_eq!(left, ["busy", "recent"]);
+    }
 }

@@ -289,3 +289,92 @@ async fn a_refused_large_upload_still_gets_its_answer() {
     let text = refused.text().await.expect("text");
     assert!(text.contains("BudgetExhausted"), "{text}");
 }
+
+/// A pusher killed in the middle of a PATCH (`d8 mirror push` under SIGKILL, a dropped link)
+/// resumes where the bytes stopped: the session keeps every byte that arrived, says how many,
+/// and the closing digest checks them all — nothing is sent twice.
+#[tokio::test]
+async fn a_chunk_cut_off_mid_body_is_kept_and_the_upload_resumes_at_its_end() {
+    use tokio::io::AsyncWriteExt;
+
+    let replica = common::start(Options::default()).await;
+    let http = client();
+    let base = format!("http://{}", replica.write);
+    let auth = basic(PUSHER);
+    let data: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
+    let digest = common::sha256(&data);
+    let start = http
+        .post(format!("{base}/v2/system/deckhouse/blobs/uploads/"))
+        .header("authorization", &auth)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(start.status(), 202);
+    let location = start.headers()["location"]
+        .to_str()
+        .expect("location")
+        .to_owned();
+
+    // A PATCH announcing 3 MiB whose sender dies after 1.5 MiB.
+    let sent = (3 << 20) / 2;
+    let mut socket = tokio::net::TcpStream::connect(replica.write)
+        .await
+        .expect("connect");
+    let head = format!(
+        "PATCH {location} HTTP/1.1\r\nhost: {}\r\nauthorization: {auth}\r\n\
+         content-type: application/octet-stream\r\ncontent-length: {}\r\n\r\n",
+        replica.write,
+        data.len()
+    );
+    socket.write_all(head.as_bytes()).await.expect("head");
+    socket.write_all(&data[..sent]).await.expect("part");
+    socket.flush().await.expect("flush");
+    drop(socket);
+
+    // The session survives with exactly the bytes that arrived.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let range = loop {
+        let status = http
+            .get(format!("{base}{location}"))
+            .header("authorization", &auth)
+            .send()
+            .await
+            .expect("status");
+        assert_eq!(
+            status.status(),
+            204,
+            "the cut session must still exist: {:?}",
+            status.text().await
+        );
+        let range = status.headers()["range"]
+            .to_str()
+            .expect("range")
+            .to_owned();
+        if range == format!("0-{}", sent - 1) || std::time::Instant::now() > deadline {
+            break range;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(range, format!("0-{}", sent - 1));
+
+    // The pusher sends only the rest, then closes with the digest of the whole blob.
+    let rest = http
+        .patch(format!("{base}{location}"))
+        .header("authorization", &auth)
+        .header("content-range", format!("{sent}-{}", data.len() - 1))
+        .body(data[sent..].to_vec())
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(rest.status(), 202);
+    let put = http
+        .put(format!("{base}{location}?digest={digest}"))
+        .header("authorization", &auth)
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(put.status(), 201, "{:?}", put.text().await);
+    let stored = oci::Digest::parse(&digest).expect("digest");
+    assert_eq!(replica.store().blob_size(&stored), Some(data.len() as u64));
+    assert!(replica.store().verify().expect("verify").removed.is_empty());
+}
