@@ -7,7 +7,12 @@
 //!   when the release image lists none, the installer `<repository>/install:<version>` and its
 //!   `deckhouse/candi/images_{tags,digests}.json` (the installer is read, not counted);
 //! - plus the image of every deployed ModuleRelease, `<repository>/modules/<module>:v<version>`
-//!   (the layout of the platform's own module source) when the source has it;
+//!   (the layout of the platform's own module source) when the source has it, and the images
+//!   its package declares in its own (flat) `images_digests.json`, in the module's repository;
+//! - plus the module catalogue: one image per tag of `<repository>/modules` (the tags are the
+//!   module names a ModuleSource lists). A pull-through fill never keeps a tag listing, so
+//!   without these an air-gapped source would list nothing; a listing the registry refuses is
+//!   logged and left out rather than failing the whole set;
 //! - deduplicated; no deployed version or an empty set is an error, never "everything".
 //!
 //! Images are read through a [`Source`]: in a replica its own read listener, which serves from
@@ -269,10 +274,15 @@ pub async fn compute(client: &kube::Client, source: &Source) -> Result<Computed,
     for v in std::iter::once(&deployed).chain(previous.as_ref()) {
         inputs.versions.push(version(source, v).await?);
     }
-    let modules = module_images(client, source).await?;
+    let mut modules = module_images(client, source).await?;
     inputs
         .modules
         .extend(modules.iter().map(|(_, d)| d.to_string()));
+    let catalogue = catalogue(source).await;
+    inputs
+        .catalogues
+        .extend(catalogue.iter().map(|(_, d)| d.to_string()));
+    modules.extend(catalogue);
     let set = expected::expected_set(&inputs)?;
     let mut roots = Vec::new();
     for entry in &set.entries {
@@ -334,11 +344,67 @@ async fn module_images(
             Ok(head) => out.extend(head.digest.map(|d| (repository.clone(), d))),
             // A module from another source is not the cache's to hold.
             Err(e) => {
-                tracing::debug!(%module, %tag, error = %e, "module image not in the platform registry")
+                tracing::debug!(%module, %tag, error = %e, "module image not in the platform registry");
+                continue;
             }
+        }
+        let (_, mut files) =
+            read_files(source, repository.as_str(), &tag, &[MODULE_DIGESTS_FILE]).await?;
+        if let Some(bytes) = files.remove(MODULE_DIGESTS_FILE) {
+            let declared = module_digests(&bytes)
+                .map_err(|reason| image_error(repository.as_str(), &tag, reason))?;
+            out.extend(declared.into_iter().map(|d| (repository.clone(), d)));
         }
     }
     Ok(out)
+}
+
+/// Where a module package declares its images: image name to digest, at the package's root.
+const MODULE_DIGESTS_FILE: &str = "images_digests.json";
+
+/// The digests of a module package's `images_digests.json` (a flat map; empty values skipped).
+fn module_digests(bytes: &[u8]) -> Result<Vec<Digest>, String> {
+    let by_image: BTreeMap<String, String> = serde_json::from_slice(bytes)
+        .map_err(|e| format!("decoding {MODULE_DIGESTS_FILE}: {e}"))?;
+    by_image
+        .into_iter()
+        .filter(|(_, digest)| !digest.is_empty())
+        .map(|(image, digest)| {
+            Digest::parse(&digest).map_err(|e| {
+                format!("{MODULE_DIGESTS_FILE} names {digest:?} for {image}, not a digest: {e}")
+            })
+        })
+        .collect()
+}
+
+/// The module catalogue of the platform's source: every tag of `<repository>/modules`, resolved.
+/// A refused listing or an unresolvable tag is logged and left out (a degraded catalogue beats
+/// a fill that can never complete).
+async fn catalogue(source: &Source) -> Vec<(oci::Repository, Digest)> {
+    let Ok(repository) = oci::Repository::parse(&format!("{}/modules", source.repository)) else {
+        return Vec::new();
+    };
+    let tags = match source.remote.all_tags(repository.as_str()).await {
+        Ok(tags) => tags,
+        Err(e) => {
+            tracing::warn!(%repository, error = %e, "the module catalogue cannot be listed; it is left out of the expected set");
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for tag in tags {
+        match source
+            .remote
+            .head_manifest(repository.as_str(), &tag, ACCEPT)
+            .await
+        {
+            Ok(head) => out.extend(head.digest.map(|d| (repository.clone(), d))),
+            Err(e) => {
+                tracing::warn!(%repository, %tag, error = %e, "a catalogue entry cannot be resolved")
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -352,6 +418,23 @@ mod tests {
             ..Default::default()
         });
         r
+    }
+
+    #[test]
+    fn a_module_package_declares_its_images_in_a_flat_map() {
+        let a = format!("sha256:{}", "a".repeat(64));
+        let json = format!(r#"{{"echo": "{a}", "empty": ""}}"#);
+        assert_eq!(
+            module_digests(json.as_bytes()).unwrap(),
+            [Digest::parse(&a).unwrap()]
+        );
+        let bad = module_digests(br#"{"echo": "latest"}"#).unwrap_err();
+        assert!(bad.contains("names \"latest\" for echo"), "{bad}");
+        let nested = module_digests(br#"{"echo": {"x": "y"}}"#).unwrap_err();
+        assert!(
+            nested.starts_with("decoding images_digests.json"),
+            "{nested}"
+        );
     }
 
     #[test]

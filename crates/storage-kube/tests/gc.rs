@@ -126,11 +126,26 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
     for (tag, r) in [("v1.58.0", &r58), ("v1.59.0", &r59), ("v1.60.0", &r60)] {
         push.push_image("deckhouse/ee", Some(tag), r).await.unwrap();
     }
-    // A module the cluster runs, from the platform's own module source.
-    let echo = component(&layout, "module echo v1.2.3");
+    // A module the cluster runs, from the platform's own module source; its package declares
+    // one image of its own (a flat images_digests.json at the package root).
+    let echo_image = component(&layout, "echo's own image");
+    push.push_image("deckhouse/ee/modules/echo", None, &echo_image)
+        .await
+        .unwrap();
+    let echo_digests = serde_json::json!({ "echo": echo_image.digest() }).to_string();
+    let echo = ImageBuilder::new("module echo v1.2.3")
+        .files(&[("images_digests.json", echo_digests.as_bytes())])
+        .build(&layout);
     push.push_image("deckhouse/ee/modules/echo", Some("v1.2.3"), &echo)
         .await
         .unwrap();
+    // The module catalogue: one tag of `modules` per module the source offers.
+    for offered in ["echo", "hello"] {
+        let entry = component(&layout, &format!("catalogue entry {offered}"));
+        push.push_image("deckhouse/ee/modules", Some(offered), &entry)
+            .await
+            .unwrap();
+    }
     let modules: Api<ModuleRelease> = Api::all(admin.clone());
     modules
         .create(
@@ -224,7 +239,8 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
     )
     .unwrap();
 
-    // Declared: r59, r60, c59, c60, late, echo = 6. `late` is missing upstream: not full.
+    // Declared: r59, r60, c59, c60, late, echo and echo's own image, the catalogue's echo and
+    // hello = 9. `late` is missing upstream: not full.
     let entry = async || {
         rstor
             .get("registry")
@@ -237,7 +253,7 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
     loop {
         let e = entry().await;
         if e.as_ref()
-            .is_some_and(|r| r.declared_digests == Some(6) && r.verified_digests == Some(5))
+            .is_some_and(|r| r.declared_digests == Some(9) && r.verified_digests == Some(8))
         {
             break;
         }
@@ -260,7 +276,7 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
     until("the replica is full", Duration::from_secs(30), async || {
         entry()
             .await
-            .is_some_and(|r| r.full == Some(true) && r.verified_digests == Some(6))
+            .is_some_and(|r| r.full == Some(true) && r.verified_digests == Some(9))
     })
     .await;
     let full = entry().await.unwrap();
@@ -331,7 +347,7 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
         deleted, expected,
         "exactly the old release and its component"
     );
-    for kept in [&r59, &r60, &c59, &c60, &late, &echo] {
+    for kept in [&r59, &r60, &c59, &c60, &late, &echo, &echo_image] {
         for d in digests(kept) {
             assert!(
                 store.blob_size(&d).is_some(),
