@@ -79,6 +79,10 @@ pub struct Computed {
     pub roots: Vec<Digest>,
     /// Module images to copy: `(repository, digest)`.
     pub modules: Vec<(oci::Repository, Digest)>,
+    /// Tags the replica keeps once it holds what they point at: the release versions, the
+    /// tags of `images_tags.json`, the module catalogue. A copy by digest leaves no tag, and an
+    /// air-gapped cluster pulls and lists by these names.
+    pub tags: Vec<(oci::Repository, oci::Tag, Digest)>,
 }
 
 /// The deployed version and the previous one: the newest `Superseded` release older than the
@@ -281,8 +285,26 @@ pub async fn compute(client: &kube::Client, source: &Source) -> Result<Computed,
     let catalogue = catalogue(source).await;
     inputs
         .catalogues
-        .extend(catalogue.iter().map(|(_, d)| d.to_string()));
-    modules.extend(catalogue);
+        .extend(catalogue.iter().map(|(_, _, d)| d.to_string()));
+    modules.extend(catalogue.iter().map(|(r, _, d)| (r.clone(), *d)));
+    let platform = oci::Repository::parse(&source.repository).map_err(|e| {
+        image_error(
+            &source.repository,
+            &deployed,
+            format!("the platform repository: {e}"),
+        )
+    })?;
+    let mut tags = catalogue;
+    let tagged = |tag: &str, digest: Digest| {
+        oci::Tag::parse(tag)
+            .ok()
+            .map(|tag| (platform.clone(), tag, digest))
+    };
+    for v in &inputs.versions {
+        if let Some(digest) = v.release.as_deref().and_then(|d| Digest::parse(d).ok()) {
+            tags.extend(tagged(&v.version, digest));
+        }
+    }
     let set = expected::expected_set(&inputs)?;
     let mut roots = Vec::new();
     for entry in &set.entries {
@@ -297,7 +319,10 @@ pub async fn compute(client: &kube::Client, source: &Source) -> Result<Computed,
                 .head_manifest(&source.repository, t, ACCEPT)
                 .await
             {
-                Ok(head) => roots.extend(head.digest),
+                Ok(head) => {
+                    roots.extend(head.digest);
+                    tags.extend(head.digest.and_then(|d| tagged(t, d)));
+                }
                 Err(e) => {
                     tracing::debug!(tag = %t, error = %e, "expected tag not resolvable (missing:{t})")
                 }
@@ -310,6 +335,7 @@ pub async fn compute(client: &kube::Client, source: &Source) -> Result<Computed,
         set,
         roots,
         modules,
+        tags,
     })
 }
 
@@ -380,7 +406,7 @@ fn module_digests(bytes: &[u8]) -> Result<Vec<Digest>, String> {
 /// The module catalogue of the platform's source: every tag of `<repository>/modules`, resolved.
 /// A refused listing or an unresolvable tag is logged and left out (a degraded catalogue beats
 /// a fill that can never complete).
-async fn catalogue(source: &Source) -> Vec<(oci::Repository, Digest)> {
+async fn catalogue(source: &Source) -> Vec<(oci::Repository, oci::Tag, Digest)> {
     let Ok(repository) = oci::Repository::parse(&format!("{}/modules", source.repository)) else {
         return Vec::new();
     };
@@ -393,12 +419,15 @@ async fn catalogue(source: &Source) -> Vec<(oci::Repository, Digest)> {
     };
     let mut out = Vec::new();
     for tag in tags {
+        let Ok(parsed) = oci::Tag::parse(&tag) else {
+            continue;
+        };
         match source
             .remote
             .head_manifest(repository.as_str(), &tag, ACCEPT)
             .await
         {
-            Ok(head) => out.extend(head.digest.map(|d| (repository.clone(), d))),
+            Ok(head) => out.extend(head.digest.map(|d| (repository.clone(), parsed, d))),
             Err(e) => {
                 tracing::warn!(%repository, %tag, error = %e, "a catalogue entry cannot be resolved")
             }

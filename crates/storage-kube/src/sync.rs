@@ -97,7 +97,24 @@ struct Target {
     roots: Vec<Digest>,
     /// Roots in other repositories (module images).
     others: Vec<(Repository, Digest)>,
+    /// Tags to keep pointing at what they name, once it is held.
+    tags: Vec<(Repository, oci::Tag, Digest)>,
     deployed: Option<oci::Tag>,
+}
+
+/// Points every tag of the set at its manifest once the store holds it (a copy by digest leaves
+/// no tag behind). Failures are logged: the next pass tries again.
+fn record_tags(store: &storage::Store, tags: &[(Repository, oci::Tag, Digest)]) {
+    for (repository, tag, digest) in tags {
+        if store.tag(repository, tag).as_ref() == Some(digest)
+            || !store.has_manifest(repository, digest)
+        {
+            continue;
+        }
+        if let Err(error) = store.set_tag(repository, tag, digest) {
+            tracing::warn!(%repository, %tag, %error, "cannot record a tag of the expected set");
+        }
+    }
 }
 
 impl Target {
@@ -146,6 +163,7 @@ async fn target(
             set: expected(&config.roots),
             roots: config.roots.clone(),
             others: Vec::new(),
+            tags: Vec::new(),
             deployed: None,
         });
     };
@@ -163,6 +181,7 @@ async fn target(
         set: computed.set.clone(),
         roots: computed.roots.clone(),
         others: computed.modules.clone(),
+        tags: computed.tags.clone(),
         deployed: oci::Tag::parse(&computed.deployed).ok(),
     })
 }
@@ -281,6 +300,7 @@ pub fn spawn_with_cluster_set(
         set: expected(&config.roots),
         roots: config.roots.clone(),
         others: Vec::new(),
+        tags: Vec::new(),
         deployed: None,
     };
     measure(&registry, &config, &initial, &mut first);
@@ -315,6 +335,7 @@ pub fn spawn_with_cluster_set(
                     continue;
                 }
             };
+            record_tags(registry.store(), &target.tags);
             measure(&registry, &config, &target, &mut report);
             let is_leader = *leading.borrow();
             if is_leader {
@@ -379,6 +400,7 @@ pub fn spawn_with_cluster_set(
                         }
                     }
                 }
+                record_tags(registry.store(), &target.tags);
                 measure(&registry, &config, &target, &mut report);
             }
             if let Some(error) = &error {
@@ -395,4 +417,68 @@ pub fn spawn_with_cluster_set(
         report: report_rx,
         task,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_of_the_set_are_kept_once_their_manifest_is_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = storage::Store::open(
+            dir.path(),
+            storage::Limits {
+                budget: None,
+                reserve: Some(0),
+            },
+        )
+        .unwrap();
+        let modules = Repository::parse("system/deckhouse/modules").unwrap();
+        let config = store.put_bytes(b"{}", None).unwrap();
+        let manifest = format!(
+            r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{config}","size":2}},"layers":[]}}"#
+        );
+        // Copied by digest, as replication does: no tag.
+        let held = store
+            .put_manifest(
+                &modules,
+                manifest.as_bytes(),
+                "application/vnd.oci.image.manifest.v1+json",
+                None,
+                None,
+            )
+            .unwrap();
+        let echo = oci::Tag::parse("echo").unwrap();
+        let absent = oci::Tag::parse("hello").unwrap();
+        let missing = Digest::sha256(b"not held");
+        assert_eq!(store.tag(&modules, &echo), None);
+
+        let tags = [
+            (modules.clone(), echo.clone(), held),
+            (modules.clone(), absent.clone(), missing),
+        ];
+        record_tags(&store, &tags);
+        assert_eq!(store.tag(&modules, &echo), Some(held));
+        assert_eq!(
+            store.tag(&modules, &absent),
+            None,
+            "nothing to point at yet"
+        );
+
+        // A moved tag follows the set.
+        let other = store
+            .put_manifest(
+                &modules,
+                manifest
+                    .replace("\"layers\":[]", "\"layers\":[],\"annotations\":{}")
+                    .as_bytes(),
+                "application/vnd.oci.image.manifest.v1+json",
+                None,
+                None,
+            )
+            .unwrap();
+        record_tags(&store, &[(modules.clone(), echo.clone(), other)]);
+        assert_eq!(store.tag(&modules, &echo), Some(other));
+    }
 }

@@ -282,9 +282,30 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
     let full = entry().await.unwrap();
     assert!(full.error.is_none(), "{full:?}");
     assert!(full.verified_set.is_some());
+    // The replica keeps the names an air-gapped cluster uses: the module catalogue (what a
+    // ModuleSource lists) and the release versions.
+    let store = running.registry.store().clone();
+    let catalogue = Repository::parse(&format!("{REPO}/modules")).unwrap();
+    until(
+        "the catalogue's tags are kept",
+        Duration::from_secs(10),
+        async || {
+            let mut tags = store.tags(&catalogue).ok().flatten().unwrap_or_default();
+            tags.sort();
+            tags == ["echo", "hello"]
+        },
+    )
+    .await;
+    let platform = Repository::parse(REPO).unwrap();
+    for (version, image) in [("v1.59.0", &r59), ("v1.60.0", &r60)] {
+        assert_eq!(
+            store.tag(&platform, &oci::Tag::parse(version).unwrap()),
+            Some(Digest::parse(image.digest()).unwrap()),
+            "{version} is kept as a tag"
+        );
+    }
 
     // Someone pulls the old release and its component through the replica: now stored.
-    let store = running.registry.store().clone();
     for (reference, image) in [("v1.58.0", &r58), (c58.digest(), &c58)] {
         own.get_manifest(REPO, reference, &[]).await.unwrap();
         for blob in image.blobs() {
