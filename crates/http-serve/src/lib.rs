@@ -29,6 +29,30 @@ pub struct Connection {
     pub client_certificate: bool,
 }
 
+/// The next connection, with `TCP_NODELAY` set, or `None` once `shutdown` resolves. A failed
+/// accept (out of descriptors, a client gone before it was accepted) is logged and retried after
+/// 50 ms rather than ending the server.
+pub async fn accept(
+    listener: &TcpListener,
+    shutdown: &mut (impl std::future::Future<Output = ()> + Unpin),
+) -> Option<(tokio::net::TcpStream, SocketAddr)> {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    return Some((stream, peer));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            () = &mut *shutdown => return None,
+        }
+    }
+}
+
 /// Serves connections from `listener` until `shutdown` resolves, then lets requests in flight
 /// finish (up to 30 s). `service` makes the service for one connection.
 pub async fn serve<F, S, B>(
@@ -52,19 +76,7 @@ pub async fn serve<F, S, B>(
     let graceful = GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
     tokio::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
+    while let Some((stream, peer)) = accept(&listener, &mut shutdown).await {
         let service = service.clone();
         let builder = builder.clone();
         let tls = tls.clone();

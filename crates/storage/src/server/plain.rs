@@ -49,19 +49,7 @@ pub(crate) async fn serve(
     // Every connection task holds a sender; the receiver sees `None` once all are gone.
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
     tokio::pin!(shutdown);
-    loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
+    while let Some((stream, _)) = http_serve::accept(&listener, &mut shutdown).await {
         let handler = handler.clone();
         let stop = stop_rx.clone();
         let alive = alive_tx.clone();
