@@ -38,7 +38,7 @@ enum Command {
     },
     /// Run the module manager: ModuleSources, Modules, ModuleConfigs, ModuleReleases and
     /// ModulePullOverrides.
-    Controller(ManagerArgs),
+    Controller(Box<ManagerArgs>),
 }
 
 /// Flags of the module manager (also part of `d8 controller`).
