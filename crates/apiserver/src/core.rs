@@ -316,6 +316,9 @@ impl Core {
         opts: WriteOpts,
         warnings: &mut Vec<String>,
     ) -> Result<Change, ApiError> {
+        if def.group.is_empty() && def.plural == "secrets" {
+            fold_string_data(&mut new);
+        }
         let name = meta::get(&new, "name").unwrap_or_default().to_string();
         let mut causes = meta::validate_maps(&new);
         if let Some(vdef) = def.version(version) {
@@ -840,5 +843,64 @@ impl Core {
             }
         });
         r.map(|_| ())
+    }
+}
+
+/// A Secret's write-only `stringData` merged into `data` (base64; a key in both takes the
+/// `stringData` value) and dropped, as the Kubernetes API server stores it. Non-string values
+/// are left for validation to refuse.
+fn fold_string_data(secret: &mut Value) {
+    let Some(object) = secret.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(strings)) = object.get("stringData").cloned() else {
+        return;
+    };
+    if strings.values().any(|v| !v.is_string()) {
+        return;
+    }
+    object.remove("stringData");
+    let data = object
+        .entry("data")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if !data.is_object() {
+        *data = Value::Object(Default::default());
+    }
+    if let Value::Object(data) = data {
+        for (key, value) in strings {
+            let text = value.as_str().unwrap_or_default();
+            data.insert(
+                key,
+                Value::String(base64::engine::general_purpose::STANDARD.encode(text)),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_data_is_folded_into_data_and_wins_over_it() {
+        let mut secret = json!({
+            "metadata": {"name": "s"},
+            "data": {"kept": "a2VwdA==", "both": "b2xk"},
+            "stringData": {"both": "new", "plain": "user:pass"}
+        });
+        fold_string_data(&mut secret);
+        assert_eq!(
+            secret,
+            json!({
+                "metadata": {"name": "s"},
+                "data": {"kept": "a2VwdA==", "both": "bmV3", "plain": "dXNlcjpwYXNz"}
+            })
+        );
+        let mut only = json!({"stringData": {"k": "v"}});
+        fold_string_data(&mut only);
+        assert_eq!(only, json!({"data": {"k": "dg=="}}));
+        let mut odd = json!({"stringData": {"k": 1}});
+        fold_string_data(&mut odd);
+        assert_eq!(odd, json!({"stringData": {"k": 1}}), "left for validation");
     }
 }

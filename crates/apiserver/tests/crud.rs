@@ -351,3 +351,38 @@ async fn the_validation_hook_denies_and_warns() {
     );
     assert_eq!(api.get("d").await.unwrap().data["spec"]["mode"], "Direct");
 }
+
+#[tokio::test]
+async fn a_secret_written_with_string_data_is_stored_as_data() {
+    use k8s_openapi::api::core::v1::Secret;
+    let s = common::start().await;
+    let client = s.admin().await;
+    let secrets: Api<Secret> = Api::namespaced(client, "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "upstream"},
+        "stringData": {"auth": "user:pass"}
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let stored = secrets.get("upstream").await.unwrap();
+    assert!(stored.string_data.is_none(), "stringData is write-only");
+    let data = stored.data.unwrap();
+    assert_eq!(data["auth"].0, b"user:pass");
+
+    // A patch with stringData replaces that key and keeps the others.
+    secrets
+        .patch(
+            "upstream",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"token": "t0k3n"}})),
+        )
+        .await
+        .unwrap();
+    let data = secrets.get("upstream").await.unwrap().data.unwrap();
+    assert_eq!(data["auth"].0, b"user:pass");
+    assert_eq!(data["token"].0, b"t0k3n");
+}
