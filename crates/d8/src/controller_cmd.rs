@@ -116,7 +116,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         tracing::info!("no --downloaded-modules-dir: the module manager does not run");
     }
     let metrics = bind_metrics(composition.metrics_address).await?;
-    lead_with_modules(
+    lead(
         client,
         composition,
         modules,
@@ -153,25 +153,16 @@ pub(crate) async fn bind_metrics(address: SocketAddr) -> anyhow::Result<tokio::n
         .with_context(|| format!("cannot listen on {address}"))
 }
 
-/// Serves metrics on `listener` and runs the controllers while this replica holds the lease,
-/// until `shutdown` resolves; then stops them and releases the lease.
-pub(crate) async fn lead(
-    client: Client,
-    composition: Composition,
-    listener: tokio::net::TcpListener,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> anyhow::Result<()> {
-    lead_with_modules(client, composition, None, listener, shutdown).await
-}
-
 /// The module manager and when it runs its passes.
 type Modules = (
     module_controller::manager::Manager,
     module_controller::controller::Options,
 );
 
-/// [`lead`], also running the module manager while leading.
-pub(crate) async fn lead_with_modules(
+/// Serves metrics on `listener` and runs the controllers (and the module manager, when given)
+/// while this replica holds the lease, until `shutdown` resolves; then stops them and releases
+/// the lease.
+pub(crate) async fn lead(
     client: Client,
     composition: Composition,
     modules: Option<Modules>,

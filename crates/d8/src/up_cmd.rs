@@ -124,6 +124,16 @@ struct EngineFlags {
     engine: release_cmd::EngineArgs,
 }
 
+/// The module manager's flags as `d8 up` sets them.
+#[derive(Debug, clap::Parser)]
+struct ModuleFlags {
+    #[command(flatten)]
+    modules: crate::module_cmd::ManagerArgs,
+}
+
+/// Where `d8 up` installs modules downloaded from ModuleSources.
+const DOWNLOADED_MODULES_DIR: &str = "downloaded-modules";
+
 /// Node names are DNS subdomains (RFC 1123): refuse a host name that is not one up front.
 fn check_node_name(name: &str) -> anyhow::Result<()> {
     let valid = !name.is_empty()
@@ -287,6 +297,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         .context("release engine flags")?;
         Some(release_cmd::engine(admin.clone(), &flags.engine)?)
     };
+    // The module manager: modules from ModuleSources, installed under DATA_DIR.
+    let downloaded_modules = data_dir.join(DOWNLOADED_MODULES_DIR);
+    let module_flags = <ModuleFlags as clap::Parser>::try_parse_from([
+        "d8 up".to_owned(),
+        format!("--downloaded-modules-dir={}", downloaded_modules.display()),
+    ])
+    .context("module manager flags")?;
+    let modules = crate::module_cmd::manager(admin.clone(), &module_flags.modules)?;
     let metrics = controller_cmd::bind_metrics(args.metrics_address).await?;
     let controller_metrics = metrics.local_addr()?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -307,6 +325,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             engine,
             metrics_address: controller_metrics,
         },
+        modules,
         metrics,
         {
             let mut stopped = stopped.clone();
@@ -352,6 +371,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
   cache replica       https://{read} (pulls), https://{write} (publish endpoint), CA {storage}/{storage_ca}, log {storage}/replica.log
   metrics             http://{controller_metrics}/metrics (controllers), {agent_metrics} (agent), http://{storage_metrics}/metrics (cache)
   registry module     {mode}
+  modules             {downloaded} (from ModuleSources; enable one with a ModuleConfig)
 Air-gapped (the default): push images into the cache, then pull them through the agent:
   d8 mirror push BUNDLE {write}/system/deckhouse --tls-ca-file {storage}/{storage_ca} \\
     --tls-cert {storage}/{push_cert} --tls-key {storage}/{push_key} -u push -p \"$(cut -d: -f2 {storage}/{push_file})\"
@@ -362,6 +382,7 @@ Once ConfigMap d8-system/registry-image-address exists:
 Ctrl-C stops.
 ",
         data = data_dir.display(),
+        downloaded = downloaded_modules.display(),
         url = server.url(),
         agent_address = agent.address,
         ca = agent_ca.display(),

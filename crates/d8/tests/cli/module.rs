@@ -14,9 +14,9 @@ use testkit::{ImageBuilder, Upstream};
 
 use crate::{Apiserver, kubectl_ok};
 
-const REPO: &str = "deckhouse/ce/modules";
+pub(crate) const REPO: &str = "deckhouse/ce/modules";
 
-async fn publish(push: &Registry, layout: &Layout, module: &str, version: &str) {
+pub(crate) async fn publish(push: &Registry, layout: &Layout, module: &str, version: &str) {
     let module_yaml = format!("name: {module}\nweight: 910\n");
     let schema = "type: object\nproperties:\n  replicas: {type: integer, default: 1}\n";
     let image = ImageBuilder::new(&format!("{module}-{version}"))

@@ -251,3 +251,72 @@ async fn d8_up_pulls_through_the_agent_once_managed_and_restarts_into_the_same_s
     let status = up.terminate().await;
     assert!(status.success(), "second SIGTERM: {status}\n{}", up.log());
 }
+
+/// The platform runs the module manager: a ModuleSource on a real registry applied with kubectl
+/// and a ModuleConfig enabling one of its modules install it under DATA_DIR.
+#[tokio::test]
+async fn d8_up_installs_a_module_from_a_module_source() {
+    let upstream = Upstream::start_plain().await;
+    let images = ImageLayout::new(&upstream.scratch_dir().join("images")).unwrap();
+    crate::module::publish(&Registry::of(&upstream), &images, "echo", "v1.0.0").await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let args = vec![
+        "--data-dir".to_owned(),
+        data.display().to_string(),
+        "--node-name=local".to_owned(),
+        format!("--listen=127.0.0.1:{}", free_port()),
+        format!("--agent-address=127.0.0.1:{}", free_port()),
+        format!("--agent-metrics-address=127.0.0.1:{}", free_port()),
+        format!("--metrics-address=127.0.0.1:{}", free_port()),
+        "--containerd-registry-dir".to_owned(),
+        dir.path().join("containerd").display().to_string(),
+        "--interval=1s".to_owned(),
+        "--initial-registry=unmanaged".to_owned(),
+        "--without-release-engine".to_owned(),
+    ];
+    let mut up = Up::start(&args, dir.path().join("up.log"));
+    up.wait_until("it prints where everything listens", |log| {
+        log.contains("Ctrl-C stops.")
+    })
+    .await;
+    let downloaded = data.join("downloaded-modules");
+    let line = format!("modules             {}", downloaded.display());
+    assert!(up.log().contains(&line), "{line:?} missing:\n{}", up.log());
+
+    let admin = data.join("apiserver/kubeconfigs/admin.kubeconfig");
+    let manifest = dir.path().join("modules.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: deckhouse.io/v1alpha1
+kind: ModuleSource
+metadata:
+  name: example
+spec:
+  registry:
+    scheme: HTTP
+    repo: {}/{}
+---
+apiVersion: deckhouse.io/v1alpha1
+kind: ModuleConfig
+metadata:
+  name: echo
+spec:
+  enabled: true
+",
+            upstream.host(),
+            crate::module::REPO
+        ),
+    )
+    .unwrap();
+    kubectl_ok(&admin, &["apply", "-f", &manifest.display().to_string()]);
+    let installed = downloaded.join("modules/910-echo/templates/app.yaml");
+    up.wait_until("echo is installed under the data dir", |_| {
+        installed.exists()
+    })
+    .await;
+    assert_eq!(std::fs::read_to_string(&installed).unwrap(), "# v1.0.0\n");
+    assert_eq!(up.terminate().await.code(), Some(0), "{}", up.log());
+}
