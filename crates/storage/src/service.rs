@@ -391,7 +391,7 @@ impl Received {
 async fn receive<B>(body: B, mut writer: BlobWriter) -> Result<Received, Error>
 where
     B: hyper::body::Body<Data = Bytes> + Send + Unpin,
-    B::Error: std::fmt::Display,
+    B::Error: std::fmt::Display + Send,
 {
     let mut body = body;
     let mut batch = BytesMut::new();
@@ -464,7 +464,7 @@ where
 async fn read_limited<B>(body: B, limit: usize) -> Result<Option<Bytes>, String>
 where
     B: hyper::body::Body<Data = Bytes> + Send + Unpin,
-    B::Error: std::fmt::Display,
+    B::Error: std::fmt::Display + Send,
 {
     let mut body = body;
     let mut out = BytesMut::new();
@@ -519,7 +519,7 @@ impl Listener {
     pub async fn handle<B>(&self, request: Request<B>, peer: Peer) -> Response<ResponseBody>
     where
         B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: std::fmt::Display,
+        B::Error: std::fmt::Display + Send,
     {
         let path = request.uri().path();
         if path == "/healthz" {
@@ -1043,7 +1043,7 @@ impl Listener {
     ) -> Response<ResponseBody>
     where
         B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: std::fmt::Display,
+        B::Error: std::fmt::Display + Send,
     {
         let store = self.registry.store().clone();
         match (method, route) {
@@ -1154,7 +1154,7 @@ impl Listener {
     ) -> Response<ResponseBody>
     where
         B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: std::fmt::Display,
+        B::Error: std::fmt::Display + Send,
     {
         let uploads = &self.registry.0.uploads;
         let session = uploads
@@ -1165,7 +1165,7 @@ impl Listener {
         let Some(session) = session else {
             return error_response(404, ErrorCode::BlobUploadUnknown, "blob upload unknown");
         };
-        let mut session = session.lock().await;
+        let mut session = session.lock_owned().await;
         session.touched = Instant::now();
         if session.repository != repository {
             return error_response(404, ErrorCode::BlobUploadUnknown, "blob upload unknown");
@@ -1214,17 +1214,31 @@ impl Listener {
                         }
                     }
                 }
-                match receive(request.into_body(), writer).await {
-                    Ok(Received::Whole(writer)) => {
-                        let len = writer.len();
-                        session.writer = Some(writer);
-                        upload_status(StatusCode::ACCEPTED, &repository, &id, len)
+                // Received in a task of its own: hyper drops this future when the client's
+                // connection dies, and what arrived must still go back into the session so
+                // that the client can resume where the bytes stopped.
+                let body = request.into_body();
+                let received = tokio::spawn(async move {
+                    let outcome = receive(body, writer).await;
+                    match outcome {
+                        Ok(Received::Whole(writer)) => {
+                            let len = writer.len();
+                            session.writer = Some(writer);
+                            Ok(Ok(len))
+                        }
+                        Ok(Received::Cut(writer, e)) => {
+                            session.writer = Some(writer);
+                            Ok(Err(e))
+                        }
+                        Err(e) => Err(e),
                     }
-                    Ok(Received::Cut(writer, e)) => {
-                        // Keep what arrived: the client asks for the offset and resumes.
-                        session.writer = Some(writer);
-                        from_error(&e)
-                    }
+                })
+                .await
+                .unwrap_or_else(|e| Err(Error::Config(format!("the upload task failed: {e}"))));
+                match received {
+                    Ok(Ok(len)) => upload_status(StatusCode::ACCEPTED, &repository, &id, len),
+                    // Cut off: the bytes are kept, the client asks for the offset and resumes.
+                    Ok(Err(e)) => from_error(&e),
                     Err(e) => {
                         remove();
                         from_error(&e)
@@ -1265,7 +1279,7 @@ impl Listener {
     ) -> Response<ResponseBody>
     where
         B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: std::fmt::Display,
+        B::Error: std::fmt::Display + Send,
     {
         let content_type = request
             .headers()

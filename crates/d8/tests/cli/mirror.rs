@@ -384,12 +384,12 @@ async fn a_push_into_the_publish_endpoint_killed_half_way_completes_fills_the_re
         "the re-run skips what the first run completed: {rerun}"
     );
     // Both runs together: the bundle's blobs once, plus manifests, HTTP and TLS overhead, plus
-    // what was still in flight at the kill — at most the chunk each of the two parallel uploads
-    // was sending (the dying client's reset discards what the replica had not read yet). The
-    // replica keeps every byte of a cut PATCH that it read, and the re-run continues each
+    // at most a chunk still in flight at the kill. The replica keeps every byte of a cut PATCH
+    // (also when hyper drops the request with the dead connection) and the re-run continues each
     // journaled session at the offset the replica reports, so nothing that arrived is sent
-    // again; measured 1.004x and 1.044x the blobs in two runs.
-    let slack = 2 * CHUNK + (512 << 10);
+    // again; measured 1.004x the blobs in four runs out of four. Restarting an interrupted blob
+    // (what the replica did before) overshoots this.
+    let slack = CHUNK + (256 << 10);
     assert!(
         total <= blob_bytes + slack,
         "sent {total} bytes over both runs for {blob_bytes} bytes of blobs (at the kill: {at_kill}); rerun: {rerun}"

@@ -63,7 +63,7 @@ fn token_refused(message: &str) -> Response<ResponseBody> {
 pub(super) async fn issue<B>(accounts: &Accounts, request: Request<B>) -> Response<ResponseBody>
 where
     B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
-    B::Error: std::fmt::Display,
+    B::Error: std::fmt::Display + Send,
 {
     let Some(key) = accounts.tokens() else {
         return error_response(404, ErrorCode::Unsupported, "no token service here");

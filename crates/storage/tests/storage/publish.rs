@@ -329,6 +329,13 @@ async fn a_chunk_cut_off_mid_body_is_kept_and_the_upload_resumes_at_its_end() {
     socket.write_all(head.as_bytes()).await.expect("head");
     socket.write_all(&data[..sent]).await.expect("part");
     socket.flush().await.expect("flush");
+    // Let the replica read what was sent, then die the way a killed process with unread
+    // data does: a reset, not a clean close.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    #[allow(deprecated)]
+    socket
+        .set_linger(Some(std::time::Duration::ZERO))
+        .expect("linger");
     drop(socket);
 
     // The session survives with exactly the bytes that arrived.
