@@ -609,8 +609,9 @@ async fn storage_gc(args: &StorageGcArgs) -> anyhow::Result<()> {
     };
     let data_dir = args.data_dir.clone();
     let report = tokio::task::spawn_blocking(move || {
-        // A dry run leaves a live replica's writes in progress alone; a real run is for a
-        // stopped replica (uses are tracked inside the replica's process).
+        // A dry run leaves a live replica's writes in progress alone; a real run takes the
+        // store's lock, so it is refused while a replica runs on the directory (the replica
+        // tracks which blobs are in use inside its own process).
         let store = if options.dry_run {
             storage::Store::inspect(&data_dir)?
         } else {

@@ -102,6 +102,33 @@ struct Inner {
     /// When the store was opened and last collected (Unix seconds; 0 = never).
     started: u64,
     collected: AtomicU64,
+    /// The exclusive lock on the data directory, held while the store is open for writing
+    /// (`None` for [`Store::inspect`]).
+    _lock: Option<File>,
+}
+
+/// The file a writing store holds an exclusive `flock` on.
+const LOCK_FILE: &str = "lock";
+
+/// Takes the data directory's lock: one writing process per store. A second one would remove
+/// the first one's writes in progress as leftovers, and collect blobs it is serving.
+fn lock(root: &Path) -> Result<File, Error> {
+    let path = root.join(LOCK_FILE);
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io("open", &path, e))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::Config(format!(
+            "the store at {} is in use by another process (a running replica?): stop it first, \
+             or use a read-only report such as a dry run",
+            root.display()
+        ))),
+        Err(e) => Err(Error::io("lock", &path, e.into())),
+    }
 }
 
 /// Uses older than this are forgotten once the table grows (they protect nothing: a
@@ -174,6 +201,7 @@ impl Store {
         for dir in ["blobs", "repositories", "tmp"] {
             create_dirs(&root.join(dir))?;
         }
+        let lock = if clean { Some(lock(root)?) } else { None };
         let tmp = root.join("tmp");
         let mut leftovers = 0u32;
         let entries = if clean {
@@ -207,6 +235,7 @@ impl Store {
             used: Mutex::default(),
             started: unix_now(),
             collected: AtomicU64::new(0),
+            _lock: lock,
         })))
     }
 

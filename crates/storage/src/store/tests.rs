@@ -71,9 +71,9 @@ fn open_removes_leftovers_and_counts_committed_bytes() {
         )
         .expect("open");
         let d = store.put_bytes(b"committed", None).expect("put");
-        let mut w = store.writer(Algorithm::Sha256, None).expect("writer");
-        w.write(b"half of something").expect("write");
-        std::mem::forget(w); // as if killed: the temp file stays
+        // As if killed mid-write: a temporary file stays (a leaked writer would also leak the
+        // store and its directory lock, which a killed process releases).
+        fs::write(store.root().join("tmp/blob-killed"), b"half of something").expect("write");
         fs::create_dir(store.root().join("tmp/upload-x")).expect("dir");
         assert_eq!(tmp_entries(&store), 2);
         d
@@ -238,4 +238,36 @@ fn completeness_is_counted_on_the_own_disk() {
         )
         .expect("manifest");
     assert!(store.completeness(&platform, &set, Some(&v)).full);
+}
+
+#[test]
+fn a_second_writer_on_the_same_directory_is_refused_and_a_report_is_not() {
+    let limits = Limits {
+        budget: None,
+        reserve: Some(0),
+    };
+    let (dir, store) = store(limits.clone());
+    let mut writer = store.writer(Algorithm::Sha256, None).unwrap();
+    writer.write(b"in progress").unwrap();
+
+    let second = Store::open(dir.path(), limits.clone())
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        second.to_string().contains("in use by another process"),
+        "{second}"
+    );
+    assert_eq!(
+        tmp_entries(&store),
+        1,
+        "the first writer's upload is untouched"
+    );
+    assert!(
+        Store::inspect(dir.path()).is_ok(),
+        "a read-only report may look"
+    );
+
+    drop(writer);
+    drop(store);
+    assert!(Store::open(dir.path(), limits).is_ok(), "free once closed");
 }
