@@ -1,93 +1,13 @@
-//! Go/Masterminds version constraints (`requirements.deckhouse`, `requirements.kubernetes`,
-//! `requirements.modules`) on top of the `semver` crate, which does not read them as written:
-//! comparators separated by spaces (`>= 1.26 < 1.30`), `||` alternatives, hyphen ranges
-//! (`1.2 - 1.4`), `v` prefixes, and bare versions meaning "exactly this" (`1.2` = `1.2.x`)
-//! rather than semver's caret.
+//! Version constraints of module requirements (`requirements.deckhouse`,
+//! `requirements.kubernetes`, `requirements.modules`): Go's Masterminds semver, as Deckhouse
+//! reads them — one implementation, the release engine's [`Constraint`], shared by platform and
+//! module releases and the enabling chain — and the lenient version reading they are checked
+//! against.
 
-use semver::{Version, VersionReq};
+pub use release_plan::requirements::Constraint;
+use semver::Version;
 
 use crate::Error;
-
-/// A parsed constraint: any alternative may match.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Constraint {
-    text: String,
-    alternatives: Vec<VersionReq>,
-}
-
-const OPERATORS: [&str; 8] = [">=", "<=", "!=", ">", "<", "=", "~", "^"];
-
-impl Constraint {
-    /// Parses a constraint as Deckhouse writes it.
-    pub fn parse(text: &str) -> Result<Self, Error> {
-        let bad = |reason: String| Error::Constraint {
-            constraint: text.to_owned(),
-            reason,
-        };
-        let mut alternatives = Vec::new();
-        for group in text.split("||") {
-            let tokens: Vec<&str> = group
-                .split(|c: char| c.is_whitespace() || c == ',')
-                .filter(|t| !t.is_empty())
-                .collect();
-            if tokens.is_empty() {
-                return Err(bad("empty alternative".into()));
-            }
-            let mut comparators: Vec<String> = Vec::new();
-            let mut i = 0;
-            while i < tokens.len() {
-                let token = tokens[i];
-                if tokens.get(i + 1) == Some(&"-") {
-                    let upper = tokens
-                        .get(i + 2)
-                        .ok_or_else(|| bad("a hyphen range needs an upper bound".into()))?;
-                    comparators.push(format!(">={}", version_text(token)));
-                    comparators.push(format!("<={}", version_text(upper)));
-                    i += 3;
-                    continue;
-                }
-                let (op, rest) = match OPERATORS.iter().find(|op| token.starts_with(**op)) {
-                    Some(op) => (*op, &token[op.len()..]),
-                    None => ("=", token),
-                };
-                let rest = if rest.is_empty() {
-                    i += 1;
-                    *tokens
-                        .get(i)
-                        .ok_or_else(|| bad(format!("{op} needs a version")))?
-                } else {
-                    rest
-                };
-                if op == "!=" {
-                    return Err(bad("!= is not supported".into()));
-                }
-                let rest = version_text(rest);
-                if rest == "*" || rest.eq_ignore_ascii_case("x") {
-                    comparators.push("*".into());
-                } else {
-                    comparators.push(format!("{op}{rest}"));
-                }
-                i += 1;
-            }
-            let req = VersionReq::parse(&comparators.join(", ")).map_err(|e| bad(e.to_string()))?;
-            alternatives.push(req);
-        }
-        Ok(Self {
-            text: text.to_owned(),
-            alternatives,
-        })
-    }
-
-    /// The constraint as written.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// Whether `version` (`v1.2`, `1.29.3`…) satisfies the constraint.
-    pub fn matches(&self, version: &Version) -> bool {
-        self.alternatives.iter().any(|req| req.matches(version))
-    }
-}
 
 fn version_text(text: &str) -> &str {
     text.strip_prefix('v').unwrap_or(text)
@@ -149,9 +69,11 @@ mod tests {
 
     #[test]
     fn refusals() {
-        for bad in ["", ">=", "1.2 -", "!= 1.2", ">= banana", "a || "] {
+        for bad in ["", ">=", "1.2 -", ">= banana", "a || "] {
             assert!(Constraint::parse(bad).is_err(), "{bad}");
         }
+        assert!(!m("!= 1.2", "1.2.4"), "Masterminds reads != with wildcards");
+        assert!(m("!= 1.2", "1.3.0"));
         assert!(parse_version("x.y").is_err());
         assert_eq!(parse_version("v1.29").unwrap(), Version::new(1, 29, 0));
         assert_eq!(parse_version("2").unwrap(), Version::new(2, 0, 0));

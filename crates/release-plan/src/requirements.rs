@@ -496,7 +496,16 @@ impl Constraint {
     /// `Ok` when `version` satisfies some alternative; otherwise Masterminds' first error (the
     /// first failing comparator of the first alternative).
     pub fn check(&self, version: &ReleaseVersion) -> Result<(), String> {
-        let v = version.semver();
+        self.check_semver(version.semver())
+    }
+
+    /// Whether `version` satisfies some alternative.
+    pub fn matches(&self, version: &semver::Version) -> bool {
+        self.check_semver(version).is_ok()
+    }
+
+    /// [`check`](Self::check) of a plain semantic version.
+    pub fn check_semver(&self, v: &semver::Version) -> Result<(), String> {
         let mut first_error = None;
         for group in &self.groups {
             let mut ok = true;
