@@ -190,7 +190,12 @@ pub fn catalog(store: &Store) -> Result<Catalog, Error> {
 
 /// Runs one collection (blocking: call it from `spawn_blocking`).
 pub fn collect(store: &Store, options: &Options) -> Result<Collection, Error> {
-    let started = Instant::now();
+    collect_at(store, options, Instant::now())
+}
+
+/// [`collect`] as if the run started at `started`: what was used at or after
+/// `started - grace` is kept.
+pub fn collect_at(store: &Store, options: &Options, started: Instant) -> Result<Collection, Error> {
     let cutoff = started.checked_sub(options.grace).unwrap_or(started);
     let catalog = catalog(store)?;
     let keep = options.keep.as_ref().map(|set| {

@@ -1,4 +1,4 @@
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use registry_plan::expected::{Entry, ExpectedSet};
 
@@ -177,14 +177,15 @@ fn a_blob_in_use_is_skipped_and_collected_later() {
         "{first}"
     );
     assert!(present(&store, &v50));
-    // Later a reader opens one layer; the rest of v1.50.0 is now older than the grace period.
-    std::thread::sleep(Duration::from_millis(300));
+    // Later a reader opens one layer; a run whose cutoff falls between the writes and the read
+    // finds the rest of v1.50.0 older than its grace period.
+    let after_the_writes = Instant::now();
     let reading = store
         .open_blob(&v50.blobs[1])
         .expect("open")
         .expect("present");
-    opts.grace = Duration::from_millis(150);
-    let second = collect(&store, &opts).expect("run");
+    opts.grace = Duration::ZERO;
+    let second = collect_at(&store, &opts, after_the_writes).expect("run");
     assert_eq!(second.manifests.len(), 1, "{second}");
     assert_eq!(second.skipped_in_use, 1, "{second}");
     assert!(
@@ -193,8 +194,9 @@ fn a_blob_in_use_is_skipped_and_collected_later() {
     );
     assert!(!store.blob_path(&v50.blobs[0]).exists(), "the rest goes");
     drop(reading);
-    std::thread::sleep(Duration::from_millis(200));
-    let third = collect(&store, &opts).expect("run");
+    // Once the read, too, is older than the cutoff, the layer goes.
+    let after_the_read = Instant::now();
+    let third = collect_at(&store, &opts, after_the_read).expect("run");
     assert_eq!(third.blobs, [v50.blobs[1]], "{third}");
     assert!(present(&store, &v60));
 }
@@ -235,10 +237,9 @@ fn a_claimed_blob_survives_a_concurrent_sweep() {
         let (_dir, store) = open();
         let v60 = image(&store, ROOT, Some("v1.60.0"), "v1.60.0");
         let orphan = store.put_bytes(b"orphan layer", None).expect("orphan");
-        // Written well before the grace period, so only the claim can protect it.
-        std::thread::sleep(Duration::from_millis(150));
-        let mut opts = options("v1.60.0", None, &[&v60]);
-        opts.grace = Duration::from_millis(50);
+        // The run's cutoff falls after the write, so only the claim can protect it.
+        let after_the_write = Instant::now();
+        let opts = options("v1.60.0", None, &[&v60]);
         let s = store.clone();
         let start = std::sync::Arc::new(std::sync::Barrier::new(2));
         let go = start.clone();
@@ -247,7 +248,7 @@ fn a_claimed_blob_survives_a_concurrent_sweep() {
             s.blob_size(&orphan).is_some()
         });
         start.wait();
-        let report = collect(&store, &opts).expect("run");
+        let report = collect_at(&store, &opts, after_the_write).expect("run");
         let claimed = claimer.join().expect("thread");
         let exists = store.blob_path(&orphan).exists();
         assert_eq!(
