@@ -427,6 +427,23 @@ async fn unmanaged_to_managed_and_back_with_the_real_agent() {
         },
     )
     .await;
+    // A pass that started between the two creations routes `quay` (and the agent applies it)
+    // before `shadow` is seen: its verdict comes with the next pass.
+    eventually(
+        "both RegistryUpstreams have a status",
+        Duration::from_secs(15),
+        || {
+            let upstreams = upstreams.clone();
+            async move {
+                let mut done = true;
+                for name in ["quay", "shadow"] {
+                    done &= upstreams.get(name).await.unwrap().status.is_some();
+                }
+                done
+            }
+        },
+    )
+    .await;
     let shadow = upstreams.get("shadow").await.unwrap().status.unwrap();
     assert_eq!(shadow.accepted, Some(false));
     assert_eq!(shadow.conditions[0].reason, "ShadowsPrimary");
