@@ -76,6 +76,16 @@ pub fn tls_acceptor(certs: Arc<CertStore>) -> tokio_rustls::TlsAcceptor {
     tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
+/// What one client connection may hold of a response the client is slow to read. A node pulls
+/// over many connections at once (containerd opens one per layer), and what the agent queues
+/// beyond this only sits in memory: the upstream connection is not read further until the
+/// client takes more. 64 KiB of HTTP and 32 KiB of TLS records keep a blob stream's footprint
+/// within the 64 KiB target with the kernel's socket buffers in front of them.
+const STREAM_BOUNDS: http_serve::Bounds = http_serve::Bounds {
+    http1_buffer: Some(16 * 1024),
+    tls_buffer: Some(16 * 1024),
+};
+
 /// Serves the proxy on `listener` until `shutdown` resolves, then lets requests in flight
 /// finish (up to 30 s).
 pub async fn serve_registry(
@@ -91,7 +101,7 @@ pub async fn serve_registry(
             async move { Ok::<_, std::convert::Infallible>(proxy.handle(request).await) }
         })
     };
-    http_serve::serve(listener, tls, service, shutdown).await;
+    http_serve::serve(listener, tls, STREAM_BOUNDS, service, shutdown).await;
 }
 
 /// Serves `/metrics` and `/healthz` on `listener` (plain HTTP, loopback).
@@ -109,7 +119,7 @@ pub async fn serve_metrics(
             }
         })
     };
-    http_serve::serve(listener, None, service, shutdown).await;
+    http_serve::serve(listener, None, http_serve::Bounds::default(), service, shutdown).await;
 }
 
 fn metrics_answer(path: &str, metrics: &Metrics) -> Response<ProxyBody> {

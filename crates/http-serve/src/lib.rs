@@ -29,6 +29,17 @@ pub struct Connection {
     pub client_certificate: bool,
 }
 
+/// Per-connection buffer bounds, for servers that hold many slow clients at once. Unset, hyper
+/// queues up to about 400 KiB of response per connection and rustls 64 KiB of records.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bounds {
+    /// hyper's HTTP/1 buffer cap: a request head must fit, and a response body stops being
+    /// polled once this much waits for the socket (hyper's floor is 8 KiB).
+    pub http1_buffer: Option<usize>,
+    /// How much encrypted output rustls holds for the socket before refusing more.
+    pub tls_buffer: Option<usize>,
+}
+
 /// The next connection, with `TCP_NODELAY` set, or `None` once `shutdown` resolves. A failed
 /// accept (out of descriptors, a client gone before it was accepted) is logged and retried after
 /// 50 ms rather than ending the server.
@@ -58,6 +69,7 @@ pub async fn accept(
 pub async fn serve<F, S, B>(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    bounds: Bounds,
     service: F,
     shutdown: impl std::future::Future<Output = ()>,
 ) where
@@ -74,7 +86,10 @@ pub async fn serve<F, S, B>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let graceful = GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    if let Some(size) = bounds.http1_buffer {
+        builder.http1().max_buf_size(size.max(8192));
+    }
     tokio::pin!(shutdown);
     while let Some((stream, peer)) = accept(&listener, &mut shutdown).await {
         let service = service.clone();
@@ -91,7 +106,12 @@ pub async fn serve<F, S, B>(
                 let _ = watcher.watch(serving.into_owned()).await;
                 return;
             };
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+            let accepting = acceptor.accept_with(stream, |tls| {
+                if bounds.tls_buffer.is_some() {
+                    tls.set_buffer_limit(bounds.tls_buffer);
+                }
+            });
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, accepting).await {
                 Ok(Ok(stream)) => {
                     let connection = Connection {
                         peer,
