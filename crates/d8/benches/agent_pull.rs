@@ -1,13 +1,19 @@
 //! Pull throughput and latency through `d8 registry agent` against Debian's docker-registry
 //! directly, in one run, with ratios; and the agent's memory idle and under many streams.
 //!
-//! `cargo bench -p d8 --bench agent_pull` (needs docker-registry and skopeo). Sizes can be
-//! scaled down with `BENCH_LAYER_MB` (default 256, four layers: 1 GiB).
+//! `cargo bench -p d8 --bench agent_pull` (needs docker-registry, skopeo, nginx and socat).
+//! Sizes can be scaled down with `BENCH_LAYER_MB` (default 256, four layers: 1 GiB).
 //!
-//! Both paths are measured with the same HTTP/1.1 client (the agent serves HTTP/1.1 only, as
-//! containerd talks), alternating rounds so background load hits both alike; the TLS suite and
-//! protocol each path negotiates are printed, and the CPU time each process spends per GiB
-//! shows where the agent path's extra cost goes.
+//! Four ways to the same image, measured with the same HTTP/1.1 client (the agent serves
+//! HTTP/1.1 only, as containerd talks), in rotating order so background load hits all alike:
+//! - direct to the registry;
+//! - through `socat`, a bare TCP relay: TLS passes through untouched, so this is what an extra
+//!   hop costs any proxy on this machine, the ceiling for the agent;
+//! - through nginx doing the agent's job (TLS in, TLS out, streamed): a peer;
+//! - through the agent.
+//!
+//! The TLS suite and protocol each negotiates are printed, and the CPU time each process spends
+//! per GiB shows where each way's cost goes.
 
 #![allow(clippy::print_stdout)] // a benchmark reports on stdout
 
@@ -35,7 +41,7 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(256);
-    // The upstream serves HTTPS, as real upstreams do: both paths then pay for TLS, and the ratio
+    // The upstream serves HTTPS, as real upstreams do: both ways then pay for TLS, and the ratio
     // is the agent's own cost.
     let upstream_ca = testkit::Certs::new("bench upstream CA");
     let upstream = Upstream::start(testkit::UpstreamOptions::default().tls(&upstream_ca)).await;
@@ -56,95 +62,146 @@ async fn main() {
     let agent = start_agent(&upstream, state.path()).await;
     let idle_at_start = rss_kib(agent.pid);
     let ca = std::fs::read_to_string(state.path().join("pki/ca.crt")).unwrap();
-    let via_agent = Target {
-        base: format!("https://{}", agent.address),
-        repository: "system/deckhouse/bench".into(),
-        client: http1_client(&ca),
-    };
-    let direct = Target {
-        base: upstream.url(),
-        repository: "dkp/bench".into(),
-        client: http1_client(upstream.ca_pem().unwrap()),
-    };
-    for (name, address, ca) in [
-        ("direct", upstream.host(), upstream.ca_pem().unwrap()),
-        ("agent", agent.address.clone(), ca.as_str()),
-    ] {
-        let (suite, alpn) = negotiate(&address, ca);
-        println!(
-            "TLS to {name} ({address}), as a rustls client offering h2 and http/1.1: {suite}, ALPN {alpn}"
-        );
-    }
-
-    let processes = [
-        ("upstream", upstream_pid(&upstream)),
-        ("agent", agent.pid),
-        ("clients", std::process::id()),
+    let relay = start_socat(&upstream, state.path());
+    let proxy_ca = testkit::Certs::new("bench proxy CA");
+    let nginx = start_nginx(&upstream, &proxy_ca, state.path()).await;
+    let upstream_ca = upstream.ca_pem().unwrap();
+    let ways = [
+        Via {
+            name: "direct",
+            target: Target::new(upstream.url(), "dkp/bench", upstream_ca),
+            pid: None,
+        },
+        Via {
+            name: "socat",
+            target: Target::new(
+                format!("https://{}", relay.address),
+                "dkp/bench",
+                upstream_ca,
+            ),
+            pid: Some(relay.pid),
+        },
+        Via {
+            name: "nginx",
+            target: Target::new(
+                format!("https://{}", nginx.address),
+                "dkp/bench",
+                &proxy_ca.ca_pem(),
+            ),
+            pid: Some(nginx.pid),
+        },
+        Via {
+            name: "agent",
+            target: Target::new(
+                format!("https://{}", agent.address),
+                "system/deckhouse/bench",
+                &ca,
+            ),
+            pid: Some(agent.pid),
+        },
     ];
-    // Warm both paths (page cache, connections).
-    throughput(&direct, &image).await;
-    throughput(&via_agent, &image).await;
-    let mut direct_runs = Vec::new();
-    let mut agent_runs = Vec::new();
-    let mut direct_cpu = Cpu::default();
-    let mut agent_cpu = Cpu::default();
-    for _ in 0..ROUNDS {
-        let before = Cpu::sample(&processes);
-        direct_runs.push(throughput(&direct, &image).await);
-        let between = Cpu::sample(&processes);
-        agent_runs.push(throughput(&via_agent, &image).await);
-        let after = Cpu::sample(&processes);
-        direct_cpu.add(&before, &between);
-        agent_cpu.add(&between, &after);
-    }
-    let ratios: Vec<f64> = direct_runs
-        .iter()
-        .zip(&agent_runs)
-        .map(|(d, a)| a.rate / d.rate)
-        .collect();
-    for (i, (d, a)) in direct_runs.iter().zip(&agent_runs).enumerate() {
+    for way in &ways {
+        let address = way.target.base.trim_start_matches("https://").to_owned();
+        let (suite, alpn) = negotiate(&address, way.target.ca.as_str());
         println!(
-            "round {}: direct {:.0} MiB/s, through the agent {:.0} MiB/s, ratio {:.3}",
-            i + 1,
-            d.rate,
-            a.rate,
-            ratios[i]
+            "TLS to {} ({address}), as a rustls client offering h2 and http/1.1: {suite}, ALPN {alpn}",
+            way.name
         );
     }
-    let direct_rate = median(direct_runs.iter().map(|r| r.rate).collect());
-    let agent_rate = median(agent_runs.iter().map(|r| r.rate).collect());
-    println!(
-        "throughput, {CLIENTS} Rust clients over HTTP/1.1, median of {ROUNDS} alternating rounds: direct {direct_rate:.0} MiB/s, through the agent {agent_rate:.0} MiB/s, ratio {:.3} (median of the rounds' ratios; target >= 0.95)",
-        median(ratios)
-    );
-    let gib = |runs: &[Run]| runs.iter().map(|r| r.bytes).sum::<u64>() as f64 / (1u64 << 30) as f64;
-    for (name, cpu, runs) in [
-        ("direct", &direct_cpu, &direct_runs),
-        ("through the agent", &agent_cpu, &agent_runs),
-    ] {
-        let per_gib = |seconds: f64| seconds / gib(runs);
-        let wall: f64 = runs.iter().map(|r| r.seconds).sum();
+    let upstream_pid = upstream_pid(&upstream);
+    let own_pid = std::process::id();
+    // Warm every path (page cache, connections).
+    for way in &ways {
+        throughput(&way.target, &image).await;
+    }
+    let mut runs: Vec<Vec<Run>> = ways.iter().map(|_| Vec::new()).collect();
+    let mut cpu: Vec<Cpu> = ways.iter().map(|_| Cpu::default()).collect();
+    for round in 0..ROUNDS {
+        // Rotate the order so that no path always runs first after a pause.
+        for k in 0..ways.len() {
+            let i = (k + round) % ways.len();
+            let pids = [Some(upstream_pid), ways[i].pid, Some(own_pid)];
+            let before = Cpu::sample(&pids);
+            runs[i].push(throughput(&ways[i].target, &image).await);
+            cpu[i].add(&before, &Cpu::sample(&pids));
+        }
+    }
+    let direct_rate = |round: usize| runs[0][round].rate;
+    for (i, way) in ways.iter().enumerate() {
+        let rates: Vec<f64> = runs[i].iter().map(|r| r.rate).collect();
+        let ratios: Vec<f64> = (0..ROUNDS).map(|r| rates[r] / direct_rate(r)).collect();
+        let listed = |values: &[f64], digits: usize| {
+            values
+                .iter()
+                .map(|v| format!("{v:.digits$}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         println!(
-            "CPU seconds per GiB pulled {name}: upstream {:.2}, agent {:.2}, clients {:.2}, total {:.2} (of {:.2} core-seconds available per GiB on {} cores)",
-            per_gib(cpu.seconds[0]),
-            per_gib(cpu.seconds[1]),
-            per_gib(cpu.seconds[2]),
-            per_gib(cpu.seconds.iter().sum()),
+            "throughput {:>6}: median {:.0} MiB/s (rounds {} MiB/s), ratio to direct {:.3} (rounds {})",
+            way.name,
+            median(rates.clone()),
+            listed(&rates, 0),
+            median(ratios.clone()),
+            listed(&ratios, 3),
+        );
+    }
+    let ratio_to = |i: usize, j: usize| {
+        median(
+            (0..ROUNDS)
+                .map(|r| runs[i][r].rate / runs[j][r].rate)
+                .collect(),
+        )
+    };
+    println!(
+        "throughput, {CLIENTS} Rust clients over HTTP/1.1, median of the rounds' ratios: agent/direct {:.3} (target >= 0.95), agent/nginx {:.3}, agent/socat {:.3}, socat/direct {:.3} (the ceiling of any proxy here)",
+        ratio_to(3, 0),
+        ratio_to(3, 2),
+        ratio_to(3, 1),
+        ratio_to(1, 0),
+    );
+    for (i, way) in ways.iter().enumerate() {
+        let gib = runs[i].iter().map(|r| r.bytes).sum::<u64>() as f64 / (1u64 << 30) as f64;
+        let wall: f64 = runs[i].iter().map(|r| r.seconds).sum();
+        let per_gib = |seconds: f64| seconds / gib;
+        println!(
+            "CPU seconds per GiB pulled {:>6}: upstream {:.2}, proxy {:.2}, clients {:.2}, total {:.2} (of {:.2} core-seconds available per GiB on {} cores)",
+            way.name,
+            per_gib(cpu[i].seconds[0]),
+            per_gib(cpu[i].seconds[1]),
+            per_gib(cpu[i].seconds[2]),
+            per_gib(cpu[i].seconds.iter().sum()),
             per_gib(wall) * cores() as f64,
             cores()
         );
     }
+    let [direct, _, via_nginx, via_agent] = ways.map(|p| p.target);
 
-    let (direct_p50, direct_p99) = head_latency(&direct, image.digest()).await;
-    let (agent_p50, agent_p99) = head_latency(&via_agent, image.digest()).await;
+    let agent_cpu_before = cpu_seconds(agent.pid, false);
+    let latencies = head_latencies(&[&direct, &via_nginx, &via_agent], image.digest()).await;
+    let agent_cpu_per_head = (cpu_seconds(agent.pid, false) - agent_cpu_before) / HEADS as f64;
+    let [
+        (direct_p50, direct_p99),
+        (nginx_p50, nginx_p99),
+        (agent_p50, agent_p99),
+    ] = latencies[..]
+    else {
+        unreachable!("one pair per target")
+    };
+    let added = |p: Duration, direct: Duration| ms(p.saturating_sub(direct));
     println!(
-        "manifest HEAD, {HEADS} sequential: direct p50 {:.3} ms p99 {:.3} ms; agent p50 {:.3} ms p99 {:.3} ms; added p50 {:.3} ms p99 {:.3} ms (target p99 <= 1 ms)",
+        "manifest HEAD, {HEADS} per path, interleaved: direct p50 {:.3} ms p99 {:.3} ms; nginx p50 {:.3} ms p99 {:.3} ms (added {:.3} / {:.3}); agent p50 {:.3} ms p99 {:.3} ms; agent added p50 {:.3} ms p99 {:.3} ms (target p99 <= 1 ms); agent CPU {:.0} us per HEAD",
         ms(direct_p50),
         ms(direct_p99),
+        ms(nginx_p50),
+        ms(nginx_p99),
+        added(nginx_p50, direct_p50),
+        added(nginx_p99, direct_p99),
         ms(agent_p50),
         ms(agent_p99),
-        ms(agent_p50.saturating_sub(direct_p50)),
-        ms(agent_p99.saturating_sub(direct_p99))
+        added(agent_p50, direct_p50),
+        added(agent_p99, direct_p99),
+        agent_cpu_per_head * 1e6,
     );
 
     let skopeo_direct = skopeo_pull(
@@ -170,8 +227,16 @@ async fn main() {
         skopeo_direct.as_secs_f64() / skopeo_agent.as_secs_f64()
     );
 
+    let nginx_idle = rss_kib_tree(nginx.pid);
+    let nginx_loaded = rss_under_streams(&via_nginx, &image, || rss_kib_tree(nginx.pid)).await;
+    println!(
+        "nginx RSS (master and workers): idle {:.1} MiB; with {STREAMS} blob streams open {:.1} MiB, {:.1} KiB per stream",
+        nginx_idle as f64 / 1024.0,
+        nginx_loaded as f64 / 1024.0,
+        (nginx_loaded.saturating_sub(nginx_idle)) as f64 / STREAMS as f64
+    );
     let idle = rss_kib(agent.pid);
-    let loaded = rss_under_streams(&via_agent, &image, agent.pid).await;
+    let loaded = rss_under_streams(&via_agent, &image, || rss_kib(agent.pid)).await;
     println!(
         "agent RSS: idle at start {:.1} MiB (target <= 20), idle after the runs above {:.1} MiB; with {STREAMS} blob streams open {:.1} MiB, {:.1} KiB per stream (target <= 64)",
         idle_at_start as f64 / 1024.0,
@@ -230,13 +295,129 @@ async fn start_agent(upstream: &Upstream, state: &Path) -> Agent {
     }
 }
 
+struct Proxy {
+    address: String,
+    pid: u32,
+    _service: Service,
+}
+
+/// A bare TCP relay (`socat`, a process per connection): what any proxy costs here at the least,
+/// TLS passing through it untouched.
+fn start_socat(upstream: &Upstream, state: &Path) -> Proxy {
+    let socat = testkit::process::require_tool("socat", "socat");
+    let port = free_port();
+    let mut command = Command::new(socat);
+    command
+        .arg("-b65536")
+        .arg(format!("TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr"))
+        .arg(format!("TCP:{}", upstream.host()));
+    let service = Service::spawn("socat", command, state.join("socat.log")).unwrap();
+    Proxy {
+        address: format!("127.0.0.1:{port}"),
+        pid: service.pid().unwrap(),
+        _service: service,
+    }
+}
+
+/// nginx doing the agent's job: TLS from the clients, TLS to the upstream over kept-alive
+/// connections, responses streamed. One worker per core, AES-128-GCM preferred, as the agent.
+async fn start_nginx(upstream: &Upstream, ca: &testkit::Certs, state: &Path) -> Proxy {
+    let nginx = testkit::process::require_tool("nginx", "nginx");
+    let dir = state.join("nginx");
+    std::fs::create_dir_all(&dir).unwrap();
+    let serving = ca.server(&[]).write(&dir, "server").unwrap();
+    std::fs::write(dir.join("upstream-ca.crt"), upstream.ca_pem().unwrap()).unwrap();
+    let port = free_port();
+    let d = dir.display();
+    let config = format!(
+        r#"daemon off;
+worker_processes auto;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 8192; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fastcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  upstream registry {{ server {upstream}; keepalive 64; }}
+  server {{
+    listen 127.0.0.1:{port} ssl;
+    ssl_certificate {cert};
+    ssl_certificate_key {key};
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_prefer_server_ciphers on;
+    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;
+    ssl_conf_command Options ServerPreference;
+    location / {{
+      proxy_pass https://registry;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_buffer_size 16k;
+      proxy_buffers 4 16k;
+      proxy_busy_buffers_size 32k;
+      proxy_ssl_verify on;
+      proxy_ssl_trusted_certificate {d}/upstream-ca.crt;
+      proxy_ssl_name localhost;
+      proxy_ssl_session_reuse on;
+    }}
+  }}
+}}
+"#,
+        upstream = upstream.host(),
+        cert = serving.cert.display(),
+        key = serving.key.display(),
+    );
+    std::fs::write(dir.join("nginx.conf"), config).unwrap();
+    let mut command = Command::new(nginx);
+    command
+        .arg("-p")
+        .arg(&dir)
+        .arg("-c")
+        .arg(dir.join("nginx.conf"));
+    let mut service = Service::spawn("nginx", command, state.join("nginx.log")).unwrap();
+    let address = format!("127.0.0.1:{port}");
+    let probe = address.clone();
+    wait_until(&mut service, Duration::from_secs(30), || {
+        let probe = probe.clone();
+        async move { tokio::net::TcpStream::connect(probe).await.is_ok() }
+    })
+    .await;
+    Proxy {
+        address,
+        pid: service.pid().unwrap(),
+        _service: service,
+    }
+}
+
+/// One way to the image: straight to the upstream or through a proxy process.
+struct Via {
+    name: &'static str,
+    target: Target,
+    /// The proxy process (with its children), if any.
+    pid: Option<u32>,
+}
+
 struct Target {
     base: String,
     repository: String,
+    ca: String,
     client: reqwest::Client,
 }
 
 impl Target {
+    fn new(base: String, repository: &str, ca: &str) -> Self {
+        Self {
+            base,
+            repository: repository.to_owned(),
+            ca: ca.to_owned(),
+            client: http1_client(ca),
+        }
+    }
+
     fn blob_url(&self, digest: &str) -> String {
         format!("{}/v2/{}/blobs/{digest}", self.base, self.repository)
     }
@@ -325,17 +506,20 @@ fn negotiate(address: &str, ca: &str) -> (String, String) {
     (suite, alpn)
 }
 
-/// CPU seconds (user + system) per process, in the order of `processes`.
+/// CPU seconds (user + system) of the upstream, the proxy and the clients, each with its
+/// children.
 #[derive(Default)]
 struct Cpu {
     seconds: [f64; 3],
 }
 
 impl Cpu {
-    fn sample(processes: &[(&str, u32); 3]) -> Self {
+    /// `pids`: the upstream, the proxy (both with their children) and this process alone
+    /// (its children are the others).
+    fn sample(pids: &[Option<u32>; 3]) -> Self {
         let mut cpu = Self::default();
-        for (slot, (_, pid)) in cpu.seconds.iter_mut().zip(processes) {
-            *slot = cpu_seconds(*pid);
+        for (i, (slot, pid)) in cpu.seconds.iter_mut().zip(pids).enumerate() {
+            *slot = pid.map_or(0.0, |pid| cpu_seconds(pid, i < 2));
         }
         cpu
     }
@@ -347,19 +531,53 @@ impl Cpu {
     }
 }
 
-/// utime + stime of `pid` from `/proc/<pid>/stat`, in seconds (the kernel reports them in
-/// USER_HZ, 100 per second on Linux).
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
+/// utime + stime of `root`, in seconds; with `tree`, also of every live descendant and of the
+/// children `root` has reaped (nginx workers, socat's forked relays).
+fn cpu_seconds(root: u32, with_children: bool) -> f64 {
+    let stats: Vec<(u32, Vec<u64>)> = std::fs::read_dir("/proc")
         .unwrap()
-        .1
-        .split_whitespace()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, stat_fields(pid)?)))
         .collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let mut tree = vec![root];
+    let mut grew = with_children;
+    while grew {
+        grew = false;
+        for (pid, fields) in &stats {
+            if !tree.contains(pid) && tree.contains(&(fields[1] as u32)) {
+                tree.push(*pid);
+                grew = true;
+            }
+        }
+    }
+    let ticks: u64 = stats
+        .iter()
+        .filter(|(pid, _)| tree.contains(pid))
+        .map(|(pid, f)| {
+            f[11]
+                + f[12]
+                + if *pid == root && with_children {
+                    f[13] + f[14]
+                } else {
+                    0
+                }
+        })
+        .sum();
+    // The kernel reports them in USER_HZ, 100 per second on Linux.
     ticks as f64 / 100.0
+}
+
+/// The numeric fields of `/proc/<pid>/stat` after the command name (state counts as 0):
+/// index 1 is the parent, 11–14 utime, stime, cutime, cstime.
+fn stat_fields(pid: u32) -> Option<Vec<u64>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')')?.1;
+    Some(
+        rest.split_whitespace()
+            .map(|f| f.parse().unwrap_or(0))
+            .collect(),
+    )
 }
 
 fn cores() -> usize {
@@ -381,26 +599,35 @@ fn upstream_pid(upstream: &Upstream) -> u32 {
         .expect("the docker-registry process")
 }
 
-async fn head_latency(target: &Target, digest: &str) -> (Duration, Duration) {
-    let url = format!(
-        "{}/v2/{}/manifests/{digest}",
-        target.base, target.repository
-    );
-    let mut samples = Vec::with_capacity(HEADS);
+/// p50 and p99 of HEADs of the image's manifest through each target, one after another in
+/// turn (HEADS rounds), so that the machine's background load hits every target alike.
+async fn head_latencies(targets: &[&Target], digest: &str) -> Vec<(Duration, Duration)> {
+    let mut samples = vec![Vec::with_capacity(HEADS); targets.len()];
     for _ in 0..HEADS {
-        let started = Instant::now();
-        let response = target
-            .client
-            .head(&url)
-            .header("Accept", "application/vnd.oci.image.manifest.v1+json")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        samples.push(started.elapsed());
+        for (target, samples) in targets.iter().zip(&mut samples) {
+            let url = format!(
+                "{}/v2/{}/manifests/{digest}",
+                target.base, target.repository
+            );
+            let started = Instant::now();
+            let response = target
+                .client
+                .head(&url)
+                .header("Accept", "application/vnd.oci.image.manifest.v1+json")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200);
+            samples.push(started.elapsed());
+        }
     }
-    samples.sort();
-    (samples[HEADS / 2], samples[HEADS * 99 / 100])
+    samples
+        .into_iter()
+        .map(|mut samples| {
+            samples.sort();
+            (samples[HEADS / 2], samples[HEADS * 99 / 100])
+        })
+        .collect()
 }
 
 async fn skopeo_pull(source: &str, access: Access) -> Duration {
@@ -415,7 +642,7 @@ async fn skopeo_pull(source: &str, access: Access) -> Duration {
 }
 
 /// RSS with STREAMS blob downloads open and barely read (each client holds its response).
-async fn rss_under_streams(target: &Target, image: &testkit::Image, pid: u32) -> u64 {
+async fn rss_under_streams(target: &Target, image: &testkit::Image, rss: impl Fn() -> u64) -> u64 {
     let url = target.blob_url(&image.layers[0].digest);
     let mut open = Vec::with_capacity(STREAMS);
     for _ in 0..STREAMS {
@@ -430,11 +657,21 @@ async fn rss_under_streams(target: &Target, image: &testkit::Image, pid: u32) ->
         }));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss = rss_kib(pid);
+    let rss = rss();
     for task in open {
         let _ = task.await;
     }
     rss
+}
+
+/// VmRSS of `root` and its children (nginx's master and workers).
+fn rss_kib_tree(root: u32) -> u64 {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid == root || stat_fields(*pid).is_some_and(|f| f[1] == u64::from(root)))
+        .map(rss_kib)
+        .sum()
 }
 
 fn rss_kib(pid: u32) -> u64 {
