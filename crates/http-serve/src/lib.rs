@@ -30,7 +30,8 @@ pub struct Connection {
 }
 
 /// Per-connection buffer bounds, for servers that hold many slow clients at once. Unset, hyper
-/// queues up to about 400 KiB of response per connection and rustls 64 KiB of records.
+/// queues up to 16 body chunks (at most about 400 KiB) of a response per connection, and rustls
+/// 64 KiB of records.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Bounds {
     /// hyper's HTTP/1 buffer cap: a request head must fit, and a response body stops being

@@ -97,5 +97,12 @@ pub async fn serve(
             async move { Ok::<_, std::convert::Infallible>(handler.handle(request, peer).await) }
         })
     };
-    http_serve::serve(listener, Some(tls), http_serve::Bounds::default(), service, shutdown).await;
+    http_serve::serve(
+        listener,
+        Some(tls),
+        http_serve::Bounds::default(),
+        service,
+        shutdown,
+    )
+    .await;
 }
