@@ -229,20 +229,18 @@ async fn main() {
 
     let nginx_idle = rss_kib_tree(nginx.pid);
     let nginx_loaded = rss_under_streams(&via_nginx, &image, || rss_kib_tree(nginx.pid)).await;
-    println!(
-        "nginx RSS (master and workers): idle {:.1} MiB; with {STREAMS} blob streams open {:.1} MiB, {:.1} KiB per stream",
-        nginx_idle as f64 / 1024.0,
-        nginx_loaded as f64 / 1024.0,
-        (nginx_loaded.saturating_sub(nginx_idle)) as f64 / STREAMS as f64
-    );
     let idle = rss_kib(agent.pid);
     let loaded = rss_under_streams(&via_agent, &image, || rss_kib(agent.pid)).await;
     println!(
-        "agent RSS: idle at start {:.1} MiB (target <= 20), idle after the runs above {:.1} MiB; with {STREAMS} blob streams open {:.1} MiB, {:.1} KiB per stream (target <= 64)",
-        idle_at_start as f64 / 1024.0,
-        idle as f64 / 1024.0,
-        loaded as f64 / 1024.0,
-        (loaded.saturating_sub(idle)) as f64 / STREAMS as f64
+        "nginx RSS (master and workers): idle {:.1} MiB; {}",
+        mib(nginx_idle),
+        with_streams(nginx_idle, nginx_loaded)
+    );
+    println!(
+        "agent RSS: idle at start {:.1} MiB (target <= 20), idle after the runs above {:.1} MiB; {} (target <= 64)",
+        mib(idle_at_start),
+        mib(idle),
+        with_streams(idle, loaded)
     );
     drop(agent);
 }
@@ -662,6 +660,19 @@ async fn rss_under_streams(target: &Target, image: &testkit::Image, rss: impl Fn
         let _ = task.await;
     }
     rss
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// "with STREAMS blob streams open X MiB, Y KiB per stream".
+fn with_streams(idle: u64, loaded: u64) -> String {
+    format!(
+        "with {STREAMS} blob streams open {:.1} MiB, {:.1} KiB per stream",
+        mib(loaded),
+        loaded.saturating_sub(idle) as f64 / STREAMS as f64
+    )
 }
 
 /// VmRSS of `root` and its children (nginx's master and workers).
