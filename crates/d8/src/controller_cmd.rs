@@ -52,20 +52,6 @@ pub(crate) struct Args {
     modules: crate::module_cmd::ManagerArgs,
 }
 
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
-    let Some(path) = kubeconfig else {
-        return Client::try_default()
-            .await
-            .context("no Kubernetes configuration (use --kubeconfig)");
-    };
-    let kubeconfig = kube::config::Kubeconfig::read_from(path)
-        .with_context(|| format!("reading {}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .context("loading the kubeconfig")?;
-    Client::try_from(config).context("building the Kubernetes client")
-}
-
 fn registry_options(args: &Args) -> anyhow::Result<registry_controller::Options> {
     let mut storage = registry_controller::StorageOptions {
         scheme: if args.storage_plain_http {
@@ -95,7 +81,7 @@ fn registry_options(args: &Args) -> anyhow::Result<registry_controller::Options>
 
 /// Runs the composition until Ctrl-C or SIGTERM.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
-    let client = client(args.kubeconfig.as_ref()).await?;
+    let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
     let identity = match &args.identity {
         Some(identity) => identity.clone(),
         None => hostname().unwrap_or_else(|| format!("d8-controller-{}", std::process::id())),

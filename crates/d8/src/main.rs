@@ -3,6 +3,7 @@
 
 mod apiserver_cmd;
 mod controller_cmd;
+mod kube_client;
 mod mirror_cmd;
 mod module_cmd;
 mod registry_cmd;

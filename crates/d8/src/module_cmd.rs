@@ -146,20 +146,6 @@ pub(crate) fn manager(
     Ok(Some((manager, options)))
 }
 
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
-    let Some(path) = kubeconfig else {
-        return Client::try_default()
-            .await
-            .context("no Kubernetes configuration (use --kubeconfig)");
-    };
-    let kubeconfig = kube::config::Kubeconfig::read_from(path)
-        .with_context(|| format!("reading {}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .context("loading the kubeconfig")?;
-    Client::try_from(config).context("building the Kubernetes client")
-}
-
 fn print(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
@@ -169,7 +155,7 @@ fn print(text: &str) -> anyhow::Result<()> {
 
 /// Runs `d8 module …`.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
-    let client = client(args.kubeconfig.as_ref()).await?;
+    let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
     match args.command {
         Command::List => {
             let modules = Api::<Module>::all(client)

@@ -417,15 +417,6 @@ fn storage_config(args: &StorageArgs) -> anyhow::Result<storage::run::Config> {
     })
 }
 
-async fn kube_client(path: &std::path::Path) -> anyhow::Result<kube::Client> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(path)
-        .with_context(|| format!("reading {}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .context("loading the kubeconfig")?;
-    kube::Client::try_from(config).context("building the Kubernetes client")
-}
-
 /// The first account of `file` / `env` (the account replication pulls from the leader with).
 fn first_account(
     file: Option<&std::path::Path>,
@@ -502,7 +493,7 @@ async fn storage(args: StorageArgs) -> anyhow::Result<()> {
     let sync = match &args.kubeconfig {
         Some(path) => {
             let sync_config = sync_config(&args, &running)?;
-            let client = kube_client(path).await?;
+            let client = crate::kube_client::client(Some(path)).await?;
             let cluster = args
                 .expected_from_cluster
                 .then(|| storage_kube::sync::ClusterSet::new(own_source(&sync_config, &running)));

@@ -87,20 +87,6 @@ pub(crate) struct EngineArgs {
     readyz_url: Option<String>,
 }
 
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
-    let Some(path) = kubeconfig else {
-        return Client::try_default()
-            .await
-            .context("no Kubernetes configuration (use --kubeconfig)");
-    };
-    let kubeconfig = kube::config::Kubeconfig::read_from(path)
-        .with_context(|| format!("reading {}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .context("loading the kubeconfig")?;
-    Client::try_from(config).context("building the Kubernetes client")
-}
-
 /// The release engine described by `args`, ready to [`Engine::run`].
 pub(crate) fn engine(client: Client, args: &EngineArgs) -> anyhow::Result<Engine> {
     let mut endpoint = if args.registry_plain_http {
@@ -156,7 +142,7 @@ fn print(text: &str) -> anyhow::Result<()> {
 
 /// Runs `d8 release …`.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
-    let client = client(args.kubeconfig.as_ref()).await?;
+    let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
     let releases: Api<DeckhouseRelease> = Api::all(client.clone());
     match args.command {
         Command::List => {

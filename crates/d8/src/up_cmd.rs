@@ -15,7 +15,7 @@ mod replica;
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -153,15 +153,6 @@ fn check_node_name(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig)
-        .with_context(|| format!("reading {}", kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .context("loading the admin kubeconfig")?;
-    Client::try_from(config).context("building the Kubernetes client")
-}
-
 /// Creates Node `name` unless it exists (a restart finds it there); whether it created it.
 async fn ensure_node(client: &Client, name: &str) -> anyhow::Result<bool> {
     let nodes: Api<Node> = Api::all(client.clone());
@@ -255,7 +246,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         .kubeconfig(&format!("system:registry-agent:{node}"))
         .context("the API server wrote no kubeconfig for the agent")?
         .to_owned();
-    let admin = client(&admin_kubeconfig).await?;
+    let admin = crate::kube_client::client(Some(&admin_kubeconfig)).await?;
     let fresh = ensure_node(&admin, &node).await?;
     if fresh && args.initial_registry == InitialRegistry::AirGap {
         write_initial_config(&admin).await?;
