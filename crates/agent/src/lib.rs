@@ -13,3 +13,4 @@ pub mod proxy;
 pub mod run;
 pub mod server;
 pub mod source;
+pub mod upstream;

@@ -26,6 +26,7 @@ use registry_plan::route::{Kind, Resolution, Target, resolve};
 use registry_plan::{Layout, Scheme};
 
 use crate::metrics::{FailoverReason, Metrics, Outcome};
+use crate::upstream::{Answer, Destination, Failure, Upstreams};
 
 /// A response body the agent sends: a relayed stream or a small local answer.
 pub type ProxyBody = UnsyncBoxBody<Bytes, std::io::Error>;
@@ -50,7 +51,10 @@ impl LayoutCell {
 /// Forwards registry requests.
 #[derive(Clone, Debug)]
 pub struct Proxy {
+    /// Credentials: token exchanges and their cache.
     client: registry_client::Client,
+    /// The forwarded requests themselves.
+    upstreams: Arc<Upstreams>,
     layout: LayoutCell,
     trust: Arc<RwLock<Option<Arc<str>>>>,
     metrics: Arc<Metrics>,
@@ -96,6 +100,7 @@ impl Proxy {
         own_address: &str,
     ) -> Self {
         Self {
+            upstreams: Arc::new(Upstreams::new(client.config())),
             client,
             layout,
             trust: Arc::default(),
@@ -209,10 +214,10 @@ impl Proxy {
                     continue;
                 }
             };
-            let status = response.status();
+            let status = response.status;
             match judge(
                 status,
-                target.credentials.is_some() && response.credentials_sent(),
+                target.credentials.is_some() && response.credentials_sent,
                 last,
             ) {
                 Verdict::Next(reason) => {
@@ -243,36 +248,40 @@ impl Proxy {
         headers: &HeaderMap,
         target: &Target<'_>,
         query: Option<&str>,
-    ) -> Result<registry_client::Response, registry_client::Error> {
+    ) -> Result<Answer, Failure> {
         let scheme = match target.scheme {
             Scheme::Http => registry_client::Scheme::Http,
             Scheme::Https => registry_client::Scheme::Https,
         };
-        let mut endpoint = registry_client::Endpoint::new(scheme, &target.host);
         let trust = self.trust.read().unwrap_or_else(|e| e.into_inner()).clone();
         let roots: Vec<&str> = target.ca.into_iter().chain(trust.as_deref()).collect();
-        if !roots.is_empty() {
-            endpoint = endpoint.ca_pem(&roots.join("\n"));
-        }
-        if let Some(credentials) = target.credentials {
-            endpoint = endpoint.credentials(registry_client::Credentials::new(
-                &credentials.username,
-                &credentials.password,
-            ));
-        }
-        let scope = target
-            .credentials
-            .map(|_| registry_client::Scope::pull(&target.repository));
+        let roots = (!roots.is_empty()).then(|| roots.join("\n"));
+        let auth = match target.credentials {
+            Some(credentials) => {
+                let mut endpoint = registry_client::Endpoint::new(scheme, &target.host)
+                    .credentials(registry_client::Credentials::new(
+                        &credentials.username,
+                        &credentials.password,
+                    ));
+                if let Some(roots) = &roots {
+                    endpoint = endpoint.ca_pem(roots);
+                }
+                let remote = self.client.remote(endpoint)?;
+                Some((remote, registry_client::Scope::pull(&target.repository)))
+            }
+            None => None,
+        };
         let path_and_query = match query {
             Some(q) => format!("{}?{q}", target.path),
             None => target.path.clone(),
         };
-        self.client
-            .remote(endpoint)?
-            .raw_request(method.clone(), &path_and_query, scope)
-            .headers(headers)
-            .send()
-            .await
+        let destination = Destination {
+            base: format!("{}://{}", scheme.as_str(), target.host),
+            path_and_query: &path_and_query,
+            roots,
+            auth,
+        };
+        self.upstreams.send(method, headers, &destination).await
     }
 }
 
@@ -310,12 +319,17 @@ fn target_name(target: &Target<'_>) -> String {
 
 /// Relays a target's answer: status, end-to-end headers and the streamed body.
 fn relay(
-    response: registry_client::Response,
+    response: Answer,
     kind: Kind,
     target: &Target<'_>,
     client_repository: &str,
 ) -> Response<ProxyBody> {
-    let (status, upstream_headers, body) = response.into_parts();
+    let Answer {
+        status,
+        headers: upstream_headers,
+        body,
+        ..
+    } = response;
     let mut builder = Response::builder().status(status);
     let headers = builder.headers_mut().expect("a fresh builder has headers");
     for (name, value) in &upstream_headers {

@@ -145,9 +145,8 @@ pub async fn start<A: NodeApi>(config: Config, api: A) -> Result<Running, StartE
     let layout = LayoutCell::default();
     let client = registry_client::Client::new(registry_client::Config {
         timeouts: config.timeouts,
-        // One upstream connection per pull in flight, as containerd's side has: over HTTP/2
-        // every blob streamed through one TLS connection, decrypted on one core
-        // (`cargo bench -p d8 --bench agent_pull`).
+        // Only token exchanges go through it now (the forwarded requests go through
+        // `upstream::Upstreams`, HTTP/1.1 as well): short requests, no need for HTTP/2.
         http1_only: true,
         ..registry_client::Config::default()
     });

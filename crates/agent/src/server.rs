@@ -76,14 +76,13 @@ pub fn tls_acceptor(certs: Arc<CertStore>) -> tokio_rustls::TlsAcceptor {
     tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
-/// What one client connection may hold of a response the client is slow to read: 16 KiB
-/// queued by hyper and 16 KiB of TLS records, about one record each. A node pulls over many
-/// connections at once (containerd opens one per layer), and whatever the agent queues beyond
-/// that only sits in memory: the upstream connection is read no further until the client takes
-/// more. Throughput through the agent did not change with these bounds (`agent_pull` bench).
+/// What hyper may queue of a response a client is slow to read: about one TLS record. A node
+/// pulls over many connections at once (containerd opens one per layer), and whatever the agent
+/// queues beyond that only sits in memory: the upstream connection is read no further until the
+/// client takes more. With the upstream side's read buffer capped too ([`crate::upstream`]), an
+/// open blob stream costs the agent about 54 KiB (`agent_pull` bench).
 const STREAM_BOUNDS: http_serve::Bounds = http_serve::Bounds {
     http1_buffer: Some(16 * 1024),
-    tls_buffer: Some(16 * 1024),
 };
 
 /// Serves the proxy on `listener` until `shutdown` resolves, then lets requests in flight

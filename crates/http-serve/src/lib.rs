@@ -30,15 +30,15 @@ pub struct Connection {
 }
 
 /// Per-connection buffer bounds, for servers that hold many slow clients at once. Unset, hyper
-/// queues up to 16 body chunks (at most about 400 KiB) of a response per connection, and rustls
-/// 64 KiB of records.
+/// queues up to 16 body chunks (at most about 400 KiB) of a response per connection.
+///
+/// rustls' own limit on queued records is left alone: set to one record's size it split every
+/// record in two (a full one and a few bytes), doubling the writes (`agent_pull` bench).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Bounds {
     /// hyper's HTTP/1 buffer cap: a request head must fit, and a response body stops being
     /// polled once this much waits for the socket (hyper's floor is 8 KiB).
     pub http1_buffer: Option<usize>,
-    /// How much encrypted output rustls holds for the socket before refusing more.
-    pub tls_buffer: Option<usize>,
 }
 
 /// The next connection, with `TCP_NODELAY` set, or `None` once `shutdown` resolves. A failed
@@ -107,12 +107,7 @@ pub async fn serve<F, S, B>(
                 let _ = watcher.watch(serving.into_owned()).await;
                 return;
             };
-            let accepting = acceptor.accept_with(stream, |tls| {
-                if bounds.tls_buffer.is_some() {
-                    tls.set_buffer_limit(bounds.tls_buffer);
-                }
-            });
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, accepting).await {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(stream)) => {
                     let connection = Connection {
                         peer,

@@ -27,9 +27,11 @@ use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
 use tokio::time::{Instant, Sleep};
 
-use crate::error::{Error, TimeoutPhase, strip};
+use crate::error::{BoxError, Error, TimeoutPhase};
 
-type RawStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+/// A network body as a transport delivers it. A peer that closes before the announced length
+/// is told apart from other breaks by an `io::ErrorKind::UnexpectedEof` in the error's chain.
+pub type RawStream = Pin<Box<dyn Stream<Item = Result<Bytes, BoxError>> + Send>>;
 
 /// A response body: a stream of `Result<Bytes, Error>` that ends with `None` only when complete.
 ///
@@ -97,7 +99,7 @@ impl Body {
 
     /// Watches a network stream: `expected_len` from `Content-Length`, the stall window, and an
     /// optional deadline (instant, length for the message, URL for the message).
-    pub(crate) fn watched(
+    pub fn watched(
         stream: RawStream,
         expected_len: Option<u64>,
         stall: Duration,
@@ -206,7 +208,7 @@ impl Watched {
                 }
                 Poll::Ready(Some(Err(Error::BodyInterrupted {
                     received: self.received,
-                    source: strip(e),
+                    source: e,
                 })))
             }
             Poll::Ready(None) => {
@@ -242,8 +244,8 @@ impl Watched {
 
 /// Whether a body error is the peer closing cleanly before the announced length (as opposed to
 /// a reset or a protocol error).
-fn is_early_eof(e: &reqwest::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+fn is_early_eof(e: &BoxError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e.as_ref());
     while let Some(s) = source {
         if let Some(io) = s.downcast_ref::<std::io::Error>()
             && io.kind() == std::io::ErrorKind::UnexpectedEof
@@ -320,7 +322,7 @@ mod tests {
     use super::*;
 
     fn chunks(parts: &[&'static [u8]]) -> RawStream {
-        let items: Vec<reqwest::Result<Bytes>> =
+        let items: Vec<Result<Bytes, BoxError>> =
             parts.iter().map(|p| Ok(Bytes::from_static(p))).collect();
         Box::pin(futures_util::stream::iter(items))
     }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::auth::{Authorization, Scope, Target, TokenCache, TokenStats};
 use crate::body::Body;
 use crate::config::Config;
-use crate::endpoint::{ClientIdentity, Endpoint};
+use crate::endpoint::{ClientIdentity, Endpoint, Secret};
 use crate::error::{Error, TimeoutPhase, display_url, strip};
 
 /// An upstream registry client: connection pools per TLS configuration and one token cache,
@@ -325,6 +325,31 @@ impl Remote {
         })
     }
 
+    /// The `Authorization` value this client sends to this endpoint for `scope`: a cached or
+    /// freshly exchanged token, Basic credentials, or `None` where the registry takes anonymous
+    /// requests. For callers that send the request over a transport of their own; after a 401
+    /// they call [`forget_authorization`](Self::forget_authorization) and ask again, once.
+    pub async fn authorization(&self, scope: &Scope) -> Result<Option<Secret>, Error> {
+        let auth = self
+            .client
+            .inner
+            .tokens
+            .authorize(&self.target(), scope)
+            .await?;
+        Ok(auth.header)
+    }
+
+    /// Forgets `used` for `scope` (the registry refused it), unless a newer value was fetched
+    /// meanwhile.
+    pub async fn forget_authorization(&self, scope: &Scope, used: Option<Secret>) {
+        let used = Authorization { header: used };
+        self.client
+            .inner
+            .tokens
+            .invalidate(&self.target(), scope, &used)
+            .await;
+    }
+
     fn target(&self) -> Target<'_> {
         Target {
             http: &self.http,
@@ -587,7 +612,10 @@ impl Response {
                 )
             });
             Body::watched(
-                Box::pin(response.bytes_stream()),
+                Box::pin(futures_util::TryStreamExt::map_err(
+                    response.bytes_stream(),
+                    |e| Box::new(strip(e)) as crate::error::BoxError,
+                )),
                 expected_len,
                 config.timeouts.stall,
                 deadline,

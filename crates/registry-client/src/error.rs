@@ -143,9 +143,9 @@ pub enum Error {
     BodyInterrupted {
         /// Bytes received before the break.
         received: u64,
-        /// The cause.
+        /// The cause (the transport's error, without URLs).
         #[source]
-        source: reqwest::Error,
+        source: BoxError,
     },
     /// The body ended cleanly but shorter than its `Content-Length` or expected size.
     #[error("response body truncated: {received} of {expected} bytes")]
@@ -312,6 +312,9 @@ pub(crate) fn display_url(url: &reqwest::Url) -> String {
 }
 
 /// A reqwest error with its URL removed (the URL may carry a signed query).
+/// Any transport's error, as a body stream yields it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 pub(crate) fn strip(error: reqwest::Error) -> reqwest::Error {
     error.without_url()
 }

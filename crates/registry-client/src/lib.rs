@@ -46,5 +46,5 @@ pub use body::Body;
 pub use client::{Client, Remote, RequestBody, RequestBuilder, Response};
 pub use config::{Config, Timeouts};
 pub use endpoint::{ClientIdentity, Credentials, Endpoint, Scheme, Secret};
-pub use error::{AuthFailure, Error, Origin, TimeoutPhase};
+pub use error::{AuthFailure, BoxError, Error, Origin, TimeoutPhase};
 pub use ops::{Head, Manifest, Mount, TagPage, Upload};

@@ -203,3 +203,88 @@ async fn blobs_are_fetched_from_an_http2_registry_over_http1() {
         .unwrap_or_else(|| panic!("no {request} in the registry's access log:\n{log}"));
     assert!(line.contains(" HTTP/1.1\""), "{line}");
 }
+
+/// A registry front on its own port that redirects every blob request to `to` (same path) and
+/// records the `Authorization` each one carried. With `challenge`, `/v2/` asks for Basic.
+async fn redirecting_front(
+    to: String,
+    challenge: bool,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>,
+) {
+    use axum::response::IntoResponse;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let record = record.clone();
+        let to = to.clone();
+        async move {
+            let path = request.uri().path().to_owned();
+            let auth = request
+                .headers()
+                .get("authorization")
+                .map(|v| v.to_str().unwrap().to_owned());
+            if path == "/v2/" {
+                if challenge && auth.is_none() {
+                    return (
+                        http::StatusCode::UNAUTHORIZED,
+                        [("www-authenticate", "Basic realm=\"front\"")],
+                    )
+                        .into_response();
+                }
+                return http::StatusCode::OK.into_response();
+            }
+            record.lock().unwrap().push(auth);
+            (
+                http::StatusCode::TEMPORARY_REDIRECT,
+                [("location", format!("{to}{path}"))],
+            )
+                .into_response()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (address, seen)
+}
+
+#[tokio::test]
+async fn redirects_are_followed_and_our_credentials_stay_with_their_origin() {
+    let (upstream, image) = upstream_with_blob(300_000).await;
+    // front (asks for our credentials) → second (another origin) → the registry.
+    let (second, second_saw) = redirecting_front(upstream.url(), false).await;
+    let (front, front_saw) = redirecting_front(format!("http://{second}"), true).await;
+    let mut front_endpoint = dead_endpoint("/dkp");
+    front_endpoint.host = front;
+    front_endpoint.auth = Some(registry_plan::Credentials {
+        username: "agent".into(),
+        password: "front-secret".into(),
+    });
+    let layout = layout(vec![backend(BackendName::Upstream, front_endpoint)], vec![]);
+    let dropin = tempfile::tempdir().unwrap();
+    let agent = AgentUnderTest::start(&layout, dropin.path()).await;
+    let blob = &image.layers[0];
+    let url = format!(
+        "https://{}/v2/system/deckhouse/big/blobs/{}",
+        agent.address(),
+        blob.digest
+    );
+    let client = testkit::http_client(Some(&agent.running.ca_pem));
+    let response = client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.bytes().await.unwrap(), blob.read());
+    let front_saw = front_saw.lock().unwrap().clone();
+    assert_eq!(front_saw.len(), 1, "{front_saw:?}");
+    assert!(
+        front_saw[0]
+            .as_deref()
+            .is_some_and(|a| a.starts_with("Basic ")),
+        "the front asked for our credentials: {front_saw:?}"
+    );
+    assert_eq!(
+        *second_saw.lock().unwrap(),
+        vec![None],
+        "Authorization must not follow a redirect to another origin"
+    );
+}
