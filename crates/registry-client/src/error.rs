@@ -311,10 +311,10 @@ pub(crate) fn display_url(url: &reqwest::Url) -> String {
     shown.to_string()
 }
 
-/// A reqwest error with its URL removed (the URL may carry a signed query).
 /// Any transport's error, as a body stream yields it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// A reqwest error with its URL removed (the URL may carry a signed query).
 pub(crate) fn strip(error: reqwest::Error) -> reqwest::Error {
     error.without_url()
 }
