@@ -132,6 +132,18 @@ pub struct Upstream<A> {
     pub mirrors: Vec<Mirror<A>>,
 }
 
+impl<A> Upstream<A> {
+    /// `path` as a prefix to put after the host: `/deckhouse/ee` for `deckhouse/ee/`, empty
+    /// when unset or `/`.
+    pub fn path_prefix(&self) -> String {
+        self.path
+            .as_deref()
+            .map(|p| format!("/{}", p.trim_matches('/')))
+            .filter(|p| p != "/")
+            .unwrap_or_default()
+    }
+}
+
 /// The image set the cache must hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -81,12 +81,7 @@ pub fn write_back(
         return Ok(None);
     }
     let credentials = settings::credentials(upstream.auth.as_ref(), "spec.primary.upstream.auth")?;
-    let path = upstream
-        .path
-        .as_deref()
-        .map(|p| format!("/{}", p.trim_matches('/')))
-        .filter(|p| p != "/")
-        .unwrap_or_default();
+    let path = upstream.path_prefix();
     let mut data = existing.clone();
     let mut set = |key: &str, value: String| {
         data.insert(key.to_owned(), value.into_bytes());

@@ -173,15 +173,19 @@ impl std::fmt::Debug for ClusterAlerts {
 impl ClusterAlerts {
     /// ClusterAlerts read through `client`.
     pub fn new(client: kube::Client) -> Self {
-        let resource = kube::api::ApiResource {
+        Self {
+            api: kube::Api::all_with(client, &Self::resource()),
+        }
+    }
+
+    /// The ClusterAlert resource (`deckhouse.io/v1alpha1`, cluster-scoped), for dynamic APIs.
+    pub fn resource() -> kube::api::ApiResource {
+        kube::api::ApiResource {
             group: "deckhouse.io".into(),
             version: "v1alpha1".into(),
             api_version: "deckhouse.io/v1alpha1".into(),
             kind: "ClusterAlert".into(),
             plural: "clusteralerts".into(),
-        };
-        Self {
-            api: kube::Api::all_with(client, &resource),
         }
     }
 

@@ -194,12 +194,7 @@ fn wanted(
                 api::module_source::Scheme::Http => "http",
                 api::module_source::Scheme::Https => "https",
             };
-            let path = upstream
-                .path
-                .as_deref()
-                .map(|p| format!("/{}", p.trim_matches('/')))
-                .filter(|p| p != "/")
-                .unwrap_or_default();
+            let path = upstream.path_prefix();
             let credentials = match &upstream.auth {
                 None => None,
                 Some(auth) => {

@@ -934,13 +934,7 @@ async fn minor_releases_wait_for_the_running_pod_and_updates_raise_d8_is_updatin
 async fn cluster_alert_objects_block_updates() {
     let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
     let engine = c.engine_with_alerts(Arc::new(ClusterAlerts::new(c.client.clone())));
-    let resource = kube::api::ApiResource {
-        group: "deckhouse.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "deckhouse.io/v1alpha1".into(),
-        kind: "ClusterAlert".into(),
-        plural: "clusteralerts".into(),
-    };
+    let resource = ClusterAlerts::resource();
     let alerts: Api<kube::api::DynamicObject> = Api::all_with(c.client.clone(), &resource);
     for (name, level) in [("quiet", json!("7")), ("eol", json!("3"))] {
         let alert: kube::api::DynamicObject = serde_json::from_value(json!({
