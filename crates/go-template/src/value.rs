@@ -375,9 +375,10 @@ pub trait Env {
     /// (`include`); the engine counts the depth and refuses runaway recursion.
     fn execute_template(&mut self, name: &str, data: &Value) -> Result<String, CallError>;
 
-    /// Parses `text` as a template of its own (sharing the definitions already parsed),
-    /// executes it with `data` and returns its output (`tpl`).
-    fn execute_text(&mut self, text: &str, data: &Value) -> Result<String, CallError>;
+    /// Parses `text` as a template named `name` in a copy of the current set (it sees every
+    /// definition parsed so far; its own `define`s stay in the copy), executes it with `data`
+    /// and returns its output (`tpl`).
+    fn execute_text(&mut self, name: &str, text: &str, data: &Value) -> Result<String, CallError>;
 }
 
 /// A function body: arguments already converted to the signature's types.
