@@ -20,7 +20,11 @@ pub const CHART: &str = "t";
 /// to the chart root; a `Chart.yaml` is added unless one is given) and `values` as its
 /// `values.yaml`. `Ok(stdout)` on success, `Err(stderr)` when Helm fails (its `Error: …`
 /// text, with the trailing hint line removed).
-pub fn helm_template(files: &[(&str, &str)], values: &str, args: &[&str]) -> Result<String, String> {
+pub fn helm_template(
+    files: &[(&str, &str)],
+    values: &str,
+    args: &[&str],
+) -> Result<String, String> {
     let dir = tempfile::tempdir().expect("temporary directory");
     write_chart(dir.path(), files, values);
     let out = Command::new(helm_binary())
@@ -42,7 +46,9 @@ pub fn helm_template(files: &[(&str, &str)], values: &str, args: &[&str]) -> Res
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         let err = String::from_utf8_lossy(&out.stderr);
-        let err = err.trim_end().trim_end_matches("Use --debug flag to render out invalid YAML");
+        let err = err
+            .trim_end()
+            .trim_end_matches("Use --debug flag to render out invalid YAML");
         Err(err.trim_end().to_owned())
     }
 }
@@ -85,7 +91,10 @@ pub fn eval(snippets: &[&str], values: &str) -> Vec<Result<String, String>> {
         uses.push_str(&format!("c{i}: {{{{ include \"case{i}\" . | toJson }}}}\n"));
     }
     let batch = helm_template(
-        &[("templates/_cases.tpl", &defines), ("templates/cases.yaml", &uses)],
+        &[
+            ("templates/_cases.tpl", &defines),
+            ("templates/cases.yaml", &uses),
+        ],
         values,
         &[],
     );
@@ -113,7 +122,10 @@ pub fn eval_one(snippet: &str, values: &str) -> Result<String, String> {
     let out = helm_template(
         &[
             ("templates/_case.tpl", &define),
-            ("templates/cases.yaml", "c: {{ include \"case\" . | toJson }}\n"),
+            (
+                "templates/cases.yaml",
+                "c: {{ include \"case\" . | toJson }}\n",
+            ),
         ],
         values,
         &[],
