@@ -7,7 +7,7 @@
 
 mod printer;
 mod printf;
-mod strconv;
+pub(crate) mod strconv;
 #[cfg(test)]
 mod tests;
 

@@ -2,8 +2,12 @@
 //! being printed, and how each kind of value answers each verb.
 
 use super::strconv::{can_backquote, format_float, is_print, quote, quote_rune};
-use crate::value::MAX_DEPTH;
 use crate::Value;
+
+/// How deep lists and maps are printed before `...` stands for the rest: far deeper than any
+/// chart's values, shallow enough for a map that holds itself (`set $d "self" $d`) to print
+/// without exhausting the stack (Go's printer would recurse until the process dies).
+const MAX_PRINT_DEPTH: usize = 1000;
 
 const LOWER: &[u8; 17] = b"0123456789abcdefx";
 const UPPER: &[u8; 17] = b"0123456789ABCDEFX";
@@ -68,7 +72,11 @@ impl Printer {
     }
 
     fn write_padding(&mut self, n: usize) {
-        let pad = if self.f.zero && !self.f.minus { b'0' } else { b' ' };
+        let pad = if self.f.zero && !self.f.minus {
+            b'0'
+        } else {
+            b' '
+        };
         self.buf.extend(std::iter::repeat_n(pad, n));
     }
 
@@ -147,7 +155,11 @@ impl Printer {
             },
             Value::Bool(b) => self.fmt_bool(*b, verb),
             Value::Int(i) | Value::Int64(i) => {
-                let ty = if let Value::Int(_) = value { "int" } else { "int64" };
+                let ty = if let Value::Int(_) = value {
+                    "int"
+                } else {
+                    "int64"
+                };
                 self.fmt_integer(*i as u64, true, verb, ty);
             }
             Value::Float(x) => self.fmt_float(*x, verb),
@@ -160,7 +172,7 @@ impl Printer {
                 self.fmt_bytes(b, verb, ty);
             }
             Value::List(items) => {
-                if depth.next() > MAX_DEPTH {
+                if depth.next() > MAX_PRINT_DEPTH {
                     self.write_str("[...]");
                     return;
                 }
@@ -185,7 +197,7 @@ impl Printer {
                 }
             }
             Value::Map(m) => {
-                if depth.next() > MAX_DEPTH {
+                if depth.next() > MAX_PRINT_DEPTH {
                     self.write_str("map[...]");
                     return;
                 }
@@ -239,7 +251,9 @@ impl Printer {
     fn fmt_bool(&mut self, b: bool, verb: char) {
         match verb {
             't' | 'v' => self.pad_str(if b { "true" } else { "false" }),
-            _ => self.bad_verb(verb, "bool", &|p| p.pad_str(if b { "true" } else { "false" })),
+            _ => self.bad_verb(verb, "bool", &|p| {
+                p.pad_str(if b { "true" } else { "false" })
+            }),
         }
     }
 
@@ -279,7 +293,14 @@ impl Printer {
     }
 
     /// Go's `fmt.fmtInteger`.
-    fn fmt_integer_base(&mut self, mut u: u64, base: u64, signed: bool, verb: char, digits: &[u8; 17]) {
+    fn fmt_integer_base(
+        &mut self,
+        mut u: u64,
+        base: u64,
+        signed: bool,
+        verb: char,
+        digits: &[u8; 17],
+    ) {
         let negative = signed && (u as i64) < 0;
         if negative {
             u = u.wrapping_neg();
@@ -340,16 +361,20 @@ impl Printer {
 
     /// `%U`: `U+0041`, with `#` also `'A'`.
     fn fmt_unicode(&mut self, u: u64) {
-        let prec = if self.f.prec_present && self.f.prec > 4 { self.f.prec } else { 4 };
+        let prec = if self.f.prec_present && self.f.prec > 4 {
+            self.f.prec
+        } else {
+            4
+        };
         let mut s = format!("U+{u:0prec$X}");
-        if self.f.sharp {
-            if let Some(c) = u32::try_from(u).ok().and_then(char::from_u32) {
-                if is_print(c) {
-                    s.push_str(" '");
-                    s.push(c);
-                    s.push('\'');
-                }
-            }
+        let printable = u32::try_from(u)
+            .ok()
+            .and_then(char::from_u32)
+            .filter(|c| is_print(*c));
+        if let (true, Some(c)) = (self.f.sharp, printable) {
+            s.push_str(" '");
+            s.push(c);
+            s.push('\'');
         }
         let zero = self.f.zero;
         self.f.zero = false;

@@ -15,7 +15,7 @@ fn parse_num(s: &[u8], start: usize) -> (i64, bool, usize) {
     let mut is_num = false;
     let mut i = start;
     while i < s.len() && s[i].is_ascii_digit() {
-        if num > TOO_LARGE || num < -TOO_LARGE {
+        if !(-TOO_LARGE..=TOO_LARGE).contains(&num) {
             return (0, false, s.len());
         }
         num = num * 10 + i64::from(s[i] - b'0');

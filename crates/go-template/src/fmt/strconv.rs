@@ -71,7 +71,10 @@ pub(super) fn format_float(v: f64, fmt: u8, prec: i32) -> String {
     let abs = v.abs();
     if prec < 0 {
         let digits = if mant == 0 {
-            Digits { d: Vec::new(), dp: 0 }
+            Digits {
+                d: Vec::new(),
+                dp: 0,
+            }
         } else {
             Digits::from_exp(&format!("{abs:e}"))
         };
@@ -95,7 +98,10 @@ pub(super) fn format_float(v: f64, fmt: u8, prec: i32) -> String {
         }
         b'e' | b'E' => {
             let digits = if mant == 0 {
-                Digits { d: Vec::new(), dp: 0 }
+                Digits {
+                    d: Vec::new(),
+                    dp: 0,
+                }
             } else {
                 Digits::from_exp(&format!("{abs:.*e}", prec as usize))
             };
@@ -104,7 +110,10 @@ pub(super) fn format_float(v: f64, fmt: u8, prec: i32) -> String {
         b'g' | b'G' => {
             let prec = prec.max(1);
             let digits = if mant == 0 {
-                Digits { d: Vec::new(), dp: 0 }
+                Digits {
+                    d: Vec::new(),
+                    dp: 0,
+                }
             } else {
                 Digits::from_exp(&format!("{abs:.*e}", (prec - 1) as usize))
             };
@@ -254,7 +263,7 @@ fn format_hex(prec: i32, fmt: u8, neg: bool, mut mant: u64, mut exp: i32) -> Str
 
 /// `strconv.IsPrint`: letters, marks, numbers, punctuation, symbols and the ASCII space.
 pub(crate) fn is_print(c: char) -> bool {
-    use unicode_general_category::{get_general_category, GeneralCategory as G};
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
     let r = c as u32;
     if r <= 0xFF {
         return (0x20..=0x7E).contains(&r) || ((0xA1..=0xFF).contains(&r) && r != 0xAD);
@@ -367,7 +376,7 @@ pub(super) fn can_backquote(s: &[u8]) -> bool {
             None => return false,
             Some('\u{FEFF}') => return false,
             Some(c) if w == 1 && ((c < ' ' && c != '\t') || c == '`' || c == '\x7F') => {
-                return false
+                return false;
             }
             Some(_) => {}
         }
