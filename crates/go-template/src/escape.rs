@@ -160,6 +160,8 @@ mod tests {
                 vec![s("é世😀 \u{a0}\u{ad}\u{2028}\u{200b}\u{e0001}")],
                 "é世😀 \\u00A0\\u00AD\\u2028\\u200B\\uE0001",
             ),
+            // Printable is Unicode 15.0's (Go 1.23): U+1C89 came in 16.0.
+            ("js", r#""\u1c89""#, vec![s("\u{1c89}")], "\\u1C89"),
             (
                 "js",
                 "1 nil",
@@ -216,5 +218,15 @@ mod tests {
         for (f, expr, args, expected) in table() {
             assert_eq!(ours(f, &args), expected, "{f} {expr}");
         }
+    }
+
+    /// DEL passes `js` unescaped; Helm's output cannot carry it through YAML, so both sides
+    /// see it through `%q`.
+    #[test]
+    fn js_keeps_del() {
+        let helm = helm_oracle::eval(&[r#"{{ js "a\x7f" | printf "%q" }}"#], "");
+        assert_eq!(helm, vec![Ok(r#""a\x7f""#.to_string())]);
+        let ours = crate::fmt::sprintf("%q", &[Value::string(js_escape_string("a\u{7f}"))]);
+        assert_eq!(ours, r#""a\x7f""#);
     }
 }

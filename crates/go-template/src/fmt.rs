@@ -5,6 +5,7 @@
 //! `%!verb(type=value)` report for the others, lists and maps printed element by element with
 //! the same verb, flags, width and precision as Go applies them.
 
+mod isprint;
 mod printer;
 mod printf;
 pub(crate) mod strconv;

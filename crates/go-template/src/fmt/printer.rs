@@ -366,7 +366,10 @@ impl Printer {
         } else {
             4
         };
-        let mut s = format!("U+{u:0prec$X}");
+        let hex = format!("{u:X}");
+        let mut s = String::from("U+");
+        s.extend(std::iter::repeat_n('0', prec.saturating_sub(hex.len())));
+        s.push_str(&hex);
         let printable = u32::try_from(u)
             .ok()
             .and_then(char::from_u32)

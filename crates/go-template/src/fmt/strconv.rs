@@ -9,6 +9,11 @@
 use std::fmt::Write as _;
 
 const MANT_BITS: u32 = 52;
+
+/// A float64's exact decimal value has at most 767 significant digits and 1074 digits after
+/// the point: past this precision every further digit is a zero, appended without asking
+/// Rust's formatter (which refuses precisions past `u16::MAX`; Go allows a million).
+const EXACT_DIGITS: usize = 1100;
 const EXP_BITS: u32 = 11;
 const BIAS: i32 = -1023;
 
@@ -35,6 +40,26 @@ impl Digits {
 
     fn nd(&self) -> i32 {
         self.d.len() as i32
+    }
+}
+
+/// The fewest digits that read back as `abs` (positive, finite) and, among those, the
+/// closest to it: Rust finds how many digits that takes; when two candidates of that length
+/// are equally close (`135983174992880.625` between `…62` and `…63`), Go takes the even one,
+/// which is what exact rounding to that many digits gives.
+fn shortest_digits(abs: f64) -> Digits {
+    let shortest = format!("{abs:e}");
+    let n = shortest
+        .split_once('e')
+        .map_or(shortest.as_str(), |(m, _)| m)
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .count();
+    let rounded = format!("{abs:.*e}", n.saturating_sub(1));
+    if rounded.parse::<f64>() == Ok(abs) {
+        Digits::from_exp(&rounded)
+    } else {
+        Digits::from_exp(&shortest)
     }
 }
 
@@ -76,7 +101,7 @@ pub(super) fn format_float(v: f64, fmt: u8, prec: i32) -> String {
                 dp: 0,
             }
         } else {
-            Digits::from_exp(&format!("{abs:e}"))
+            shortest_digits(abs)
         };
         let (nd, dp) = (digits.nd(), digits.dp);
         let prec = match fmt {
@@ -93,7 +118,9 @@ pub(super) fn format_float(v: f64, fmt: u8, prec: i32) -> String {
             if neg {
                 s.push('-');
             }
-            let _ = write!(s, "{abs:.*}", prec as usize);
+            let prec = prec as usize;
+            let _ = write!(s, "{abs:.*}", prec.min(EXACT_DIGITS));
+            s.extend(std::iter::repeat_n('0', prec.saturating_sub(EXACT_DIGITS)));
             s
         }
         b'e' | b'E' => {
@@ -103,7 +130,7 @@ pub(super) fn format_float(v: f64, fmt: u8, prec: i32) -> String {
                     dp: 0,
                 }
             } else {
-                Digits::from_exp(&format!("{abs:.*e}", prec as usize))
+                Digits::from_exp(&format!("{abs:.*e}", (prec as usize).min(EXACT_DIGITS)))
             };
             format_digits(neg, &digits, prec, fmt, false)
         }
@@ -115,7 +142,10 @@ pub(super) fn format_float(v: f64, fmt: u8, prec: i32) -> String {
                     dp: 0,
                 }
             } else {
-                Digits::from_exp(&format!("{abs:.*e}", (prec - 1) as usize))
+                Digits::from_exp(&format!(
+                    "{abs:.*e}",
+                    ((prec - 1) as usize).min(EXACT_DIGITS)
+                ))
             };
             format_digits(neg, &digits, prec, fmt, false)
         }
@@ -261,24 +291,21 @@ fn format_hex(prec: i32, fmt: u8, neg: bool, mut mant: u64, mut exp: i32) -> Str
     out
 }
 
-/// `strconv.IsPrint`: letters, marks, numbers, punctuation, symbols and the ASCII space.
+/// `strconv.IsPrint` (the same set as `unicode.IsPrint`): letters, marks, numbers,
+/// punctuation, symbols and the ASCII space, by Unicode 15.0.0 as Go 1.23 knows it.
 pub(crate) fn is_print(c: char) -> bool {
-    use unicode_general_category::{GeneralCategory as G, get_general_category};
     let r = c as u32;
-    if r <= 0xFF {
-        return (0x20..=0x7E).contains(&r) || ((0xA1..=0xFF).contains(&r) && r != 0xAD);
-    }
-    !matches!(
-        get_general_category(c),
-        G::SpaceSeparator
-            | G::LineSeparator
-            | G::ParagraphSeparator
-            | G::Control
-            | G::Format
-            | G::Surrogate
-            | G::PrivateUse
-            | G::Unassigned
-    )
+    super::isprint::PRINT_RANGES
+        .binary_search_by(|(lo, hi)| {
+            if *hi < r {
+                std::cmp::Ordering::Less
+            } else if *lo > r {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
 }
 
 /// One UTF-8 sequence of `s`: the character and its length, or `None` and 1 for a byte that

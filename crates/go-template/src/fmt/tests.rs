@@ -502,6 +502,16 @@ fn printf_table() -> Vec<Row> {
             ],
             "\"\\x7f\\x01\\a\\t\"|\"\\u00ad\\u00a0\\u2028\\ufeff\"|\"\\U0010ffff😀\"",
         ),
+        // Printable is Unicode 15.0's (Go 1.23): U+1C89 came in 16.0 and is escaped.
+        printf_row(
+            "%q|%q|%#U",
+            vec![
+                string("\u{1c89}"),
+                string("\u{1f7d9}\u{1fbcb}"),
+                int(0x1c89),
+            ],
+            "\"\\u1c89\"|\"🟙\\U0001fbcb\"|U+1C89",
+        ),
         printf_row(
             "%x|%X|% x|%#x|% #x|%.2x|%8x|%-8x|",
             vec![
