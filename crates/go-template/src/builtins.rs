@@ -186,23 +186,24 @@ fn index(item: &Rv, indexes: &[Rv]) -> Result<Rv, String> {
         item = match &v {
             Value::List(l) => {
                 let x = index_arg(index, l.len(), true)?;
+                // Go 1.23 lets an index equal to the length through to reflect, which panics.
                 match l.get(x) {
                     Some(e) => Rv::Val(e.clone(), true),
-                    None => return Err(format!("index out of range: {x}")),
+                    None => return Err("reflect: slice index out of range".into()),
                 }
             }
             Value::String(s) => {
                 let x = index_arg(index, s.len(), true)?;
                 match s.as_bytes().get(x) {
                     Some(b) => Rv::Val(Value::Int(i64::from(*b)), false),
-                    None => return Err(format!("index out of range: {x}")),
+                    None => return Err("reflect: string index out of range".into()),
                 }
             }
             Value::Bytes(bytes) => {
                 let x = index_arg(index, bytes.len(), true)?;
                 match bytes.get(x) {
                     Some(b) => Rv::Val(Value::Int(i64::from(*b)), false),
-                    None => return Err(format!("index out of range: {x}")),
+                    None => return Err("reflect: slice index out of range".into()),
                 }
             }
             Value::Map(m) => {
@@ -314,7 +315,7 @@ fn eq(arg1: &Rv, rest: &[Rv]) -> Result<bool, String> {
                             show(a),
                             type_of(a),
                             type_of(b),
-                            show(b)
+                            b.map_or_else(String::new, fmt::format_v)
                         ));
                     }
                     match (a, b) {
@@ -345,8 +346,9 @@ fn eq(arg1: &Rv, rest: &[Rv]) -> Result<bool, String> {
     Ok(false)
 }
 
+/// A value as Go's `%s` shows it (non-strings inside get `%!s(…)`).
 fn show(v: Option<&Value>) -> String {
-    v.map_or_else(|| "<invalid reflect.Value>".into(), fmt::format_v)
+    v.map_or_else(|| "<invalid reflect.Value>".into(), |v| fmt::sprintf("%s", std::slice::from_ref(v)))
 }
 
 fn type_of(v: Option<&Value>) -> String {

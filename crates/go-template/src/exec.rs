@@ -268,6 +268,7 @@ impl Ctx {
     fn walk_range_inner<'t>(&mut self, f: &mut Frame<'t>, dot: &Rv, r: &'t Branch) -> R<()> {
         let val = self.eval_pipeline(f, dot, &r.pipe)?;
         let mark = f.vars.len();
+        // Go 1.23 (Helm 3.17) ranges over lists and maps only: integers came in Go 1.24.
         let items: Vec<(Rv, Rv)> = match val.inner() {
             None => Vec::new(),
             Some(Value::List(l)) => l
@@ -285,25 +286,6 @@ impl Ctx {
                 .iter()
                 .map(|(k, v)| (Rv::concrete(Value::string(k.as_str())), Rv::boxed(v.clone())))
                 .collect(),
-            Some(n @ (Value::Int(_) | Value::Int64(_))) => {
-                if r.pipe.decl.len() > 1 {
-                    return Err(self.err(
-                        f,
-                        format!(
-                            "can't use {} to iterate over more than one variable",
-                            crate::fmt::format_v(n)
-                        ),
-                    ));
-                }
-                let (count, make): (i64, fn(i64) -> Value) = match n {
-                    Value::Int(c) => (*c, Value::Int),
-                    Value::Int64(c) => (*c, Value::Int64),
-                    _ => (0, Value::Int),
-                };
-                (0..count.max(0))
-                    .map(|i| (Rv::Invalid, Rv::concrete(make(i))))
-                    .collect()
-            }
             Some(other) => {
                 return Err(self.err(
                     f,

@@ -468,11 +468,11 @@ impl Lexer<'_> {
                 self.paren_depth += 1;
             }
             Some(')') => {
-                self.emit(ItemType::RightParen);
                 self.paren_depth -= 1;
                 if self.paren_depth < 0 {
                     return self.error("unexpected right paren".into());
                 }
+                self.emit(ItemType::RightParen);
             }
             Some(c) if c.is_ascii() && !c.is_ascii_control() => self.emit(ItemType::Char),
             Some(c) => {
