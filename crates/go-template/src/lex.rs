@@ -217,12 +217,13 @@ impl Lexer<'_> {
     }
 
     fn backup(&mut self) {
-        if !self.at_eof && self.pos > 0 {
-            if let Some(c) = self.input[..self.pos].chars().next_back() {
-                self.pos -= c.len_utf8();
-                if c == '\n' {
-                    self.line -= 1;
-                }
+        if self.at_eof || self.pos == 0 {
+            return;
+        }
+        if let Some(c) = self.input[..self.pos].chars().next_back() {
+            self.pos -= c.len_utf8();
+            if c == '\n' {
+                self.line -= 1;
             }
         }
     }
@@ -251,10 +252,8 @@ impl Lexer<'_> {
     }
 
     fn accept(&mut self, valid: &str) -> bool {
-        if let Some(c) = self.next() {
-            if valid.contains(c) {
-                return true;
-            }
+        if self.next().is_some_and(|c| valid.contains(c)) {
+            return true;
         }
         self.backup();
         false
@@ -281,7 +280,8 @@ impl Lexer<'_> {
 
     fn at_right_delim(&self) -> (bool, bool) {
         let rest = self.rest();
-        if has_right_trim_marker(rest) && rest[TRIM_MARKER_LEN..].starts_with(RIGHT_DELIM.as_bytes())
+        if has_right_trim_marker(rest)
+            && rest[TRIM_MARKER_LEN..].starts_with(RIGHT_DELIM.as_bytes())
         {
             return (true, true);
         }
@@ -586,13 +586,18 @@ impl Lexer<'_> {
     fn lex_number(&mut self) -> Option<State> {
         if !self.scan_number() {
             let text = self.input[self.start..self.pos].to_owned();
-            return self.error(format!("bad number syntax: {}", crate::parse::go_quote(&text)));
+            return self.error(format!(
+                "bad number syntax: {}",
+                crate::parse::go_quote(&text)
+            ));
         }
         if matches!(self.peek(), Some('+' | '-')) {
             if !self.scan_number() || !self.input[..self.pos].ends_with('i') {
                 let text = self.input[self.start..self.pos].to_owned();
-                return self
-                    .error(format!("bad number syntax: {}", crate::parse::go_quote(&text)));
+                return self.error(format!(
+                    "bad number syntax: {}",
+                    crate::parse::go_quote(&text)
+                ));
             }
             self.emit(ItemType::Complex);
             return Some(State::InsideAction);

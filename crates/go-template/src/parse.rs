@@ -6,299 +6,22 @@
 //! growable stacks); here every recursion of the parser, of the executor walking the tree and
 //! of dropping it is bounded, so no input can overflow the stack.
 
+mod constant;
+mod node;
+
 use std::collections::HashMap;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::rc::Rc;
 
 use crate::lex::{Item, ItemType, lex};
+
+pub(crate) use constant::{new_number, unquote};
+pub(crate) use node::*;
 
 /// How deep parenthesized pipelines and control structures (`if`, `with`, `range`, `block`)
 /// may nest inside one another in one template. Go allows 10 000 parentheses and unbounded
 /// control nesting; real charts nest a handful of levels.
 pub const MAX_NESTING: usize = 100;
-
-/// The source a tree was parsed from: the name of the top-level template of that parse
-/// (Go's `ParseName`, used in positions) and its text (for line and column of a node).
-#[derive(Debug)]
-pub(crate) struct Source {
-    pub(crate) parse_name: String,
-    pub(crate) text: String,
-}
-
-impl Source {
-    /// Go's `ErrorContext` location: `NAME:LINE:COL`, COL counted in bytes from 0.
-    pub(crate) fn location(&self, pos: usize) -> String {
-        let pos = pos.min(self.text.len());
-        let before = &self.text.as_bytes()[..pos];
-        let col = match before.iter().rposition(|&b| b == b'\n') {
-            None => pos,
-            Some(i) => pos - (i + 1),
-        };
-        let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
-        format!("{}:{}:{}", self.parse_name, line, col)
-    }
-}
-
-/// One parsed template.
-#[derive(Debug)]
-pub(crate) struct Tree {
-    pub(crate) name: String,
-    pub(crate) src: Rc<Source>,
-    pub(crate) root: List,
-}
-
-#[derive(Debug)]
-pub(crate) struct List {
-    pub(crate) nodes: Vec<Node>,
-}
-
-#[derive(Debug)]
-pub(crate) enum Node {
-    Text { pos: usize, text: String },
-    Action(Action),
-    If(Branch),
-    Range(Branch),
-    With(Branch),
-    Template(TemplateCall),
-    Break { pos: usize },
-    Continue { pos: usize },
-}
-
-#[derive(Debug)]
-pub(crate) struct Action {
-    pub(crate) pos: usize,
-    pub(crate) pipe: Pipe,
-}
-
-#[derive(Debug)]
-pub(crate) struct Branch {
-    pub(crate) pos: usize,
-    pub(crate) pipe: Pipe,
-    pub(crate) list: List,
-    pub(crate) else_list: Option<List>,
-}
-
-#[derive(Debug)]
-pub(crate) struct TemplateCall {
-    pub(crate) pos: usize,
-    pub(crate) name: String,
-    pub(crate) pipe: Option<Pipe>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Pipe {
-    pub(crate) pos: usize,
-    pub(crate) is_assign: bool,
-    pub(crate) decl: Vec<Variable>,
-    pub(crate) cmds: Vec<Command>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Variable {
-    pub(crate) pos: usize,
-    /// `$x.a.b` is `["$x", "a", "b"]`.
-    pub(crate) ident: Vec<String>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Command {
-    pub(crate) pos: usize,
-    pub(crate) args: Vec<Arg>,
-}
-
-/// An operand of a command.
-#[derive(Debug)]
-pub(crate) enum Arg {
-    /// `.a.b`: `["a", "b"]`.
-    Field { pos: usize, ident: Vec<String> },
-    /// `(pipe).a.b` and the like: a term followed by fields.
-    Chain { pos: usize, node: Box<Arg>, field: Vec<String> },
-    Identifier { pos: usize, name: String },
-    Variable(Variable),
-    Dot { pos: usize },
-    Nil { pos: usize },
-    Bool { pos: usize, val: bool },
-    Number(Number),
-    /// A string constant: the text as written (for printing) and its value.
-    String { pos: usize, quoted: String, text: String },
-    Pipe(Box<Pipe>),
-}
-
-/// A numeric constant, with every interpretation of it Go's parser records.
-#[derive(Debug, Clone)]
-pub(crate) struct Number {
-    pub(crate) pos: usize,
-    pub(crate) text: String,
-    pub(crate) is_int: bool,
-    pub(crate) is_uint: bool,
-    pub(crate) is_float: bool,
-    pub(crate) is_complex: bool,
-    pub(crate) int: i64,
-    pub(crate) uint: u64,
-    pub(crate) float: f64,
-}
-
-impl Arg {
-    pub(crate) fn pos(&self) -> usize {
-        match self {
-            Arg::Field { pos, .. }
-            | Arg::Chain { pos, .. }
-            | Arg::Identifier { pos, .. }
-            | Arg::Dot { pos }
-            | Arg::Nil { pos }
-            | Arg::Bool { pos, .. }
-            | Arg::String { pos, .. } => *pos,
-            Arg::Variable(v) => v.pos,
-            Arg::Number(n) => n.pos,
-            Arg::Pipe(p) => p.pos,
-        }
-    }
-}
-
-// ---- Go's String() of nodes, as error contexts print them ----
-
-impl fmt::Display for Arg {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Arg::Field { ident, .. } => {
-                for i in ident {
-                    write!(f, ".{i}")?;
-                }
-                Ok(())
-            }
-            Arg::Chain { node, field, .. } => {
-                if let Arg::Pipe(p) = &**node {
-                    write!(f, "({p})")?;
-                } else {
-                    write!(f, "{node}")?;
-                }
-                for i in field {
-                    write!(f, ".{i}")?;
-                }
-                Ok(())
-            }
-            Arg::Identifier { name, .. } => f.write_str(name),
-            Arg::Variable(v) => write!(f, "{v}"),
-            Arg::Dot { .. } => f.write_str("."),
-            Arg::Nil { .. } => f.write_str("nil"),
-            Arg::Bool { val, .. } => write!(f, "{val}"),
-            Arg::Number(n) => f.write_str(&n.text),
-            Arg::String { quoted, .. } => f.write_str(quoted),
-            Arg::Pipe(p) => write!(f, "{p}"),
-        }
-    }
-}
-
-impl fmt::Display for Variable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.ident.join("."))
-    }
-}
-
-impl fmt::Display for Command {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, arg) in self.args.iter().enumerate() {
-            if i > 0 {
-                f.write_char(' ')?;
-            }
-            if let Arg::Pipe(p) = arg {
-                write!(f, "({p})")?;
-            } else {
-                write!(f, "{arg}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Display for Pipe {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !self.decl.is_empty() {
-            for (i, v) in self.decl.iter().enumerate() {
-                if i > 0 {
-                    f.write_str(", ")?;
-                }
-                write!(f, "{v}")?;
-            }
-            f.write_str(if self.is_assign { " = " } else { " := " })?;
-        }
-        for (i, c) in self.cmds.iter().enumerate() {
-            if i > 0 {
-                f.write_str(" | ")?;
-            }
-            write!(f, "{c}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Display for List {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for n in &self.nodes {
-            write!(f, "{n}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Display for Node {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let branch = |f: &mut fmt::Formatter<'_>, name: &str, b: &Branch| {
-            write!(f, "{{{{{name} {}}}}}{}", b.pipe, b.list)?;
-            if let Some(e) = &b.else_list {
-                write!(f, "{{{{else}}}}{e}")?;
-            }
-            f.write_str("{{end}}")
-        };
-        match self {
-            Node::Text { text, .. } => f.write_str(text),
-            Node::Action(a) => write!(f, "{{{{{}}}}}", a.pipe),
-            Node::If(b) => branch(f, "if", b),
-            Node::Range(b) => branch(f, "range", b),
-            Node::With(b) => branch(f, "with", b),
-            Node::Template(t) => {
-                write!(f, "{{{{template {}", go_quote(&t.name))?;
-                if let Some(p) = &t.pipe {
-                    write!(f, " {p}")?;
-                }
-                f.write_str("}}")
-            }
-            Node::Break { .. } => f.write_str("{{break}}"),
-            Node::Continue { .. } => f.write_str("{{continue}}"),
-        }
-    }
-}
-
-/// Go's `strconv.Quote`.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\x07' => out.push_str("\\a"),
-            '\x08' => out.push_str("\\b"),
-            '\x0c' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\x0b' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if crate::fmt::strconv::is_print(c) => out.push(c),
-            c if (c as u32) < 0x10000 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => {
-                let _ = write!(out, "\\U{:08x}", c as u32);
-            }
-        }
-    }
-    out.push('"');
-    out
-}
 
 // ---- the parser ----
 
@@ -314,11 +37,7 @@ pub(crate) trait FuncNames {
 
 /// Parses `text` as template `name`; returns every tree it defines (the text itself under
 /// `name`, plus each `define` and `block`), in definition order, Go's duplicate rule applied.
-pub(crate) fn parse(
-    name: &str,
-    text: &str,
-    funcs: &dyn FuncNames,
-) -> Result<Vec<Tree>, String> {
+pub(crate) fn parse(name: &str, text: &str, funcs: &dyn FuncNames) -> Result<Vec<Tree>, String> {
     let src = Rc::new(Source {
         parse_name: name.to_owned(),
         text: text.to_owned(),
@@ -833,9 +552,18 @@ impl Parser<'_> {
         for (i, c) in pipe.cmds.iter().enumerate().skip(1) {
             if matches!(
                 c.args.first(),
-                Some(Arg::Bool { .. } | Arg::Dot { .. } | Arg::Nil { .. } | Arg::Number(_) | Arg::String { .. })
+                Some(
+                    Arg::Bool { .. }
+                        | Arg::Dot { .. }
+                        | Arg::Nil { .. }
+                        | Arg::Number(_)
+                        | Arg::String { .. }
+                )
             ) {
-                return self.errorf(format!("non executable command in pipeline stage {}", i + 1));
+                return self.errorf(format!(
+                    "non executable command in pipeline stage {}",
+                    i + 1
+                ));
             }
         }
         Ok(())
@@ -887,9 +615,16 @@ impl Parser<'_> {
             }
             Arg::Variable(mut v) => {
                 v.ident.extend(fields);
-                Arg::Variable(Variable { pos, ident: v.ident })
+                Arg::Variable(Variable {
+                    pos,
+                    ident: v.ident,
+                })
             }
-            Arg::Bool { .. } | Arg::String { .. } | Arg::Number(_) | Arg::Nil { .. } | Arg::Dot { .. } => {
+            Arg::Bool { .. }
+            | Arg::String { .. }
+            | Arg::Number(_)
+            | Arg::Nil { .. }
+            | Arg::Dot { .. } => {
                 return self.errorf(format!(
                     "unexpected . after term {}",
                     go_quote(&node.to_string())
@@ -988,388 +723,10 @@ pub(crate) fn is_empty_list(list: &List) -> bool {
 
 /// `unicode.IsSpace` as `bytes.TrimSpace` uses it.
 fn is_go_space(c: char) -> bool {
-    matches!(c, '\t' | '\n' | '\x0b' | '\x0c' | '\r' | ' ' | '\u{85}' | '\u{a0}') || c.is_whitespace()
-}
-
-// ---- constants ----
-
-/// Go's `strconv.Unquote` for the three quote kinds the lexer produces.
-pub(crate) fn unquote(s: &str) -> Result<String, String> {
-    const SYNTAX: &str = "invalid syntax";
-    let bytes = s.as_bytes();
-    if bytes.len() < 2 {
-        return Err(SYNTAX.into());
-    }
-    let quote = bytes[0];
-    if bytes[bytes.len() - 1] != quote {
-        return Err(SYNTAX.into());
-    }
-    let body = &s[1..s.len() - 1];
-    match quote {
-        b'`' => {
-            if body.contains('`') {
-                return Err(SYNTAX.into());
-            }
-            Ok(body.replace('\r', ""))
-        }
-        b'"' | b'\'' => {
-            if quote == b'\'' && !body.contains('\\') {
-                // Exactly one character.
-                let mut it = body.chars();
-                return match (it.next(), it.next()) {
-                    (Some(c), None) if c != '\'' => Ok(c.to_string()),
-                    _ => Err(SYNTAX.into()),
-                };
-            }
-            let mut out = String::new();
-            let mut rest = body;
-            while !rest.is_empty() {
-                let (c, tail) = unquote_char(rest, quote as char).map_err(|_| SYNTAX.to_string())?;
-                out.push_str(&c);
-                rest = tail;
-                if quote == b'\'' && !rest.is_empty() {
-                    return Err(SYNTAX.into());
-                }
-            }
-            Ok(out)
-        }
-        _ => Err(SYNTAX.into()),
-    }
-}
-
-/// Go's `strconv.UnquoteChar`: one (possibly escaped) character and the rest. Byte escapes
-/// (`\xNN`, octal) that do not form UTF-8 become U+FFFD (Go strings may hold raw bytes).
-pub(crate) fn unquote_char(s: &str, quote: char) -> Result<(String, &str), ()> {
-    let mut chars = s.chars();
-    let c = chars.next().ok_or(())?;
-    if c == quote && (quote == '\'' || quote == '"') {
-        return Err(());
-    }
-    if c != '\\' {
-        return Ok((c.to_string(), chars.as_str()));
-    }
-    let e = chars.next().ok_or(())?;
-    let rest = chars.as_str();
-    let simple = match e {
-        'a' => Some('\x07'),
-        'b' => Some('\x08'),
-        'f' => Some('\x0c'),
-        'n' => Some('\n'),
-        'r' => Some('\r'),
-        't' => Some('\t'),
-        'v' => Some('\x0b'),
-        '\\' => Some('\\'),
-        '\'' | '"' => {
-            if e != quote {
-                return Err(());
-            }
-            Some(e)
-        }
-        _ => None,
-    };
-    if let Some(c) = simple {
-        return Ok((c.to_string(), rest));
-    }
-    let hex = |n: usize| -> Result<(u32, &str), ()> {
-        if rest.len() < n || !rest.is_char_boundary(n) {
-            return Err(());
-        }
-        let v = u32::from_str_radix(&rest[..n], 16).map_err(|_| ())?;
-        if !rest[..n].bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(());
-        }
-        Ok((v, &rest[n..]))
-    };
-    match e {
-        'x' => {
-            let (v, tail) = hex(2)?;
-            Ok((byte_char(v), tail))
-        }
-        'u' | 'U' => {
-            let (v, tail) = hex(if e == 'u' { 4 } else { 8 })?;
-            let c = char::from_u32(v).ok_or(())?;
-            Ok((c.to_string(), tail))
-        }
-        '0'..='7' => {
-            if rest.len() < 2 || !rest.is_char_boundary(2) {
-                return Err(());
-            }
-            let digits = format!("{e}{}", &rest[..2]);
-            if !digits.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
-                return Err(());
-            }
-            let v = u32::from_str_radix(&digits, 8).map_err(|_| ())?;
-            if v > 255 {
-                return Err(());
-            }
-            Ok((byte_char(v), &rest[2..]))
-        }
-        _ => Err(()),
-    }
-}
-
-fn byte_char(v: u32) -> String {
-    if v < 0x80 {
-        char::from_u32(v).map(String::from).unwrap_or_default()
-    } else {
-        '\u{fffd}'.to_string()
-    }
-}
-
-/// Go's `parse.newNumber`: every reading of a numeric constant.
-pub(crate) fn new_number(pos: usize, text: &str, typ: ItemType) -> Result<Number, String> {
-    let mut n = Number {
-        pos,
-        text: text.to_owned(),
-        is_int: false,
-        is_uint: false,
-        is_float: false,
-        is_complex: false,
-        int: 0,
-        uint: 0,
-        float: 0.0,
-    };
-    match typ {
-        ItemType::CharConstant => {
-            let inner = &text[1..];
-            let (c, tail) = unquote_char(inner, '\'').map_err(|()| "invalid syntax".to_string())?;
-            if tail != "'" {
-                return Err(format!("malformed character constant: {text}"));
-            }
-            let r = rune_of(&c, inner);
-            n.int = i64::from(r);
-            n.is_int = true;
-            n.uint = u64::from(r);
-            n.is_uint = true;
-            n.float = f64::from(r);
-            n.is_float = true;
-            return Ok(n);
-        }
-        ItemType::Complex => {
-            // Complex constants parse but have no value here: the executor refuses them.
-            n.is_complex = true;
-            return Ok(n);
-        }
-        _ => {}
-    }
-    if let Some(stripped) = text.strip_suffix('i') {
-        if parse_go_float(stripped).is_some() {
-            n.is_complex = true;
-            return Ok(n);
-        }
-    }
-    let u = parse_go_uint(text);
-    if let Some(u) = u {
-        n.is_uint = true;
-        n.uint = u;
-    }
-    if let Some(i) = parse_go_int(text) {
-        n.is_int = true;
-        n.int = i;
-        if i == 0 {
-            n.is_uint = true;
-            n.uint = u.unwrap_or(0);
-        }
-    }
-    if n.is_int {
-        n.is_float = true;
-        n.float = n.int as f64;
-    } else if n.is_uint {
-        n.is_float = true;
-        n.float = n.uint as f64;
-    } else if let Some(f) = parse_go_float(text) {
-        if !text.contains(['.', 'e', 'E', 'p', 'P']) {
-            return Err(format!("integer overflow: {}", go_quote(text)));
-        }
-        n.is_float = true;
-        n.float = f;
-        if !n.is_int && f.fract() == 0.0 && f >= -9.223_372_036_854_775_808e18 && f < 9.223_372_036_854_775_808e18 {
-            n.is_int = true;
-            n.int = f as i64;
-        }
-        if !n.is_uint && f.fract() == 0.0 && f >= 0.0 && f < 1.844_674_407_370_955_2e19 {
-            n.is_uint = true;
-            n.uint = f as u64;
-        }
-    }
-    if !n.is_int && !n.is_uint && !n.is_float {
-        return Err(format!("illegal number syntax: {}", go_quote(text)));
-    }
-    Ok(n)
-}
-
-/// The code point a character constant stands for (a byte escape above 0x7f is that byte).
-fn rune_of(c: &str, inner: &str) -> u32 {
-    if c == "\u{fffd}" {
-        // `'\xff'` / `'\377'`: the byte value itself.
-        let esc = &inner[..inner.len().saturating_sub(1)];
-        if let Some(h) = esc.strip_prefix("\\x") {
-            return u32::from_str_radix(h, 16).unwrap_or(0xfffd);
-        }
-        if let Some(o) = esc.strip_prefix('\\') {
-            if o.len() == 3 && o.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
-                return u32::from_str_radix(o, 8).unwrap_or(0xfffd);
-            }
-        }
-    }
-    c.chars().next().map_or(0, u32::from)
-}
-
-/// Go's base-prefix and underscore rules (`strconv.ParseInt(s, 0, 64)`'s syntax): returns
-/// the sign, the radix and the digits, underscores removed.
-fn split_go_int(s: &str) -> Option<(bool, u32, String)> {
-    let (neg, body) = match s.as_bytes().first()? {
-        b'+' => (false, &s[1..]),
-        b'-' => (true, &s[1..]),
-        _ => (false, s),
-    };
-    if body.is_empty() {
-        return None;
-    }
-    let lower = body.to_ascii_lowercase();
-    let (radix, digits, prefixed) = if lower.starts_with("0x") {
-        (16, &body[2..], true)
-    } else if lower.starts_with("0o") {
-        (8, &body[2..], true)
-    } else if lower.starts_with("0b") {
-        (2, &body[2..], true)
-    } else if body.len() > 1 && body.starts_with('0') {
-        (8, &body[1..], true)
-    } else {
-        (10, body, false)
-    };
-    if body.contains('_') && !underscore_ok(body) {
-        return None;
-    }
-    let _ = prefixed;
-    let digits: String = digits.chars().filter(|&c| c != '_').collect();
-    if digits.is_empty() {
-        return None;
-    }
-    if !digits.chars().all(|c| c.is_digit(radix)) {
-        return None;
-    }
-    Some((neg, radix, digits))
-}
-
-/// Go's `underscoreOK`: underscores only between digits or after a base prefix.
-fn underscore_ok(s: &str) -> bool {
-    let b = s.as_bytes();
-    let mut saw = b'^';
-    let mut i = 0;
-    let mut hex = false;
-    if b.len() >= 2 && b[0] == b'0' {
-        let c = b[1].to_ascii_lowercase();
-        if c == b'x' || c == b'o' || c == b'b' {
-            hex = c == b'x';
-            i = 2;
-            saw = b'0';
-        }
-    }
-    while i < b.len() {
-        let c = b[i];
-        if c.is_ascii_digit() || (hex && c.is_ascii_hexdigit()) {
-            saw = b'0';
-        } else if c == b'_' {
-            if saw != b'0' {
-                return false;
-            }
-            saw = b'_';
-        } else {
-            if saw == b'_' {
-                return false;
-            }
-            saw = b'!';
-        }
-        i += 1;
-    }
-    saw != b'_'
-}
-
-fn parse_go_uint(s: &str) -> Option<u64> {
-    if s.starts_with(['+', '-']) {
-        return None;
-    }
-    let (_, radix, digits) = split_go_int(s)?;
-    u64::from_str_radix(&digits, radix).ok()
-}
-
-fn parse_go_int(s: &str) -> Option<i64> {
-    let (neg, radix, digits) = split_go_int(s)?;
-    let mag = u64::from_str_radix(&digits, radix).ok()?;
-    if neg {
-        if mag <= 1u64 << 63 {
-            Some((mag as i128).wrapping_neg() as i64)
-        } else {
-            None
-        }
-    } else {
-        i64::try_from(mag).ok()
-    }
-}
-
-/// Go's `strconv.ParseFloat(s, 64)` for the spellings the lexer lets through (decimal with
-/// fraction/exponent, hexadecimal with a `p` exponent, underscores per Go's rules).
-pub(crate) fn parse_go_float(s: &str) -> Option<f64> {
-    let (neg, body) = match s.as_bytes().first()? {
-        b'+' => (false, &s[1..]),
-        b'-' => (true, &s[1..]),
-        _ => (false, s),
-    };
-    if body.contains('_') && !underscore_ok(body) {
-        return None;
-    }
-    let body: String = body.chars().filter(|&c| c != '_').collect();
-    let lower = body.to_ascii_lowercase();
-    let v = if let Some(hex) = lower.strip_prefix("0x") {
-        parse_hex_float(hex)?
-    } else {
-        if body.is_empty()
-            || !body.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
-            || !body.bytes().any(|b| b.is_ascii_digit())
-        {
-            return None;
-        }
-        let mantissa_end = body.find(['e', 'E']).unwrap_or(body.len());
-        if !body[..mantissa_end].bytes().any(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        body.parse::<f64>().ok()?
-    };
-    if v.is_infinite() {
-        return None;
-    }
-    Some(if neg { -v } else { v })
-}
-
-fn parse_hex_float(s: &str) -> Option<f64> {
-    let (mant, exp) = match s.find('p') {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    };
-    let (int_part, frac_part) = match mant.find('.') {
-        Some(i) => (&mant[..i], &mant[i + 1..]),
-        None => (mant, ""),
-    };
-    if int_part.is_empty() && frac_part.is_empty() {
-        return None;
-    }
-    let mut v = 0f64;
-    for c in int_part.chars() {
-        v = v * 16.0 + f64::from(c.to_digit(16)?);
-    }
-    let mut scale = 1.0 / 16.0;
-    for c in frac_part.chars() {
-        v += f64::from(c.to_digit(16)?) * scale;
-        scale /= 16.0;
-    }
-    // Go requires the p exponent for hexadecimal floats with a fraction.
-    let e: i32 = match exp {
-        Some(e) => e.parse().ok()?,
-        None if !frac_part.is_empty() || mant.contains('.') => return None,
-        None => 0,
-    };
-    Some(v * 2f64.powi(e))
+    matches!(
+        c,
+        '\t' | '\n' | '\x0b' | '\x0c' | '\r' | ' ' | '\u{85}' | '\u{a0}'
+    ) || c.is_whitespace()
 }
 
 #[cfg(test)]

@@ -18,23 +18,25 @@ mod constructs;
 
 use std::sync::Mutex;
 
-use go_template::{CallError, ErrorKind, Func, FuncMap, MissingKey, Signature, Templates, Ty, Value};
+use go_template::{
+    CallError, ErrorKind, Func, FuncMap, MissingKey, Signature, Templates, Ty, Value,
+};
 
 /// One row: a snippet and Go's output, or Go's error message.
 #[derive(Clone, Copy, Debug)]
-pub struct Row {
-    pub snippet: &'static str,
-    pub expect: Result<&'static str, &'static str>,
+pub(crate) struct Row {
+    pub(crate) snippet: &'static str,
+    pub(crate) expect: Result<&'static str, &'static str>,
 }
 
-pub const fn ok(snippet: &'static str, out: &'static str) -> Row {
+pub(crate) const fn ok(snippet: &'static str, out: &'static str) -> Row {
     Row {
         snippet,
         expect: Ok(out),
     }
 }
 
-pub const fn err(snippet: &'static str, message: &'static str) -> Row {
+pub(crate) const fn err(snippet: &'static str, message: &'static str) -> Row {
     Row {
         snippet,
         expect: Err(message),
@@ -42,13 +44,13 @@ pub const fn err(snippet: &'static str, message: &'static str) -> Row {
 }
 
 /// The chart's values (JSON is YAML): numbers are float64 in Helm.
-pub const VALUES: &str = r#"{"s": "str", "n": 1, "f": 1.5, "big": 12345678, "t": true,
+pub(crate) const VALUES: &str = r#"{"s": "str", "n": 1, "f": 1.5, "big": 12345678, "t": true,
 "list": [1, "a", null], "empty": [], "nums": [3, 1, 2],
 "m": {"b": 2, "a": 1, "c": {"d": "deep"}}, "nul": null, "zero": 0, "emptys": "",
 "html": "<a href='x'>&\"</a>", "sn": "5"}"#;
 
 /// Templates every snippet can call, in their own file.
-pub const DEFINES: &str = r#"{{- define "x" }}X{{ . }}{{ end -}}
+pub(crate) const DEFINES: &str = r#"{{- define "x" }}X{{ . }}{{ end -}}
 {{- define "inc" }}[{{ . }}]{{ end -}}
 {{- define "dollar" }}{{ $ }}{{ end -}}
 {{- define "fails" }}
@@ -56,7 +58,7 @@ pub const DEFINES: &str = r#"{{- define "x" }}X{{ . }}{{ end -}}
 {{- define "self" }}{{ template "self" . }}{{ end -}}
 "#;
 
-pub const CASE: &str = "t/templates/case.yaml";
+pub(crate) const CASE: &str = "t/templates/case.yaml";
 const DEFS: &str = "t/templates/_defs.tpl";
 
 fn stand_ins() -> FuncMap {
@@ -64,7 +66,9 @@ fn stand_ins() -> FuncMap {
     let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     f.insert(
         "upper".into(),
-        Func::new(Signature::fixed(&[Ty::String]), move |a| Ok(Value::string(s(&a[0]).to_uppercase()))),
+        Func::new(Signature::fixed(&[Ty::String]), move |a| {
+            Ok(Value::string(s(&a[0]).to_uppercase()))
+        }),
     );
     f.insert(
         "repeat".into(),
@@ -78,11 +82,15 @@ fn stand_ins() -> FuncMap {
     );
     f.insert(
         "list".into(),
-        Func::new(Signature::variadic(&[], Ty::Any), |a| Ok(Value::list(a.to_vec()))),
+        Func::new(Signature::variadic(&[], Ty::Any), |a| {
+            Ok(Value::list(a.to_vec()))
+        }),
     );
     f.insert(
         "atoi".into(),
-        Func::new(Signature::fixed(&[Ty::String]), move |a| Ok(Value::Int(s(&a[0]).parse().unwrap_or(0)))),
+        Func::new(Signature::fixed(&[Ty::String]), move |a| {
+            Ok(Value::Int(s(&a[0]).parse().unwrap_or(0)))
+        }),
     );
     f.insert(
         "include".into(),
@@ -93,29 +101,34 @@ fn stand_ins() -> FuncMap {
     f.insert(
         "tpl".into(),
         Func::with_env(Signature::fixed(&[Ty::String, Ty::Any]), move |env, a| {
-            env.execute_text("gotpl", &s(&a[0]), &a[1]).map(Value::string).map_err(|e| match e {
-                CallError::Call(m) | CallError::Exec(m) => CallError::Call(m),
-            })
+            env.execute_text("gotpl", &s(&a[0]), &a[1])
+                .map(Value::string)
+                .map_err(|e| match e {
+                    CallError::Call(m) | CallError::Exec(m) => CallError::Call(m),
+                })
         }),
     );
     f
 }
 
 /// What this crate gives for a snippet: output, or the error's message.
-pub fn ours(snippet: &str) -> Result<String, String> {
+pub(crate) fn ours(snippet: &str) -> Result<String, String> {
     let mut t = Templates::new(stand_ins());
     t.set_missing_key(MissingKey::Zero);
-    t.parse(DEFS, DEFINES).map_err(|e| format!("defines: {e}"))?;
-    t.parse(CASE, snippet).map_err(|e| helm_form(e.kind, &e.message))?;
+    t.parse(DEFS, DEFINES)
+        .map_err(|e| format!("defines: {e}"))?;
+    t.parse(CASE, snippet)
+        .map_err(|e| helm_form(e.kind, &e.message))?;
     let values: serde_json::Value = serde_json::from_str(VALUES).expect("VALUES is JSON");
     let mut top = go_template::Map::new();
     top.insert("Values".into(), Value::from_json(&values));
-    t.execute(CASE, &Value::map(top)).map_err(|e| helm_form(e.kind, &e.message))
+    t.execute(CASE, &Value::map(top))
+        .map_err(|e| helm_form(e.kind, &e.message))
 }
 
 /// Helm's rendering of a Go error: exec errors as they are, parse errors rewritten by its
 /// `cleanupParseError`; `Error: ` in front, as `helm template` prints it.
-pub fn helm_form(kind: ErrorKind, message: &str) -> String {
+pub(crate) fn helm_form(kind: ErrorKind, message: &str) -> String {
     match kind {
         ErrorKind::Exec => format!("Error: {message}"),
         ErrorKind::Parse => {
@@ -132,7 +145,8 @@ fn expected(row: &Row) -> Result<String, String> {
     match row.expect {
         Ok(out) => Ok(out.to_owned()),
         Err(msg) => {
-            let kind = if msg.contains(": executing \"") || msg.starts_with("template: no template") {
+            let kind = if msg.contains(": executing \"") || msg.starts_with("template: no template")
+            {
                 ErrorKind::Exec
             } else {
                 ErrorKind::Parse
@@ -145,12 +159,17 @@ fn expected(row: &Row) -> Result<String, String> {
 /// What real Helm gives for each row: the rows that succeed in one `helm template` run
 /// (through `include … | toJson`), each failing one alone, twelve at a time (a run mostly waits).
 fn helm(rows: &[Row]) -> Vec<Result<String, String>> {
-    let oks: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].expect.is_ok()).collect();
+    let oks: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i].expect.is_ok())
+        .collect();
     let mut results: Vec<Option<Result<String, String>>> = vec![None; rows.len()];
     let mut cases = String::new();
     let mut uses = String::new();
     for &i in &oks {
-        cases.push_str(&format!("{{{{- define \"case{i}\" }}}}{}{{{{ end -}}}}\n", rows[i].snippet));
+        cases.push_str(&format!(
+            "{{{{- define \"case{i}\" }}}}{}{{{{ end -}}}}\n",
+            rows[i].snippet
+        ));
         uses.push_str(&format!("c{i}: {{{{ include \"case{i}\" . | toJson }}}}\n"));
     }
     let batch = helm_oracle::helm_template(
@@ -168,7 +187,9 @@ fn helm(rows: &[Row]) -> Vec<Result<String, String>> {
                 let prefix = format!("c{i}: ");
                 let line = out.lines().find_map(|l| l.strip_prefix(prefix.as_str()));
                 results[i] = Some(match line {
-                    Some(json) => Ok(serde_json::from_str(json).expect("toJson gives a JSON string")),
+                    Some(json) => {
+                        Ok(serde_json::from_str(json).expect("toJson gives a JSON string"))
+                    }
                     None => Err(format!("no output line for case {i}")),
                 });
             }
@@ -183,7 +204,9 @@ fn helm(rows: &[Row]) -> Vec<Result<String, String>> {
         for _ in 0..12 {
             s.spawn(|| {
                 loop {
-                    let Some(i) = next.lock().expect("lock").next() else { break };
+                    let Some(i) = next.lock().expect("lock").next() else {
+                        break;
+                    };
                     let r = alone(rows[i].snippet);
                     results.lock().expect("lock")[i] = Some(r);
                 }
@@ -202,7 +225,10 @@ fn helm(rows: &[Row]) -> Vec<Result<String, String>> {
 /// its output through `include`.
 fn alone(snippet: &str) -> Result<String, String> {
     match helm_oracle::helm_template(
-        &[("templates/_defs.tpl", DEFINES), ("templates/case.yaml", snippet)],
+        &[
+            ("templates/_defs.tpl", DEFINES),
+            ("templates/case.yaml", snippet),
+        ],
         VALUES,
         &[],
     ) {
@@ -215,35 +241,57 @@ fn alone(snippet: &str) -> Result<String, String> {
         &[
             ("templates/_defs.tpl", DEFINES),
             ("templates/_case.tpl", &define),
-            ("templates/cases.yaml", "c: {{ include \"case\" . | toJson }}\n"),
+            (
+                "templates/cases.yaml",
+                "c: {{ include \"case\" . | toJson }}\n",
+            ),
         ],
         VALUES,
         &[],
     )?;
-    let line = out.lines().find_map(|l| l.strip_prefix("c: ")).unwrap_or("\"\"");
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("c: "))
+        .unwrap_or("\"\"");
     Ok(serde_json::from_str(line).expect("toJson gives a JSON string"))
 }
 
-pub fn assert_helm_agrees(rows: &[Row]) {
+pub(crate) fn assert_helm_agrees(rows: &[Row]) {
     let got = helm(rows);
     let mut bad = Vec::new();
     for (row, got) in rows.iter().zip(got) {
         let want = expected(row);
         if got != want {
-            bad.push(format!("{:?}\n   table: {want:?}\n   helm:  {got:?}", row.snippet));
+            bad.push(format!(
+                "{:?}\n   table: {want:?}\n   helm:  {got:?}",
+                row.snippet
+            ));
         }
     }
-    assert!(bad.is_empty(), "{} rows differ from helm:\n{}", bad.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} rows differ from helm:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }
 
-pub fn assert_we_agree(rows: &[Row]) {
+pub(crate) fn assert_we_agree(rows: &[Row]) {
     let mut bad = Vec::new();
     for row in rows {
         let want = expected(row);
         let got = ours(row.snippet);
         if got != want {
-            bad.push(format!("{:?}\n   table: {want:?}\n   ours:  {got:?}", row.snippet));
+            bad.push(format!(
+                "{:?}\n   table: {want:?}\n   ours:  {got:?}",
+                row.snippet
+            ));
         }
     }
-    assert!(bad.is_empty(), "{} rows differ from ours:\n{}", bad.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} rows differ from ours:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }
