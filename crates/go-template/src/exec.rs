@@ -135,7 +135,11 @@ impl Ctx {
                 go_quote(&self.set.root_name)
             )));
         };
-        let dot = Rv::concrete(data.clone());
+        // Go's `reflect.ValueOf(data)`: nil data is no value at all.
+        let dot = match data {
+            Value::Nil => Rv::Invalid,
+            v => Rv::concrete(v.clone()),
+        };
         let mut frame = Frame {
             tree: &tree,
             vars: vec![("$".into(), dot.clone())],

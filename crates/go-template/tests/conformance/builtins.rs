@@ -47,6 +47,14 @@ pub(crate) const LEN_INDEX: &[Row] = &[
         "template: t/templates/case.yaml:1:3: executing \"t/templates/case.yaml\" at <len .Values.missing>: error calling len: len of nil pointer",
     ),
     err(
+        "{{ $x := .Values.missing }}{{ len $x }}",
+        "template: t/templates/case.yaml:1:30: executing \"t/templates/case.yaml\" at <len $x>: error calling len: reflect: call of reflect.Value.Type on zero Value",
+    ),
+    err(
+        "{{ .Values.missing | len }}",
+        "template: t/templates/case.yaml:1:21: executing \"t/templates/case.yaml\" at <len>: error calling len: reflect: call of reflect.Value.Type on zero Value",
+    ),
+    err(
         "{{ len 3 }}",
         "template: t/templates/case.yaml:1:3: executing \"t/templates/case.yaml\" at <len 3>: error calling len: len of type int",
     ),

@@ -179,6 +179,14 @@ pub(crate) const IF_WITH: &[Row] = &[
         "{{ with 1 }}{{ else if 2 }}{{ end }}",
         "template: t/templates/case.yaml:1: unexpected <if> in input",
     ),
+    err(
+        "{{ if 0 }}{{ else with 2 }}{{ end }}",
+        "template: t/templates/case.yaml:1: unexpected <with> in input",
+    ),
+    err(
+        "{{ if 1 }}\n{{ else }}\n{{ end }}\n{{ end }}",
+        "template: t/templates/case.yaml:4: unexpected {{end}}",
+    ),
 ];
 
 pub(crate) const RANGE: &[Row] = &[
@@ -264,6 +272,10 @@ pub(crate) const TEMPLATES: &[Row] = &[
         "[v]2",
     ),
     ok("{{ tpl \"{{ .Values.s }}-{{ 1 }}\" . }}", "str-1"),
+    ok(
+        "{{ include \"field\" nil }}|{{ template \"field\" }}|{{ include \"inc\" .Values.missing }}",
+        "<no value>|<no value>|[<no value>]",
+    ),
     err(
         "{{ template \"nope\" }}",
         "template: t/templates/case.yaml:1:12: executing \"t/templates/case.yaml\" at <{{template \"nope\"}}>: template \"nope\" not defined",

@@ -56,6 +56,7 @@ pub(crate) const DEFINES: &str = r#"{{- define "x" }}X{{ . }}{{ end -}}
 {{- define "fails" }}
 {{ .nope.deeper }}{{ end -}}
 {{- define "self" }}{{ template "self" . }}{{ end -}}
+{{- define "field" }}{{ .foo }}{{ end -}}
 "#;
 
 pub(crate) const CASE: &str = "t/templates/case.yaml";
