@@ -48,8 +48,8 @@ impl Chart {
         self.metadata.chart_type == "library"
     }
 
-    /// The CRD files: `crds/*` files directly under `crds/`... as Helm's `CRDObjects` does,
-    /// for this chart and then each subchart, with `# Source:` names
+    /// The CRD files (`.yaml`, `.yml`, `.json` under `crds/`) as Helm's `CRDObjects` lists
+    /// them: this chart's, then each subchart's, named as `# Source:` prints them
     /// (`<chart>/crds/x.yaml`, `<chart>/charts/<sub>/crds/x.yaml`).
     pub fn crd_objects(&self, full_path: &str) -> Vec<(String, &File)> {
         let mut out = Vec::new();
@@ -66,10 +66,10 @@ impl Chart {
 }
 
 fn has_crd_ext(name: &str) -> bool {
-    matches!(
-        name.rsplit_once('.').map(|(_, e)| e),
-        Some("yaml") | Some("yml") | Some("json")
-    )
+    let base = go_base(name);
+    base.rsplit_once('.').is_some_and(|(_, e)| {
+        e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml") || e.eq_ignore_ascii_case("json")
+    })
 }
 
 /// A chart maintainer.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 use crate::chart::{API_VERSION_V1, Chart, File, Metadata};
-use crate::yaml;
+use crate::yaml_read as yaml;
 
 /// The largest decompressed chart archive Helm accepts.
 pub const MAX_DECOMPRESSED_CHART_SIZE: u64 = 100 * 1024 * 1024;

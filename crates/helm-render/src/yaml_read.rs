@@ -50,3 +50,9 @@ pub(crate) fn parse_typed(text: &str) -> Result<serde_json::Value, String> {
     }
     serde_saphyr::from_str(text).map_err(|e| format!("error converting YAML to JSON: yaml: {e}"))
 }
+
+/// `toYaml` of a value (stand-in until the encoders land: goes through JSON).
+pub(crate) fn to_yaml(v: &Value) -> String {
+    let json = v.to_json().unwrap_or(serde_json::Value::Null);
+    serde_saphyr::to_string(&json).unwrap_or_default()
+}
