@@ -68,7 +68,9 @@ impl Chart {
 fn has_crd_ext(name: &str) -> bool {
     let base = go_base(name);
     base.rsplit_once('.').is_some_and(|(_, e)| {
-        e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml") || e.eq_ignore_ascii_case("json")
+        e.eq_ignore_ascii_case("yaml")
+            || e.eq_ignore_ascii_case("yml")
+            || e.eq_ignore_ascii_case("json")
     })
 }
 
@@ -180,7 +182,8 @@ impl Metadata {
                 "description" => d.string(val, &mut self.description)?,
                 "keywords" => self.present.keywords = d.strings(val, &mut self.keywords)?,
                 "maintainers" => {
-                    self.present.maintainers = decode_maintainers(&mut d, val, &mut self.maintainers)?
+                    self.present.maintainers =
+                        decode_maintainers(&mut d, val, &mut self.maintainers)?
                 }
                 "icon" => d.string(val, &mut self.icon)?,
                 "apiVersion" => d.string(val, &mut self.api_version)?,
@@ -230,7 +233,10 @@ impl Metadata {
             return err("chart.metadata.version is required".into());
         }
         if semver::Version::parse(&self.version).is_none() {
-            return err(format!("chart.metadata.version {:?} is invalid", self.version));
+            return err(format!(
+                "chart.metadata.version {:?} is invalid",
+                self.version
+            ));
         }
         if !matches!(self.chart_type.as_str(), "" | "application" | "library") {
             return err("chart.metadata.type must be application or library".into());
@@ -266,9 +272,15 @@ impl Metadata {
                     dep.name
                 ));
             }
-            let key = if dep.alias.is_empty() { &dep.name } else { &dep.alias };
+            let key = if dep.alias.is_empty() {
+                &dep.name
+            } else {
+                &dep.alias
+            };
             if seen.contains(key) {
-                return err(format!("more than one dependency with name or alias {key:?}"));
+                return err(format!(
+                    "more than one dependency with name or alias {key:?}"
+                ));
             }
             seen.push(key.clone());
         }

@@ -72,7 +72,10 @@ impl Decoder {
         match val {
             serde_json::Value::Null => Ok(None),
             serde_json::Value::Object(o) => Ok(Some(o)),
-            other => Err(self.mismatch(other, &format!("chart.{}", self.structs.last().copied().unwrap_or(self.top)))),
+            other => Err(self.mismatch(
+                other,
+                &format!("chart.{}", self.structs.last().copied().unwrap_or(self.top)),
+            )),
         }
     }
 
@@ -201,10 +204,18 @@ pub(crate) fn format_float32_g(f: f64) -> String {
         return ".nan".into();
     }
     if x.is_infinite() {
-        return if x > 0.0 { ".inf".into() } else { "-.inf".into() };
+        return if x > 0.0 {
+            ".inf".into()
+        } else {
+            "-.inf".into()
+        };
     }
     if x == 0.0 {
-        return if x.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if x.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     // Rust's `{:e}` gives the shortest round-tripping digits for an f32.
     let e = format!("{x:e}");
@@ -231,7 +242,11 @@ pub(crate) fn format_float32_g(f: f64) -> String {
 
 fn sci(sign: &str, digits: &str, exp: i32) -> String {
     let (first, rest) = digits.split_at(1);
-    let frac = if rest.is_empty() { String::new() } else { format!(".{rest}") };
+    let frac = if rest.is_empty() {
+        String::new()
+    } else {
+        format!(".{rest}")
+    };
     let esign = if exp < 0 { '-' } else { '+' };
     format!("{sign}{first}{frac}e{esign}{:02}", exp.abs())
 }

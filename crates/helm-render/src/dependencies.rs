@@ -67,7 +67,8 @@ fn process_enabled(c: &mut Chart, v: &Map, path: &str) -> Result<(), String> {
         .filter(|r| !r.enabled)
         .map(|r| r.name.clone())
         .collect();
-    c.dependencies.retain(|d| !removed.iter().any(|r| r == d.name()));
+    c.dependencies
+        .retain(|d| !removed.iter().any(|r| r == d.name()));
     reqs.retain(|r| r.as_ref().is_none_or(|r| !removed.contains(&r.name)));
     for t in &mut c.dependencies {
         let sub = format!("{path}{}.", t.name());

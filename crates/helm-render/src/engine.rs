@@ -31,9 +31,18 @@ pub fn all_templates(chart: &Chart, top: &Map) -> Vec<Renderable> {
     out
 }
 
-fn rec_all(c: &Chart, parent: &Map, full_path: &str, is_root: bool, out: &mut Vec<Renderable>) -> Value {
+fn rec_all(
+    c: &Chart,
+    parent: &Map,
+    full_path: &str,
+    is_root: bool,
+    out: &mut Vec<Renderable>,
+) -> Value {
     let values = if is_root {
-        parent.get("Values").cloned().unwrap_or_else(|| Value::map(Map::new()))
+        parent
+            .get("Values")
+            .cloned()
+            .unwrap_or_else(|| Value::map(Map::new()))
     } else {
         match parent.get("Values") {
             Some(Value::Map(v)) => match v.borrow().get(c.name()) {
@@ -53,7 +62,10 @@ fn rec_all(c: &Chart, parent: &Map, full_path: &str, is_root: bool, out: &mut Ve
         }),
     );
     next.insert("Files".into(), Value::object(FilesObject::new(&c.files)));
-    next.insert("Release".into(), parent.get("Release").cloned().unwrap_or_default());
+    next.insert(
+        "Release".into(),
+        parent.get("Release").cloned().unwrap_or_default(),
+    );
     next.insert(
         "Capabilities".into(),
         parent.get("Capabilities").cloned().unwrap_or_default(),
@@ -98,7 +110,11 @@ pub fn cleanup_parse_error(filename: &str, err: &str) -> String {
     if tokens.len() == 1 {
         return format!("parse error in ({filename}): {err}");
     }
-    format!("parse error at ({}): {}", tokens[1], tokens[tokens.len() - 1])
+    format!(
+        "parse error at ({}): {}",
+        tokens[1],
+        tokens[tokens.len() - 1]
+    )
 }
 
 const WARN_START: &str = "HELM_ERR_START";

@@ -147,7 +147,10 @@ enum Tok {
     Any,
     Super,
     Single,
-    Class { negated: bool, ranges: Vec<(char, char)> },
+    Class {
+        negated: bool,
+        ranges: Vec<(char, char)>,
+    },
     Alt(Vec<Vec<Tok>>),
 }
 
@@ -272,9 +275,9 @@ fn glob_match(toks: &[Tok], n: &[char], k: &mut dyn FnMut(&[char]) -> bool) -> b
                 j += 1;
             }
         }
-        Tok::Alt(alts) => alts.iter().any(|alt| {
-            glob_match(alt, n, &mut |after: &[char]| glob_match(rest, after, k))
-        }),
+        Tok::Alt(alts) => alts
+            .iter()
+            .any(|alt| glob_match(alt, n, &mut |after: &[char]| glob_match(rest, after, k))),
     }
 }
 

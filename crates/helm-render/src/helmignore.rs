@@ -153,7 +153,10 @@ mod tests {
         assert!(!h.ignore("docs/x/a.md", false));
         assert!(h.ignore("templates/.hidden", false));
         assert!(!h.ignore("templates/a.yaml", false));
-        assert_eq!(HelmIgnore::parse("a/**").err(), Some(IgnoreError::DoubleStar));
+        assert_eq!(
+            HelmIgnore::parse("a/**").err(),
+            Some(IgnoreError::DoubleStar)
+        );
         assert_eq!(HelmIgnore::parse("[").err(), Some(IgnoreError::BadPattern));
     }
 }

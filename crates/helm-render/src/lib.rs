@@ -100,7 +100,8 @@ pub fn validate_release_name(name: &str) -> Result<(), String> {
         !b.is_empty()
             && b[0].is_ascii_lowercase() | b[0].is_ascii_digit()
             && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
-            && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
     };
     if name.is_empty() || name.len() > 53 || !name.split('.').all(label_ok) {
         return Err(format!(
@@ -115,7 +116,11 @@ pub fn validate_release_name(name: &str) -> Result<(), String> {
 pub fn check_chart(chart: &Chart) -> Result<(), RenderError> {
     match chart.metadata.chart_type.as_str() {
         "" | "application" => {}
-        t => return Err(RenderError::Chart(format!("{t} charts are not installable"))),
+        t => {
+            return Err(RenderError::Chart(format!(
+                "{t} charts are not installable"
+            )));
+        }
     }
     if let Some(reqs) = &chart.metadata.dependencies {
         let missing: Vec<&str> = reqs
@@ -136,11 +141,7 @@ pub fn check_chart(chart: &Chart) -> Result<(), RenderError> {
 
 /// The values templates see at the top (`chartutil.ToRenderValues`): `Values` coalesced and
 /// validated against the schemas, `Release`, `Capabilities`.
-pub fn render_values(
-    chart: &Chart,
-    user: &Map,
-    opts: &RenderOptions,
-) -> Result<Map, RenderError> {
+pub fn render_values(chart: &Chart, user: &Map, opts: &RenderOptions) -> Result<Map, RenderError> {
     let vals = values::coalesce_values(chart, user).map_err(RenderError::Values)?;
     let mut release = Map::new();
     release.insert("Name".into(), Value::string(opts.release_name.as_str()));
@@ -159,7 +160,11 @@ pub fn render_values(
 
 /// Runs `helm template` on a loaded chart with the user's merged values (see
 /// [`ValueSources::merge`]) and returns what it prints on stdout.
-pub fn render(chart: Chart, user_values: &Map, opts: &RenderOptions) -> Result<String, RenderError> {
+pub fn render(
+    chart: Chart,
+    user_values: &Map,
+    opts: &RenderOptions,
+) -> Result<String, RenderError> {
     let mut chart = chart;
     check_chart(&chart)?;
     validate_release_name(&opts.release_name).map_err(RenderError::Chart)?;
@@ -175,7 +180,18 @@ pub fn render(chart: Chart, user_values: &Map, opts: &RenderOptions) -> Result<S
         )));
     }
     let files = engine::render(&chart, &top).map_err(RenderError::Render)?;
-    let files: Vec<(String, String)> = files
+    assemble(&chart, files, opts)
+}
+
+/// The part of `helm template` after the engine: NOTES dropped, documents split and sorted,
+/// CRDs (with `--include-crds`) first, hooks after the manifests, `--show-only` applied.
+/// `rendered` is the engine's output: `(template name, text)`.
+pub fn assemble(
+    chart: &Chart,
+    rendered: Vec<(String, String)>,
+    opts: &RenderOptions,
+) -> Result<String, RenderError> {
+    let files: Vec<(String, String)> = rendered
         .into_iter()
         .filter(|(name, _)| !name.ends_with("NOTES.txt"))
         .collect();
@@ -221,7 +237,9 @@ fn show_only(all: &str, patterns: &[String]) -> Result<String, RenderError> {
             missing = false;
         }
         if missing {
-            return Err(RenderError::ShowOnly(format!("could not find template {f} in chart")));
+            return Err(RenderError::ShowOnly(format!(
+                "could not find template {f} in chart"
+            )));
         }
     }
     Ok(picked.iter().map(|d| format!("---\n{d}\n")).collect())

@@ -67,7 +67,10 @@ pub fn load_files(files: Vec<(String, Vec<u8>)>) -> Result<Chart, LoadError> {
                 }
                 let rest = &n["charts/".len()..];
                 let sub = rest.split('/').next().unwrap_or_default().to_owned();
-                subcharts.entry(sub).or_default().push((rest.to_owned(), data));
+                subcharts
+                    .entry(sub)
+                    .or_default()
+                    .push((rest.to_owned(), data));
             }
             _ => c.files.push(File { name, data }),
         }
@@ -96,13 +99,18 @@ pub fn load_files(files: Vec<(String, Vec<u8>)>) -> Result<Chart, LoadError> {
             let inner = files
                 .into_iter()
                 .filter_map(|(name, data)| {
-                    name.split_once('/').map(|(_, rest)| (rest.to_owned(), data))
+                    name.split_once('/')
+                        .map(|(_, rest)| (rest.to_owned(), data))
                 })
                 .collect();
             load_files(inner)
         };
         let sub = sub.map_err(|e| {
-            LoadError(format!("error unpacking subchart {n} in {}: {}", c.name(), e.0))
+            LoadError(format!(
+                "error unpacking subchart {n} in {}: {}",
+                c.name(),
+                e.0
+            ))
         })?;
         c.dependencies.push(sub);
     }
@@ -151,7 +159,9 @@ pub fn archive_files(data: &[u8]) -> Result<Vec<(String, Vec<u8>)>, LoadError> {
             )));
         }
         if n.starts_with("..") {
-            return Err(LoadError("chart illegally references parent directory".into()));
+            return Err(LoadError(
+                "chart illegally references parent directory".into(),
+            ));
         }
         let b = n.as_bytes();
         if b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' {
@@ -182,7 +192,10 @@ pub fn archive_files(data: &[u8]) -> Result<Vec<(String, Vec<u8>)>, LoadError> {
                 "decompressed chart is larger than the maximum size {MAX_DECOMPRESSED_CHART_SIZE}"
             )));
         }
-        let data = buf.strip_prefix(b"\xEF\xBB\xBF").map(<[u8]>::to_vec).unwrap_or(buf);
+        let data = buf
+            .strip_prefix(b"\xEF\xBB\xBF")
+            .map(<[u8]>::to_vec)
+            .unwrap_or(buf);
         files.push((n, data));
     }
     if files.is_empty() {

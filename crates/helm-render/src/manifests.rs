@@ -44,8 +44,6 @@ pub const INSTALL_ORDER: &[&str] = &[
     "IngressClass",
     "Ingress",
     "APIService",
-    "MutatingWebhookConfiguration",
-    "ValidatingWebhookConfiguration",
 ];
 
 /// The hook events Helm knows (`helm.sh/hook` values, compared lower-cased).
@@ -134,7 +132,9 @@ fn go_space(c: char) -> bool {
 
 /// Sorts rendered files (`(path, content)`) into manifests and hooks, each in install order.
 /// The error is Helm's `YAML parse error on <path>: …`.
-pub fn sort_manifests(files: &[(String, String)]) -> Result<(Vec<Manifest>, Vec<Manifest>), String> {
+pub fn sort_manifests(
+    files: &[(String, String)],
+) -> Result<(Vec<Manifest>, Vec<Manifest>), String> {
     let mut sorted: Vec<&(String, String)> = files.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
     let mut generic = Vec::new();
@@ -156,11 +156,7 @@ pub fn sort_manifests(files: &[(String, String)]) -> Result<(Vec<Manifest>, Vec<
                 generic.push(m);
                 continue;
             };
-            let events: Vec<String> = hook
-                .1
-                .split(',')
-                .map(|e| e.trim().to_lowercase())
-                .collect();
+            let events: Vec<String> = hook.1.split(',').map(|e| e.trim().to_lowercase()).collect();
             if events.iter().any(|e| !HOOK_EVENTS.contains(&e.as_str())) {
                 // Helm logs "info: skipping unknown hook" and drops the document.
                 continue;
@@ -306,9 +302,15 @@ mod tests {
     fn split_like_helm() {
         // The whitespace after one separator swallows the newline the next one needs, as
         // Go's regexp does.
-        assert_eq!(split_manifests("---\na: 1\n---\n\n---  \nb: 2\n"), vec!["a: 1", "---  \nb: 2"]);
+        assert_eq!(
+            split_manifests("---\na: 1\n---\n\n---  \nb: 2\n"),
+            vec!["a: 1", "---  \nb: 2"]
+        );
         assert_eq!(split_manifests("a: 1  \n---b: 2"), vec!["a: 1", "b: 2"]);
-        assert_eq!(split_manifests("a: '---'\nb: x---y"), vec!["a: '---'\nb: x---y"]);
+        assert_eq!(
+            split_manifests("a: '---'\nb: x---y"),
+            vec!["a: '---'\nb: x---y"]
+        );
         assert!(split_manifests("  \n").is_empty());
     }
 }

@@ -193,7 +193,11 @@ fn metadata_json(m: &Metadata) -> serde_json::Map<String, serde_json::Value> {
     s("kubeVersion", &m.kube_version);
     s("type", &m.chart_type);
     let list = |v: &[String]| {
-        serde_json::Value::Array(v.iter().map(|x| serde_json::Value::String(x.clone())).collect())
+        serde_json::Value::Array(
+            v.iter()
+                .map(|x| serde_json::Value::String(x.clone()))
+                .collect(),
+        )
     };
     if !m.sources.is_empty() {
         o.insert("sources".into(), list(&m.sources));
@@ -271,7 +275,11 @@ impl Object for MaintainerObject {
     }
     fn to_json(&self) -> Option<serde_json::Value> {
         let mut o = serde_json::Map::new();
-        for (k, v) in [("name", &self.0.name), ("email", &self.0.email), ("url", &self.0.url)] {
+        for (k, v) in [
+            ("name", &self.0.name),
+            ("email", &self.0.email),
+            ("url", &self.0.url),
+        ] {
             if !v.is_empty() {
                 o.insert(k.into(), serde_json::Value::String(v.clone()));
             }
@@ -333,7 +341,10 @@ impl Object for DependencyObject {
             o.insert(
                 "tags".into(),
                 serde_json::Value::Array(
-                    d.tags.iter().map(|t| serde_json::Value::String(t.clone())).collect(),
+                    d.tags
+                        .iter()
+                        .map(|t| serde_json::Value::String(t.clone()))
+                        .collect(),
                 ),
             );
         }
@@ -343,7 +354,9 @@ impl Object for DependencyObject {
         if !d.import_values.is_empty() {
             o.insert(
                 "import-values".into(),
-                Value::list(d.import_values.clone()).to_json().unwrap_or_default(),
+                Value::list(d.import_values.clone())
+                    .to_json()
+                    .unwrap_or_default(),
             );
         }
         if !d.alias.is_empty() {
@@ -413,7 +426,10 @@ impl Object for FilesObject {
     }
 
     fn is_method(&self, name: &str) -> bool {
-        matches!(name, "Get" | "GetBytes" | "Glob" | "Lines" | "AsConfig" | "AsSecrets")
+        matches!(
+            name,
+            "Get" | "GetBytes" | "Glob" | "Lines" | "AsConfig" | "AsSecrets"
+        )
     }
 
     fn method(&self, name: &str, args: &[Value]) -> Result<Value, CallError> {
@@ -473,9 +489,9 @@ impl Object for FilesObject {
                     }
                 }
             }
-            "AsConfig" => Value::string(
-                self.to_yaml_map(|b| String::from_utf8_lossy(b).into_owned()),
-            ),
+            "AsConfig" => {
+                Value::string(self.to_yaml_map(|b| String::from_utf8_lossy(b).into_owned()))
+            }
             _ => Value::string(
                 self.to_yaml_map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
             ),
@@ -505,7 +521,9 @@ impl Object for FilesObject {
                 .map(|(k, v)| {
                     (
                         k.clone(),
-                        serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(v)),
+                        serde_json::Value::String(
+                            base64::engine::general_purpose::STANDARD.encode(v),
+                        ),
                     )
                 })
                 .collect(),
@@ -679,7 +697,10 @@ impl Object for VersionSet {
     }
     fn to_json(&self) -> Option<serde_json::Value> {
         Some(serde_json::Value::Array(
-            self.0.iter().map(|s| serde_json::Value::String(s.clone())).collect(),
+            self.0
+                .iter()
+                .map(|s| serde_json::Value::String(s.clone()))
+                .collect(),
         ))
     }
 }
@@ -690,7 +711,11 @@ pub struct HelmVersion;
 
 const HELM_VERSION: [(&str, &str, &str); 4] = [
     ("Version", "version", "v3.17.3"),
-    ("GitCommit", "git_commit", "e4da49785aa6e6ee2b86efd5dd9e43400318262b"),
+    (
+        "GitCommit",
+        "git_commit",
+        "e4da49785aa6e6ee2b86efd5dd9e43400318262b",
+    ),
     ("GitTreeState", "git_tree_state", "clean"),
     ("GoVersion", "go_version", "go1.23.7"),
 ];
@@ -735,7 +760,10 @@ impl Capabilities {
     /// `helm template`'s capabilities: the defaults, the kube version if given, and the
     /// extra API versions appended.
     pub fn new(kube_version: Option<KubeVersion>, extra_api_versions: &[String]) -> Capabilities {
-        let mut api: Vec<String> = DEFAULT_API_VERSIONS.iter().map(|s| (*s).to_owned()).collect();
+        let mut api: Vec<String> = DEFAULT_API_VERSIONS
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
         api.extend(extra_api_versions.iter().cloned());
         Capabilities {
             kube_version: kube_version.unwrap_or_default(),

@@ -22,9 +22,8 @@ pub struct Version {
 
 fn ident_ok(s: &str) -> bool {
     !s.is_empty()
-        && s.split('.').all(|p| {
-            !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        })
+        && s.split('.')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
 }
 
 impl Version {

@@ -251,7 +251,9 @@ impl Parser<'_> {
         if !k.is_empty() {
             return (
                 list,
-                Err(Some(format!("unexpected data at end of array index: {k:?}"))),
+                Err(Some(format!(
+                    "unexpected data at end of array index: {k:?}"
+                ))),
             );
         }
         match last {
@@ -291,7 +293,10 @@ impl Parser<'_> {
                     Err(e) => {
                         return (
                             list,
-                            Err(Some(format!("error parsing index: {}", e.unwrap_or_default()))),
+                            Err(Some(format!(
+                                "error parsing index: {}",
+                                e.unwrap_or_default()
+                            ))),
                         );
                     }
                 };
@@ -377,11 +382,17 @@ impl Parser<'_> {
                     {
                         self.unread();
                     }
-                    list.push(self.typed(rs).map_err(|e| ListErr::Other(e.unwrap_or_default()))?);
+                    list.push(
+                        self.typed(rs)
+                            .map_err(|e| ListErr::Other(e.unwrap_or_default()))?,
+                    );
                     return Ok(list);
                 }
                 Stop::At(_) => {
-                    list.push(self.typed(rs).map_err(|e| ListErr::Other(e.unwrap_or_default()))?);
+                    list.push(
+                        self.typed(rs)
+                            .map_err(|e| ListErr::Other(e.unwrap_or_default()))?,
+                    );
                 }
             }
         }

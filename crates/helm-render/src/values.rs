@@ -44,7 +44,8 @@ impl ValueSources {
     pub fn merge(&self, read_file: &dyn Fn(&str) -> Result<String, String>) -> Result<Map, String> {
         let mut base = Map::new();
         for (name, text) in &self.files {
-            let current = yaml::parse_values(text).map_err(|e| format!("failed to parse {name}: {e}"))?;
+            let current =
+                yaml::parse_values(text).map_err(|e| format!("failed to parse {name}: {e}"))?;
             base = merge_maps(base, current);
         }
         for line in &self.set_json {
@@ -134,7 +135,8 @@ fn coalesce_deps(ch: &Chart, dest: &GoMap, prefix: &str, merge: bool) -> Result<
         let dv = match existing {
             None => {
                 let m: GoMap = Rc::new(RefCell::new(Map::new()));
-                dest.borrow_mut().insert(name.to_owned(), Value::Map(m.clone()));
+                dest.borrow_mut()
+                    .insert(name.to_owned(), Value::Map(m.clone()));
                 m
             }
             Some(Value::Map(m)) => m,
