@@ -4,7 +4,13 @@
 //! `.Capabilities`, `.Template`, `.Subcharts`), `<no value>` removed from the output, and
 //! errors cleaned up into Helm's `parse error at (…)` / `execution error at (…)` forms.
 
-use go_template::{Map, Value};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use go_template::{
+    CallError, ErrorKind, Func, FuncMap, Limits, Map, MissingKey, Signature, Templates, Ty, Value,
+};
 
 use crate::chart::Chart;
 use crate::objects::{ChartObject, FilesObject};
@@ -144,13 +150,144 @@ pub fn cleanup_exec_error(filename: &str, err: &str) -> String {
     err.to_owned()
 }
 
+/// Helm's limit on how deeply one template name may be `include`d within itself.
+pub const RECURSION_MAX_NUMS: usize = 1000;
+
+/// The stack the engine may use while executing (see `go_template::Limits::max_stack`): the
+/// thread running [`render`] needs more than this. 1001 nested `include`s of one template, as
+/// Helm allows before its own error, fit.
+pub const ENGINE_STACK_LIMIT: usize = 192 << 20;
+
+/// The stack a thread that runs [`render`] should have.
+pub const RENDER_THREAD_STACK: usize = 256 << 20;
+
+/// The functions templates get: sprig's (less `env` and `expandenv`), Helm's encoders, and
+/// Helm's own (`include`, `tpl`, `required`, `fail`, `lookup`, a DNS-less `getHostByName`).
+pub fn funcs() -> FuncMap {
+    let mut f = sprig::funcs();
+    f.remove("env");
+    f.remove("expandenv");
+    f.extend(crate::yaml_read::encoding_funcs());
+    let included: Rc<RefCell<HashMap<String, usize>>> = Rc::default();
+    f.insert(
+        "include".into(),
+        Func::with_env(Signature::fixed(&[Ty::String, Ty::Any]), move |env, args| {
+            let name = args[0].as_str().unwrap_or_default().to_owned();
+            {
+                let mut inc = included.borrow_mut();
+                let n = inc.entry(name.clone()).or_insert(0);
+                if *n > RECURSION_MAX_NUMS {
+                    return Err(CallError::Call(format!(
+                        "rendering template has a nested reference name: {name}: unable to execute template"
+                    )));
+                }
+                *n += 1;
+            }
+            let r = env.execute_template(&name, &args[1]);
+            if let Some(n) = included.borrow_mut().get_mut(&name) {
+                *n = n.saturating_sub(1);
+            }
+            r.map(Value::from)
+        }),
+    );
+    f.insert(
+        "tpl".into(),
+        Func::with_env(Signature::fixed(&[Ty::String, Ty::Any]), |env, args| {
+            let text = args[0].as_str().unwrap_or_default().to_owned();
+            match env.execute_text("gotpl", &text, &args[1]) {
+                Ok(out) => Ok(Value::from(out.replace("<no value>", ""))),
+                Err(CallError::Call(m)) | Err(CallError::Exec(m)) => {
+                    let quoted = go_quote(&text);
+                    Err(CallError::Call(if is_parse_error(&m) {
+                        format!("cannot parse template {quoted}: {m}")
+                    } else {
+                        format!("error during tpl function execution for {quoted}: {m}")
+                    }))
+                }
+            }
+        }),
+    );
+    f.insert(
+        "required".into(),
+        Func::new(Signature::fixed(&[Ty::String, Ty::Any]), |args| {
+            let missing = match &args[1] {
+                Value::Nil => true,
+                Value::String(s) => s.is_empty(),
+                _ => false,
+            };
+            if missing {
+                let warn = args[0].as_str().unwrap_or_default();
+                return Err(CallError::Call(go_template::fmt::sprintf(&warn_wrap(warn), &[])));
+            }
+            Ok(args[1].clone())
+        }),
+    );
+    f.insert(
+        "fail".into(),
+        Func::new(Signature::fixed(&[Ty::String]), |args| {
+            Err(CallError::Call(warn_wrap(args[0].as_str().unwrap_or_default())))
+        }),
+    );
+    f.insert(
+        "lookup".into(),
+        Func::new(
+            Signature::fixed(&[Ty::String, Ty::String, Ty::String, Ty::String]),
+            |_| Ok(Value::map(Map::new())),
+        ),
+    );
+    f.insert(
+        "getHostByName".into(),
+        Func::new(Signature::fixed(&[Ty::String]), |_| Ok(Value::from(""))),
+    );
+    f
+}
+
+/// Whether a message from parsing-then-executing `tpl`'s text is Go's parse error
+/// (`template: NAME:LINE: …`) rather than an execution error (`…:LINE:COL: executing …`).
+fn is_parse_error(m: &str) -> bool {
+    let Some(rest) = m.strip_prefix("template: gotpl:") else {
+        return false;
+    };
+    let line_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    rest[line_end..].starts_with(": ") && !m.contains(": executing \"")
+}
+
+/// Go's `%q` of a string.
+fn go_quote(s: &str) -> String {
+    go_template::fmt::sprintf("%q", &[Value::from(s)])
+}
+
 /// Renders every template of `chart` (and its subcharts) with `top` (`Values`, `Release`,
-/// `Capabilities`): `(template name, output)` for every non-partial template. The error is
-/// Helm's text.
+/// `Capabilities`): `(template name, output)` for every non-partial template, in Helm's
+/// execution order. The error is Helm's text.
 pub fn render(chart: &Chart, top: &Map) -> Result<Vec<(String, String)>, String> {
     let tpls = all_templates(chart, top);
-    Err(format!(
-        "template engine not available yet ({} templates)",
-        tpls.len()
-    ))
+    let mut set = Templates::new(funcs());
+    set.set_missing_key(MissingKey::Zero);
+    set.set_limits(Limits {
+        max_stack: ENGINE_STACK_LIMIT,
+        ..Limits::default()
+    });
+    for r in &tpls {
+        set.parse(&r.name, &r.text)
+            .map_err(|e| cleanup_parse_error(&r.name, &e.message))?;
+    }
+    let mut out = Vec::new();
+    for r in &tpls {
+        if crate::chart::go_base(&r.name).starts_with('_') {
+            continue;
+        }
+        if let Value::Map(scope) = &r.scope {
+            let mut t = Map::new();
+            t.insert("Name".into(), Value::string(r.name.as_str()));
+            t.insert("BasePath".into(), Value::string(r.base_path.as_str()));
+            scope.borrow_mut().insert("Template".into(), Value::map(t));
+        }
+        let text = set.execute(&r.name, &r.scope).map_err(|e| match e.kind {
+            ErrorKind::Exec => cleanup_exec_error(&r.name, &e.message),
+            ErrorKind::Parse => e.message,
+        })?;
+        out.push((r.name.clone(), text.replace("<no value>", "")));
+    }
+    Ok(out)
 }

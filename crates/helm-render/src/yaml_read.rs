@@ -56,3 +56,30 @@ pub(crate) fn to_yaml(v: &Value) -> String {
     let json = v.to_json().unwrap_or(serde_json::Value::Null);
     serde_saphyr::to_string(&json).unwrap_or_default()
 }
+
+/// `toYaml`, `fromYaml`, `toJson`, `fromJson` (stand-ins until the encoders land).
+pub(crate) fn encoding_funcs() -> go_template::FuncMap {
+    use go_template::{Func, Signature, Ty};
+    let mut f = go_template::FuncMap::new();
+    f.insert(
+        "toYaml".into(),
+        Func::new(Signature::fixed(&[Ty::Any]), |a| {
+            Ok(Value::from(to_yaml(&a[0]).trim_end_matches('\n').to_owned()))
+        }),
+    );
+    f.insert(
+        "fromYaml".into(),
+        Func::new(Signature::fixed(&[Ty::String]), |a| {
+            let mut m = Map::new();
+            match parse_document(a[0].as_str().unwrap_or_default()) {
+                Ok(Value::Map(v)) => return Ok(Value::Map(v)),
+                Ok(_) => {}
+                Err(e) => {
+                    m.insert("Error".into(), Value::from(e));
+                }
+            }
+            Ok(Value::map(m))
+        }),
+    );
+    f
+}
