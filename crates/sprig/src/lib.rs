@@ -7,7 +7,13 @@
 
 use go_template::FuncMap;
 
+// yaml
+pub mod json;
+
 /// Every sprig function Helm's template engine has.
 pub fn funcs() -> FuncMap {
-    FuncMap::new()
+    let mut m = FuncMap::new();
+    // yaml
+    json::register(&mut m);
+    m
 }
