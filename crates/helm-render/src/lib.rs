@@ -6,3 +6,10 @@
 //!
 //! Pure: the chart arrives as file contents (the caller reads the directory or archive), the
 //! output is text. No I/O, no network (`lookup` answers an empty map, as `helm template` does).
+
+mod funcs_encoding;
+pub mod toml;
+pub mod yaml;
+
+pub use funcs_encoding::encoding_funcs;
+pub use yaml::{YamlError, parse_document, parse_values};
