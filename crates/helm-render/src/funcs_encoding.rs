@@ -3,7 +3,7 @@
 //! functions swallow errors (an empty string; `toToml` writes the error text) and the `from`
 //! functions return the error inside the result (`Error` key, or the list's only item).
 
-use go_template::{Func, FuncMap, Signature, Ty, Value};
+use go_template::{CallError, Func, FuncMap, Signature, Ty, Value};
 
 use crate::{toml, yaml};
 
