@@ -167,7 +167,7 @@ pub fn funcs() -> FuncMap {
     let mut f = sprig::funcs();
     f.remove("env");
     f.remove("expandenv");
-    f.extend(crate::yaml_read::encoding_funcs());
+    f.extend(crate::encoding_funcs());
     let included: Rc<RefCell<HashMap<String, usize>>> = Rc::default();
     f.insert(
         "include".into(),

@@ -4,7 +4,7 @@
 //! sorted by kind in install order (stable: file path, then position in the file).
 
 use crate::decode::scalar_string;
-use crate::yaml_read as yaml;
+use crate::yaml_read;
 
 /// The order Helm installs kinds in; unknown kinds come last, alphabetically by kind.
 pub const INSTALL_ORDER: &[&str] = &[
@@ -190,7 +190,7 @@ struct Head {
 
 /// Reads a document into Helm's `SimpleHead`.
 fn read_head(doc: &str) -> Result<Head, String> {
-    let v = yaml::parse_typed(doc)?;
+    let v = yaml_read::parse_typed(doc)?;
     let mut head = Head {
         kind: String::new(),
         name: String::new(),

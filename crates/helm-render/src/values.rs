@@ -14,7 +14,7 @@ use go_template::{Map, Value};
 
 use crate::chart::Chart;
 use crate::strvals;
-use crate::yaml_read as yaml;
+
 
 /// A Go `map[string]interface{}`.
 pub(crate) type GoMap = Rc<RefCell<Map>>;
@@ -45,7 +45,7 @@ impl ValueSources {
         let mut base = Map::new();
         for (name, text) in &self.files {
             let current =
-                yaml::parse_values(text).map_err(|e| format!("failed to parse {name}: {e}"))?;
+                crate::yaml::parse_values(text).map_err(|e| format!("failed to parse {name}: {e}"))?;
             base = merge_maps(base, current);
         }
         for line in &self.set_json {

@@ -20,6 +20,9 @@ mod unicode;
 
 use go_template::FuncMap;
 
+// yaml
+pub mod json;
+
 /// Every sprig function Helm's template engine has.
 pub fn funcs() -> FuncMap {
     let mut m = FuncMap::new();
@@ -30,5 +33,7 @@ pub fn funcs() -> FuncMap {
     lists::register(&mut m);
     dicts::register(&mut m);
     regex::register(&mut m);
+    // yaml
+    json::register(&mut m);
     m
 }
