@@ -6,8 +6,8 @@
 //! `error calling NAME: `.
 
 use crate::exec::Rv;
-use crate::{escape, fmt};
 use crate::value::Value;
+use crate::{escape, fmt};
 
 /// A builtin function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,7 +105,11 @@ impl Builtin {
 /// Calls builtin `b` (not `and`/`or`, which the executor evaluates lazily). `callee`: how
 /// `call`'s first argument was written.
 pub(crate) fn call(b: Builtin, args: &[Rv], callee: Option<&str>) -> Result<Rv, String> {
-    let any = |args: &[Rv]| -> Vec<Value> { args.iter().map(|a| a.inner().cloned().unwrap_or(Value::Nil)).collect() };
+    let any = |args: &[Rv]| -> Vec<Value> {
+        args.iter()
+            .map(|a| a.inner().cloned().unwrap_or(Value::Nil))
+            .collect()
+    };
     let concrete = |v: Value| Rv::Val(v, false);
     Ok(match b {
         Builtin::And | Builtin::Or => args.last().cloned().unwrap_or(Rv::Invalid),
@@ -122,7 +126,11 @@ pub(crate) fn call(b: Builtin, args: &[Rv], callee: Option<&str>) -> Result<Rv, 
         Builtin::Print => concrete(Value::string(fmt::sprint(&any(args)))),
         Builtin::Println => concrete(Value::string(fmt::sprintln(&any(args)))),
         Builtin::Printf => {
-            let format = args[0].inner().and_then(Value::as_str).unwrap_or_default().to_owned();
+            let format = args[0]
+                .inner()
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             concrete(Value::string(fmt::sprintf(&format, &any(&args[1..]))))
         }
         Builtin::Html => concrete(Value::string(escape::html_escaper(&any(args)))),
@@ -160,12 +168,19 @@ fn length(item: &Rv) -> Result<i64, String> {
 fn index_arg(index: &Rv, cap: usize, look_inside: bool) -> Result<usize, String> {
     let x = match index {
         Rv::Invalid => return Err("cannot index slice/array with nil".into()),
-        Rv::Val(Value::Nil, _) if look_inside => return Err("cannot index slice/array with nil".into()),
+        Rv::Val(Value::Nil, _) if look_inside => {
+            return Err("cannot index slice/array with nil".into());
+        }
         Rv::Val(_, true) | Rv::Val(Value::Nil, _) if !look_inside => {
             return Err("cannot index slice/array with type interface {}".into());
         }
         Rv::Val(Value::Int(i) | Value::Int64(i), _) => *i,
-        Rv::Val(v, _) => return Err(format!("cannot index slice/array with type {}", v.type_name())),
+        Rv::Val(v, _) => {
+            return Err(format!(
+                "cannot index slice/array with type {}",
+                v.type_name()
+            ));
+        }
     };
     if x < 0 || x as u64 > cap as u64 {
         return Err(format!("index out of range: {x}"));
@@ -210,7 +225,10 @@ fn index(item: &Rv, indexes: &[Rv]) -> Result<Rv, String> {
                     None => return Err("value is nil; should be of type string".into()),
                     Some(Value::String(k)) => k.clone(),
                     Some(other) => {
-                        return Err(format!("value has type {}; should be string", other.type_name()));
+                        return Err(format!(
+                            "value has type {}; should be string",
+                            other.type_name()
+                        ));
                     }
                 };
                 let found = m.borrow().get(&*key).cloned();
@@ -253,7 +271,9 @@ fn slice(item: &Rv, indexes: &[Rv]) -> Result<Rv, String> {
     let (i, j) = (idx[0], idx[1]);
     Ok(Rv::Val(
         match v {
-            Value::String(s) => Value::string(String::from_utf8_lossy(&s.as_bytes()[i..j]).into_owned()),
+            Value::String(s) => {
+                Value::string(String::from_utf8_lossy(&s.as_bytes()[i..j]).into_owned())
+            }
             Value::List(l) => Value::list(l[i..j].to_vec()),
             Value::Bytes(b) => Value::Bytes(b[i..j].into()),
             _ => Value::Nil,
@@ -303,7 +323,9 @@ fn eq(arg1: &Rv, rest: &[Rv]) -> Result<bool, String> {
         } else {
             match (a, b) {
                 (Some(Value::Bool(x)), Some(Value::Bool(y))) => x == y,
-                (Some(Value::Int(x) | Value::Int64(x)), Some(Value::Int(y) | Value::Int64(y))) => x == y,
+                (Some(Value::Int(x) | Value::Int64(x)), Some(Value::Int(y) | Value::Int64(y))) => {
+                    x == y
+                }
                 (Some(Value::Float(x)), Some(Value::Float(y))) => x == y,
                 (Some(Value::String(x)), Some(Value::String(y))) => x == y,
                 _ => {
@@ -331,7 +353,11 @@ fn eq(arg1: &Rv, rest: &[Rv]) -> Result<bool, String> {
                                 }
                             },
                             _ => {
-                                return Err(format!("non-comparable type {}: {}", show(b), type_of(b)));
+                                return Err(format!(
+                                    "non-comparable type {}: {}",
+                                    show(b),
+                                    type_of(b)
+                                ));
                             }
                         },
                     }
@@ -380,4 +406,3 @@ fn le(arg1: &Rv, arg2: &Rv) -> Result<bool, String> {
     }
     eq(arg1, std::slice::from_ref(arg2))
 }
-

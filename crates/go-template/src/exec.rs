@@ -13,7 +13,9 @@ use std::fmt::Write as _;
 
 use crate::builtins::{self, Builtin};
 use crate::error::Error;
-use crate::parse::{Arg, Branch, Command, List, Node, Number, Pipe, TemplateCall, Tree, Variable, go_quote};
+use crate::parse::{
+    Arg, Branch, Command, List, Node, Number, Pipe, TemplateCall, Tree, Variable, go_quote,
+};
 use crate::template::{MissingKey, Templates};
 use crate::value::{CallError, Env, Func, Ty, Value};
 
@@ -182,7 +184,10 @@ impl Ctx {
         if self.written > self.set.limits.max_output {
             return Err(self.err(
                 f,
-                format!("template output exceeds the limit of {} bytes", self.set.limits.max_output),
+                format!(
+                    "template output exceeds the limit of {} bytes",
+                    self.set.limits.max_output
+                ),
             ));
         }
         self.out.push_str(s);
@@ -268,7 +273,12 @@ impl Ctx {
     fn walk_range_inner<'t>(&mut self, f: &mut Frame<'t>, dot: &Rv, r: &'t Branch) -> R<()> {
         let val = self.eval_pipeline(f, dot, &r.pipe)?;
         let mark = f.vars.len();
-        let items: Vec<(Rv, Rv)> = match val.inner() {
+        // A map or slice type with methods ranges as the map or slice it is.
+        let plain = match val.inner() {
+            Some(Value::Object(o)) => o.as_value(),
+            _ => None,
+        };
+        let items: Vec<(Rv, Rv)> = match plain.as_ref().or(val.inner()) {
             None => Vec::new(),
             Some(Value::List(l)) => l
                 .iter()
@@ -278,12 +288,22 @@ impl Ctx {
             Some(Value::Bytes(b)) => b
                 .iter()
                 .enumerate()
-                .map(|(i, v)| (Rv::concrete(Value::Int(i as i64)), Rv::concrete(Value::Int(i64::from(*v)))))
+                .map(|(i, v)| {
+                    (
+                        Rv::concrete(Value::Int(i as i64)),
+                        Rv::concrete(Value::Int(i64::from(*v))),
+                    )
+                })
                 .collect(),
             Some(Value::Map(m)) => m
                 .borrow()
                 .iter()
-                .map(|(k, v)| (Rv::concrete(Value::string(k.as_str())), Rv::boxed(v.clone())))
+                .map(|(k, v)| {
+                    (
+                        Rv::concrete(Value::string(k.as_str())),
+                        Rv::boxed(v.clone()),
+                    )
+                })
                 .collect(),
             Some(n @ (Value::Int(_) | Value::Int64(_))) => {
                 if r.pipe.decl.len() > 1 {
@@ -321,7 +341,11 @@ impl Ctx {
             let decl = &r.pipe.decl;
             if !decl.is_empty() {
                 if r.pipe.is_assign {
-                    let v = if decl.len() > 1 { index.clone() } else { elem.clone() };
+                    let v = if decl.len() > 1 {
+                        index.clone()
+                    } else {
+                        elem.clone()
+                    };
                     self.set_var(f, &decl[0].ident[0], v)?;
                 } else {
                     let n = f.vars.len();
@@ -353,7 +377,10 @@ impl Ctx {
         if self.depth >= self.set.limits.max_depth {
             return Err(self.err(
                 f,
-                format!("exceeded maximum template depth ({})", self.set.limits.max_depth),
+                format!(
+                    "exceeded maximum template depth ({})",
+                    self.set.limits.max_depth
+                ),
             ));
         }
         self.check_stack(f)?;
@@ -451,7 +478,10 @@ impl Ctx {
             Arg::Nil { .. } => Err(self.err(f, "nil is not a command")),
             Arg::Number(n) => self.ideal_constant(f, first, n).map(Rv::concrete),
             Arg::String { text, .. } => Ok(Rv::concrete(Value::string(text.as_str()))),
-            _ => Err(self.err(f, format!("can't evaluate command {}", go_quote(&first.to_string())))),
+            _ => Err(self.err(
+                f,
+                format!("can't evaluate command {}", go_quote(&first.to_string())),
+            )),
         }
     }
 
@@ -568,7 +598,9 @@ impl Ctx {
         let (value, boxed) = match receiver {
             Rv::Invalid => {
                 if self.set.missing_key == MissingKey::Error {
-                    return Err(self.err(f, format!("nil data; no entry for key {}", go_quote(name))));
+                    return Err(
+                        self.err(f, format!("nil data; no entry for key {}", go_quote(name)))
+                    );
                 }
                 return Ok(Rv::Invalid);
             }
@@ -703,7 +735,10 @@ impl Ctx {
                 ));
             }
         } else if num_in != fixed {
-            return Err(self.err(f, format!("wrong number of args for {name}: want {fixed} got {num_in}")));
+            return Err(self.err(
+                f,
+                format!("wrong number of args for {name}: want {fixed} got {num_in}"),
+            ));
         }
         Ok(())
     }
@@ -772,7 +807,10 @@ impl Ctx {
                 } else {
                     Err(self.err(
                         f,
-                        format!("wrong type for value; expected {}; got interface {{}}", ty.go_name()),
+                        format!(
+                            "wrong type for value; expected {}; got interface {{}}",
+                            ty.go_name()
+                        ),
                     ))
                 }
             }
@@ -794,19 +832,36 @@ impl Ctx {
     }
 
     /// Go's `evalArg` for a parameter of type `ty` (`None`: no type, as for a chain's head).
-    fn eval_arg<'t>(&mut self, f: &mut Frame<'t>, dot: &Rv, ty: Option<Ty>, a: &'t Arg) -> R<Value> {
+    fn eval_arg<'t>(
+        &mut self,
+        f: &mut Frame<'t>,
+        dot: &Rv,
+        ty: Option<Ty>,
+        a: &'t Arg,
+    ) -> R<Value> {
         f.at = At::Arg(a);
         let ty_or_any = ty.unwrap_or(Ty::Any);
         match a {
             Arg::Dot { .. } => return self.validate(f, dot.clone(), ty_or_any),
             Arg::Nil { .. } => {
-                if matches!(ty_or_any, Ty::Any | Ty::List | Ty::Map | Ty::Bytes | Ty::Object(_)) {
+                if matches!(
+                    ty_or_any,
+                    Ty::Any | Ty::List | Ty::Map | Ty::Bytes | Ty::Object(_)
+                ) {
                     return Ok(Value::Nil);
                 }
                 return Err(self.err(f, format!("cannot assign nil to {}", ty_or_any.go_name())));
             }
             Arg::Field { ident, .. } => {
-                let v = self.eval_field_chain(f, dot, dot.clone(), a, ident, std::slice::from_ref(a), None)?;
+                let v = self.eval_field_chain(
+                    f,
+                    dot,
+                    dot.clone(),
+                    a,
+                    ident,
+                    std::slice::from_ref(a),
+                    None,
+                )?;
                 return self.validate(f, v, ty_or_any);
             }
             Arg::Variable(v) => {
@@ -849,7 +904,10 @@ impl Ctx {
                 _ => Err(self.err(f, format!("expected string; found {a}"))),
             },
             Ty::Any => self.eval_empty_interface(f, dot, a).map(Rv::into_any),
-            other => Err(self.err(f, format!("can't handle {a} for arg of type {}", other.go_name()))),
+            other => Err(self.err(
+                f,
+                format!("can't handle {a} for arg of type {}", other.go_name()),
+            )),
         }
     }
 
@@ -862,7 +920,10 @@ impl Ctx {
             Arg::Number(n) => self.ideal_constant(f, a, n).map(Rv::concrete),
             Arg::String { text, .. } => Ok(Rv::concrete(Value::string(text.as_str()))),
             Arg::Nil { .. } => Err(self.err(f, "evalEmptyInterface: nil (can't happen)")),
-            _ => Err(self.err(f, format!("can't handle assignment of {a} to empty interface argument"))),
+            _ => Err(self.err(
+                f,
+                format!("can't handle assignment of {a} to empty interface argument"),
+            )),
         }
     }
 
@@ -878,7 +939,9 @@ impl Ctx {
             }
             Arg::Variable(v) => self.eval_variable(f, dot, v, &[], None),
             Arg::Pipe(p) => self.eval_pipeline(f, dot, p),
-            Arg::Identifier { name, .. } => self.eval_function(f, dot, a, name, At::Arg(a), &[], None),
+            Arg::Identifier { name, .. } => {
+                self.eval_function(f, dot, a, name, At::Arg(a), &[], None)
+            }
             Arg::Chain { .. } => self.eval_chain(f, dot, a, &[], None),
             _ => self.eval_empty_interface(f, dot, a),
         }
@@ -1034,7 +1097,8 @@ impl Env for EnvImpl<'_> {
 
     fn execute_text(&mut self, name: &str, text: &str, data: &Value) -> Result<String, CallError> {
         let mut copy = self.ctx.set.clone();
-        copy.parse(name, text).map_err(|e| CallError::Call(e.message))?;
+        copy.parse(name, text)
+            .map_err(|e| CallError::Call(e.message))?;
         let saved = std::mem::replace(&mut self.ctx.set, copy);
         let r = self.nested(name, data);
         self.ctx.set = saved;

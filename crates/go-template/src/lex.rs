@@ -281,7 +281,8 @@ impl Lexer<'_> {
 
     fn at_right_delim(&self) -> (bool, bool) {
         let rest = self.rest();
-        if has_right_trim_marker(rest) && rest[TRIM_MARKER_LEN..].starts_with(RIGHT_DELIM.as_bytes())
+        if has_right_trim_marker(rest)
+            && rest[TRIM_MARKER_LEN..].starts_with(RIGHT_DELIM.as_bytes())
         {
             return (true, true);
         }
@@ -586,13 +587,18 @@ impl Lexer<'_> {
     fn lex_number(&mut self) -> Option<State> {
         if !self.scan_number() {
             let text = self.input[self.start..self.pos].to_owned();
-            return self.error(format!("bad number syntax: {}", crate::parse::go_quote(&text)));
+            return self.error(format!(
+                "bad number syntax: {}",
+                crate::parse::go_quote(&text)
+            ));
         }
         if matches!(self.peek(), Some('+' | '-')) {
             if !self.scan_number() || !self.input[..self.pos].ends_with('i') {
                 let text = self.input[self.start..self.pos].to_owned();
-                return self
-                    .error(format!("bad number syntax: {}", crate::parse::go_quote(&text)));
+                return self.error(format!(
+                    "bad number syntax: {}",
+                    crate::parse::go_quote(&text)
+                ));
             }
             self.emit(ItemType::Complex);
             return Some(State::InsideAction);

@@ -110,17 +110,38 @@ pub(crate) struct Command {
 #[derive(Debug)]
 pub(crate) enum Arg {
     /// `.a.b`: `["a", "b"]`.
-    Field { pos: usize, ident: Vec<String> },
+    Field {
+        pos: usize,
+        ident: Vec<String>,
+    },
     /// `(pipe).a.b` and the like: a term followed by fields.
-    Chain { pos: usize, node: Box<Arg>, field: Vec<String> },
-    Identifier { pos: usize, name: String },
+    Chain {
+        pos: usize,
+        node: Box<Arg>,
+        field: Vec<String>,
+    },
+    Identifier {
+        pos: usize,
+        name: String,
+    },
     Variable(Variable),
-    Dot { pos: usize },
-    Nil { pos: usize },
-    Bool { pos: usize, val: bool },
+    Dot {
+        pos: usize,
+    },
+    Nil {
+        pos: usize,
+    },
+    Bool {
+        pos: usize,
+        val: bool,
+    },
     Number(Number),
     /// A string constant: the text as written (for printing) and its value.
-    String { pos: usize, quoted: String, text: String },
+    String {
+        pos: usize,
+        quoted: String,
+        text: String,
+    },
     Pipe(Box<Pipe>),
 }
 
@@ -314,11 +335,7 @@ pub(crate) trait FuncNames {
 
 /// Parses `text` as template `name`; returns every tree it defines (the text itself under
 /// `name`, plus each `define` and `block`), in definition order, Go's duplicate rule applied.
-pub(crate) fn parse(
-    name: &str,
-    text: &str,
-    funcs: &dyn FuncNames,
-) -> Result<Vec<Tree>, String> {
+pub(crate) fn parse(name: &str, text: &str, funcs: &dyn FuncNames) -> Result<Vec<Tree>, String> {
     let src = Rc::new(Source {
         parse_name: name.to_owned(),
         text: text.to_owned(),
@@ -833,9 +850,18 @@ impl Parser<'_> {
         for (i, c) in pipe.cmds.iter().enumerate().skip(1) {
             if matches!(
                 c.args.first(),
-                Some(Arg::Bool { .. } | Arg::Dot { .. } | Arg::Nil { .. } | Arg::Number(_) | Arg::String { .. })
+                Some(
+                    Arg::Bool { .. }
+                        | Arg::Dot { .. }
+                        | Arg::Nil { .. }
+                        | Arg::Number(_)
+                        | Arg::String { .. }
+                )
             ) {
-                return self.errorf(format!("non executable command in pipeline stage {}", i + 1));
+                return self.errorf(format!(
+                    "non executable command in pipeline stage {}",
+                    i + 1
+                ));
             }
         }
         Ok(())
@@ -887,9 +913,16 @@ impl Parser<'_> {
             }
             Arg::Variable(mut v) => {
                 v.ident.extend(fields);
-                Arg::Variable(Variable { pos, ident: v.ident })
+                Arg::Variable(Variable {
+                    pos,
+                    ident: v.ident,
+                })
             }
-            Arg::Bool { .. } | Arg::String { .. } | Arg::Number(_) | Arg::Nil { .. } | Arg::Dot { .. } => {
+            Arg::Bool { .. }
+            | Arg::String { .. }
+            | Arg::Number(_)
+            | Arg::Nil { .. }
+            | Arg::Dot { .. } => {
                 return self.errorf(format!(
                     "unexpected . after term {}",
                     go_quote(&node.to_string())
@@ -988,7 +1021,10 @@ pub(crate) fn is_empty_list(list: &List) -> bool {
 
 /// `unicode.IsSpace` as `bytes.TrimSpace` uses it.
 fn is_go_space(c: char) -> bool {
-    matches!(c, '\t' | '\n' | '\x0b' | '\x0c' | '\r' | ' ' | '\u{85}' | '\u{a0}') || c.is_whitespace()
+    matches!(
+        c,
+        '\t' | '\n' | '\x0b' | '\x0c' | '\r' | ' ' | '\u{85}' | '\u{a0}'
+    ) || c.is_whitespace()
 }
 
 // ---- constants ----
@@ -1024,7 +1060,8 @@ pub(crate) fn unquote(s: &str) -> Result<String, String> {
             let mut out = String::new();
             let mut rest = body;
             while !rest.is_empty() {
-                let (c, tail) = unquote_char(rest, quote as char).map_err(|_| SYNTAX.to_string())?;
+                let (c, tail) =
+                    unquote_char(rest, quote as char).map_err(|_| SYNTAX.to_string())?;
                 out.push_str(&c);
                 rest = tail;
                 if quote == b'\'' && !rest.is_empty() {
@@ -1183,7 +1220,11 @@ pub(crate) fn new_number(pos: usize, text: &str, typ: ItemType) -> Result<Number
         }
         n.is_float = true;
         n.float = f;
-        if !n.is_int && f.fract() == 0.0 && f >= -9.223_372_036_854_775_808e18 && f < 9.223_372_036_854_775_808e18 {
+        if !n.is_int
+            && f.fract() == 0.0
+            && f >= -9.223_372_036_854_775_808e18
+            && f < 9.223_372_036_854_775_808e18
+        {
             n.is_int = true;
             n.int = f as i64;
         }
@@ -1325,7 +1366,9 @@ pub(crate) fn parse_go_float(s: &str) -> Option<f64> {
         parse_hex_float(hex)?
     } else {
         if body.is_empty()
-            || !body.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+            || !body
+                .bytes()
+                .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
             || !body.bytes().any(|b| b.is_ascii_digit())
         {
             return None;

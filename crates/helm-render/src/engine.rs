@@ -217,7 +217,10 @@ pub fn funcs() -> FuncMap {
             };
             if missing {
                 let warn = args[0].as_str().unwrap_or_default();
-                return Err(CallError::Call(go_template::fmt::sprintf(&warn_wrap(warn), &[])));
+                return Err(CallError::Call(go_template::fmt::sprintf(
+                    &warn_wrap(warn),
+                    &[],
+                )));
             }
             Ok(args[1].clone())
         }),
@@ -225,7 +228,9 @@ pub fn funcs() -> FuncMap {
     f.insert(
         "fail".into(),
         Func::new(Signature::fixed(&[Ty::String]), |args| {
-            Err(CallError::Call(warn_wrap(args[0].as_str().unwrap_or_default())))
+            Err(CallError::Call(warn_wrap(
+                args[0].as_str().unwrap_or_default(),
+            )))
         }),
     );
     f.insert(
@@ -248,7 +253,9 @@ fn is_parse_error(m: &str) -> bool {
     let Some(rest) = m.strip_prefix("template: gotpl:") else {
         return false;
     };
-    let line_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let line_end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
     rest[line_end..].starts_with(": ") && !m.contains(": executing \"")
 }
 

@@ -136,6 +136,37 @@ impl HelmIgnore {
     }
 }
 
+/// Applies a chart's `.helmignore` (if among `files`) to an in-memory file list, as Helm's
+/// directory loader does while walking: a file goes when it, or a directory above it, is
+/// ignored.
+pub fn filter_files(files: Vec<(String, Vec<u8>)>) -> Result<Vec<(String, Vec<u8>)>, IgnoreError> {
+    let rules = match files.iter().find(|(p, _)| p == HELMIGNORE) {
+        Some((_, data)) => HelmIgnore::parse(&String::from_utf8_lossy(data))?,
+        None => HelmIgnore::default(),
+    };
+    Ok(files
+        .into_iter()
+        .filter(|(path, _)| {
+            let mut dir = String::new();
+            for part in path
+                .split('/')
+                .collect::<Vec<_>>()
+                .split_last()
+                .map_or(&[][..], |(_, d)| d)
+            {
+                if !dir.is_empty() {
+                    dir.push('/');
+                }
+                dir.push_str(part);
+                if rules.ignore(&dir, true) {
+                    return false;
+                }
+            }
+            !rules.ignore(path, false)
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,11 +31,11 @@ mod yaml_read;
 
 pub use chart::{Chart, Dependency, File, Metadata};
 pub use funcs_encoding::encoding_funcs;
-pub use yaml::{YamlError, parse_document, parse_values};
 pub use helmignore::HelmIgnore;
 pub use loader::{LoadError, load_archive, load_files};
 pub use objects::KubeVersion;
 pub use values::ValueSources;
+pub use yaml::{YamlError, parse_document, parse_values};
 
 use go_template::{Map, Value};
 

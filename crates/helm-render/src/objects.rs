@@ -401,7 +401,8 @@ impl FilesObject {
                 Value::string(encode(v)),
             );
         }
-        crate::yaml_read::to_yaml(&Value::map(m))
+        let y = crate::yaml_read::to_yaml(&Value::map(m));
+        y.strip_suffix('\n').unwrap_or(&y).to_owned()
     }
 }
 
@@ -500,6 +501,15 @@ impl Object for FilesObject {
 
     fn truth(&self) -> bool {
         !self.files.is_empty()
+    }
+
+    fn as_value(&self) -> Option<Value> {
+        Some(Value::map(
+            self.files
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::Bytes(v.clone())))
+                .collect(),
+        ))
     }
 
     fn format(&self) -> String {
@@ -691,6 +701,9 @@ impl Object for VersionSet {
     }
     fn truth(&self) -> bool {
         !self.0.is_empty()
+    }
+    fn as_value(&self) -> Option<Value> {
+        Some(strings(&self.0))
     }
     fn format(&self) -> String {
         go_list(&self.0)

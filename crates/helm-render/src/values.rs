@@ -15,7 +15,6 @@ use go_template::{Map, Value};
 use crate::chart::Chart;
 use crate::strvals;
 
-
 /// A Go `map[string]interface{}`.
 pub(crate) type GoMap = Rc<RefCell<Map>>;
 
@@ -44,8 +43,8 @@ impl ValueSources {
     pub fn merge(&self, read_file: &dyn Fn(&str) -> Result<String, String>) -> Result<Map, String> {
         let mut base = Map::new();
         for (name, text) in &self.files {
-            let current =
-                crate::yaml::parse_values(text).map_err(|e| format!("failed to parse {name}: {e}"))?;
+            let current = crate::yaml::parse_values(text)
+                .map_err(|e| format!("failed to parse {name}: {e}"))?;
             base = merge_maps(base, current);
         }
         for line in &self.set_json {
@@ -228,15 +227,6 @@ fn coalesce_tables(dst: &GoMap, src: &GoMap, merge: bool) {
 fn coalesce_tables_full(dst: &GoMap, src: &GoMap, merge: bool) {
     if Rc::ptr_eq(dst, src) {
         return;
-    }
-    let nulls: Vec<String> = dst
-        .borrow()
-        .iter()
-        .filter(|(_, v)| matches!(v, Value::Nil))
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in nulls {
-        src.borrow_mut().insert(k, Value::Nil);
     }
     let entries: Vec<(String, Value)> = src
         .borrow()

@@ -1,7 +1,10 @@
 use super::*;
 
 fn kinds(input: &str) -> Vec<(ItemType, String)> {
-    lex(input, true, true).into_iter().map(|i| (i.typ, i.val)).collect()
+    lex(input, true, true)
+        .into_iter()
+        .map(|i| (i.typ, i.val))
+        .collect()
 }
 
 #[test]
