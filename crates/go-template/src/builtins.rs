@@ -149,11 +149,20 @@ pub(crate) fn call(b: Builtin, args: &[Rv], callee: Option<&str>) -> Result<Rv, 
     })
 }
 
+/// The plain map or list behind an object of a map or slice type (`.Files`,
+/// `.Capabilities.APIVersions`), which `range`, `len` and `index` see through.
+pub(crate) fn as_plain(v: &Value) -> Option<Value> {
+    match v {
+        Value::Object(o) => o.as_value(),
+        _ => None,
+    }
+}
+
 fn length(item: &Rv) -> Result<i64, String> {
     let len = match item {
         Rv::Invalid => return Err("reflect: call of reflect.Value.Type on zero Value".into()),
         Rv::Val(Value::Nil, _) => return Err("len of nil pointer".into()),
-        Rv::Val(v, _) => match v {
+        Rv::Val(v, _) => match as_plain(v).as_ref().unwrap_or(v) {
             Value::String(s) => s.len(),
             Value::Bytes(b) => b.len(),
             Value::List(l) => l.len(),
@@ -192,7 +201,7 @@ fn index(item: &Rv, indexes: &[Rv]) -> Result<Rv, String> {
     let Some(first) = item.inner() else {
         return Err("index of untyped nil".into());
     };
-    let mut item = Rv::Val(first.clone(), false);
+    let mut item = Rv::Val(as_plain(first).unwrap_or_else(|| first.clone()), false);
     for index in indexes {
         let v = match &item {
             Rv::Val(Value::Nil, _) | Rv::Invalid => return Err("index of nil pointer".into()),

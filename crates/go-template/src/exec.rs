@@ -13,6 +13,7 @@ mod eval;
 
 use std::fmt::Write as _;
 
+use crate::builtins;
 use crate::error::Error;
 use crate::parse::{
     Arg, Branch, Command, List, Node, Pipe, TemplateCall, Tree, Variable, go_quote,
@@ -279,7 +280,9 @@ impl Ctx {
         let val = self.eval_pipeline(f, dot, &r.pipe)?;
         let mark = f.vars.len();
         // Go 1.23 (Helm 3.17) ranges over lists and maps only: integers came in Go 1.24.
-        let items: Vec<(Rv, Rv)> = match val.inner() {
+        // A map or slice type with methods (`.Files`) ranges as the map or slice it is.
+        let plain = val.inner().and_then(builtins::as_plain);
+        let items: Vec<(Rv, Rv)> = match plain.as_ref().or(val.inner()) {
             None => Vec::new(),
             Some(Value::List(l)) => l
                 .iter()
