@@ -229,4 +229,25 @@ mod tests {
         let ours = crate::fmt::sprintf("%q", &[Value::string(js_escape_string("a\u{7f}"))]);
         assert_eq!(ours, r#""a\x7f""#);
     }
+
+    #[test]
+    fn escapers_through_the_engine() {
+        use crate::{Func, FuncMap, Signature, Templates, Ty};
+        let mut funcs = FuncMap::new();
+        funcs.insert(
+            "list".into(),
+            Func::new(Signature::variadic(&[], Ty::Any), |a| {
+                Ok(Value::list(a.to_vec()))
+            }),
+        );
+        for (f, args, _, expected) in table() {
+            let snippet = format!("{{{{ {f} {args} }}}}");
+            let mut t = Templates::new(funcs.clone());
+            let got = t
+                .parse("case", &snippet)
+                .and_then(|()| t.execute("case", &Value::Nil))
+                .map_err(|e| e.to_string());
+            assert_eq!(got.as_deref(), Ok(expected), "{snippet}");
+        }
+    }
 }

@@ -754,3 +754,94 @@ fn a_map_that_holds_itself_prints_without_overflowing() {
         inner.borrow_mut().clear();
     }
 }
+
+/// Stand-ins for the sprig functions the tables build operands with (`float64`, `int64`,
+/// `list`, `dict`), with the results sprig gives for the arguments the tables pass.
+fn stand_ins() -> crate::FuncMap {
+    use crate::{CallError, Func, Signature, Ty};
+    let mut f = crate::FuncMap::new();
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    f.insert(
+        "float64".into(),
+        Func::new(Signature::fixed(&[Ty::Any]), move |a| {
+            text(&a[0])
+                .parse::<f64>()
+                .map(Value::Float)
+                .map_err(|e| CallError::Call(e.to_string()))
+        }),
+    );
+    f.insert(
+        "int64".into(),
+        Func::new(Signature::fixed(&[Ty::Any]), move |a| {
+            text(&a[0])
+                .parse::<i64>()
+                .map(Value::Int64)
+                .map_err(|e| CallError::Call(e.to_string()))
+        }),
+    );
+    f.insert(
+        "list".into(),
+        Func::new(Signature::variadic(&[], Ty::Any), |a| {
+            Ok(Value::list(a.to_vec()))
+        }),
+    );
+    f.insert(
+        "dict".into(),
+        Func::new(Signature::variadic(&[], Ty::Any), move |a| {
+            let mut m = Map::new();
+            for pair in a.chunks(2) {
+                m.insert(text(&pair[0]), pair.get(1).cloned().unwrap_or_default());
+            }
+            Ok(Value::map(m))
+        }),
+    );
+    f
+}
+
+/// Dot as Helm gives it to the snippets: `.Values` from [`VALUES`] (all numbers there).
+fn dot() -> Value {
+    let mut values = Map::new();
+    for line in VALUES.lines() {
+        let (k, v) = line.split_once(": ").expect("key: number");
+        values.insert(k.into(), Value::Float(v.parse().expect("a number")));
+    }
+    let mut dot = Map::new();
+    dot.insert("Values".into(), Value::map(values));
+    Value::map(dot)
+}
+
+/// Runs every row's snippet through our template engine (the `print`/`printf` builtins
+/// calling this printer) and asserts the table's output.
+fn assert_engine_agrees(rows: &[Row]) {
+    let dot = dot();
+    let mut failures = Vec::new();
+    for row in rows {
+        let snippet = row.snippet();
+        let mut t = crate::Templates::new(stand_ins());
+        let got = t
+            .parse("case", &snippet)
+            .and_then(|()| t.execute("case", &dot))
+            .map_err(|e| e.to_string());
+        if got.as_deref() != Ok(row.expected) {
+            failures.push(format!(
+                "{snippet}\n  table:  {:?}\n  engine: {got:?}",
+                row.expected
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "the engine disagrees:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn print_table_through_the_engine() {
+    assert_engine_agrees(&print_table());
+}
+
+#[test]
+fn printf_table_through_the_engine() {
+    assert_engine_agrees(&printf_table());
+}
