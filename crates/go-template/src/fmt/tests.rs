@@ -845,3 +845,63 @@ fn print_table_through_the_engine() {
 fn printf_table_through_the_engine() {
     assert_engine_agrees(&printf_table());
 }
+
+/// `[]byte` (`.Files.GetBytes`) under each verb: a chart file gives Helm the bytes.
+#[test]
+fn bytes_match_helm() {
+    let formats: &[(&str, &str)] = &[
+        (
+            "%v|%d|%s|%x|% X|%#x|%q|%T",
+            "[104 105 34 10]|[104 105 34 10]|hi\"\n|6869220a|68 69 22 0A|0x6869220a|\"hi\\\"\\n\"|[]uint8",
+        ),
+        (
+            "%#v|%o|%c|%5s|%.1s|%t",
+            "[]byte{0x68, 0x69, 0x22, 0xa}|[150 151 42 12]|[h i \" \n]| hi\"\n|h|[%!t(uint8=104) %!t(uint8=105) %!t(uint8=34) %!t(uint8=10)]",
+        ),
+    ];
+    let bytes = Value::Bytes(b"hi\"\n".as_slice().into());
+    let mut uses = String::from("{{- $b := .Files.GetBytes \"data.bin\" }}\n");
+    for (i, (f, _)) in formats.iter().enumerate() {
+        let args = vec!["$b"; f.matches('%').count()].join(" ");
+        uses.push_str(&format!(
+            "c{i}: {{{{ printf {} {args} | toJson }}}}\n",
+            go_literal(f)
+        ));
+    }
+    uses.push_str(
+        "l: {{ print (list $b) | toJson }}\nl2: {{ printf \"%#v\" (list $b) | toJson }}\n",
+    );
+    let out = helm_oracle::helm_template(
+        &[("data.bin", "hi\"\n"), ("templates/cases.yaml", &uses)],
+        "",
+        &[],
+    )
+    .expect("helm renders");
+    let field = |key: &str| -> String {
+        let line = out
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("{key} in {out}"));
+        serde_json::from_str(line).expect("JSON string")
+    };
+    for (i, (f, expected)) in formats.iter().enumerate() {
+        assert_eq!(field(&format!("c{i}: ")), *expected, "helm {f}");
+        let args = vec![bytes.clone(); 8];
+        assert_eq!(
+            sprintf(f, &args[..f.matches('%').count()]),
+            *expected,
+            "ours {f}"
+        );
+    }
+    let list = Value::list(vec![bytes.clone()]);
+    assert_eq!(field("l: "), "[[104 105 34 10]]");
+    assert_eq!(sprint(std::slice::from_ref(&list)), "[[104 105 34 10]]");
+    assert_eq!(
+        field("l2: "),
+        "[]interface {}{[]uint8{0x68, 0x69, 0x22, 0xa}}"
+    );
+    assert_eq!(
+        sprintf("%#v", &[list]),
+        "[]interface {}{[]uint8{0x68, 0x69, 0x22, 0xa}}"
+    );
+}
