@@ -905,3 +905,20 @@ fn bytes_match_helm() {
         "[]interface {}{[]uint8{0x68, 0x69, 0x22, 0xa}}"
     );
 }
+
+/// Go accepts precisions up to a million and more; Rust's formatter refuses past 65 535, so
+/// those digits are made here (all zeros past a float's exact expansion).
+#[test]
+fn precisions_past_rusts_limit_are_printed_as_go_prints_them() {
+    let out = sprintf("%.70000f", &[Value::Float(1.5)]);
+    assert_eq!(out.len(), 2 + 70_000);
+    assert!(out.starts_with("1.5000") && out.ends_with("000"));
+    let out = sprintf("%.70000e", &[Value::Float(0.1)]);
+    assert!(out.starts_with("1.000000000000000055511151231257827") && out.ends_with("0e-01"));
+    assert_eq!(sprintf("%.70000g", &[Value::Float(0.5)]), "0.5");
+    assert_eq!(sprintf("%.70000U", &[Value::Int(65)]).len(), 2 + 70_000);
+    assert_eq!(
+        sprintf("%*d", &[Value::Int(2_000_000), Value::Int(1)]),
+        "%!(BADWIDTH)1"
+    );
+}
