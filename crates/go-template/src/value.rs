@@ -276,6 +276,13 @@ pub trait Object: fmt::Debug {
         None
     }
 
+    /// For a Go map or slice type that has methods (Helm's `.Files` is a `map[string][]byte`
+    /// with `Get`/`Glob`…, `.Capabilities.APIVersions` a `[]string` with `Has`): the plain map
+    /// or list it is, which `range` iterates. `None` for structs.
+    fn as_value(&self) -> Option<Value> {
+        None
+    }
+
     /// Equality for `eq` between two objects of the same type (Go compares comparable structs
     /// field by field). `None`: not comparable.
     fn equals(&self, other: &dyn Object) -> Option<bool> {

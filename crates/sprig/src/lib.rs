@@ -4,10 +4,36 @@
 //!
 //! Depends only on `go-template`'s value model. Functions that read the clock (`now`, `ago`)
 //! or randomness (`randAlphaNum`, `uuidv4`, key generation) do so directly, as sprig does.
+//!
+//! Each module registers its functions with `register`; `funcs` calls them all.
+
+mod cast;
+mod conversion;
+mod defaults;
+mod dicts;
+mod lists;
+mod math;
+mod regex;
+mod strings;
+mod support;
+mod unicode;
 
 use go_template::FuncMap;
 
+// yaml
+pub mod json;
+
 /// Every sprig function Helm's template engine has.
 pub fn funcs() -> FuncMap {
-    FuncMap::new()
+    let mut m = FuncMap::new();
+    strings::register(&mut m);
+    conversion::register(&mut m);
+    math::register(&mut m);
+    defaults::register(&mut m);
+    lists::register(&mut m);
+    dicts::register(&mut m);
+    regex::register(&mut m);
+    // yaml
+    json::register(&mut m);
+    m
 }

@@ -1,0 +1,386 @@
+//! YAML conformance tables: every expected text is what Helm 3.17.3 produced, and the
+//! `*_match_helm` tests re-check that against the real binary.
+
+use super::*;
+use go_template::{CallError, Env, FuncMap};
+
+/// (a value, written in values.yaml under a key, and what `toYaml` of it gives). The rows are
+/// assembled into one values.yaml as `rN:` followed by the text indented by two spaces.
+const TO_YAML: &[(&str, &str)] = &[
+    // Strings a plain scalar would read back as something else are double-quoted.
+    (r#""true""#, r#""true""#),
+    (r#""1""#, r#""1""#),
+    (r#""1.0""#, r#""1.0""#),
+    (r#""null""#, r#""null""#),
+    (r#""~""#, r#""~""#),
+    (r#""yes""#, r#""yes""#),
+    (r#""on""#, r#""on""#),
+    (r#""Off""#, r#""Off""#),
+    (r#""y""#, r#""y""#),
+    (r#""n""#, r#""n""#),
+    (r#""NULL""#, r#""NULL""#),
+    (r#""0x1F""#, r#""0x1F""#),
+    (r#""+1""#, r#""+1""#),
+    (r#"".5""#, r#"".5""#),
+    (r#""1e3""#, r#""1e3""#),
+    (r#""1:20""#, r#""1:20""#),
+    (r#""0777""#, r#""0777""#),
+    (r#""1_000""#, r#""1_000""#),
+    (r#"".inf""#, r#"".inf""#),
+    (r#""-.inf""#, r#""-.inf""#),
+    (r#""2001-12-14""#, r#""2001-12-14""#),
+    (r#""2001-12-14T21:59:43.10-05:00""#, r#""2001-12-14T21:59:43.10-05:00""#),
+    (r#""0b101""#, r#""0b101""#),
+    (r#""0o17""#, r#""0o17""#),
+    (r#""1.5e+3""#, r#""1.5e+3""#),
+    (r#""false""#, r#""false""#),
+    (r#""""#, r#""""#),
+    // Strings plain would misread by syntax are single-quoted.
+    (r#"" lead""#, "' lead'"),
+    (r#""trail ""#, "'trail '"),
+    (r#""a: b""#, "'a: b'"),
+    (r##""#x""##, "'#x'"),
+    (r#""x #y""#, "'x #y'"),
+    (r#""*x""#, "'*x'"),
+    (r#""&x""#, "'&x'"),
+    (r#""- x""#, "'- x'"),
+    (r#""@x""#, "'@x'"),
+    (r#""`x""#, "'`x'"),
+    (r#""x:""#, "'x:'"),
+    (r#""{x}""#, "'{x}'"),
+    (r#""[x]""#, "'[x]'"),
+    (r#""%x""#, "'%x'"),
+    (r#""!x""#, "'!x'"),
+    (r#""|x""#, "'|x'"),
+    (r#"">x""#, "'>x'"),
+    (r#""? x""#, "'? x'"),
+    (r#"",x""#, "',x'"),
+    (r#""'x""#, "'''x'"),
+    (r#""\"x""#, "'\"x'"),
+    (r#""-""#, "'-'"),
+    (r#""---""#, "'---'"),
+    (r#""...""#, "'...'"),
+    // And these stay plain.
+    (r#""-x""#, "-x"),
+    (r#""?x""#, "?x"),
+    (r#""x,y""#, "x,y"),
+    (r#""x]""#, "x]"),
+    (r#""a'b""#, "a'b"),
+    (r#""a\"b""#, "a\"b"),
+    (r#""a  b""#, "a  b"),
+    (r#""NaN""#, "NaN"),
+    (r#""=x""#, "=x"),
+    (r#""<<""#, "<<"),
+    (r#""é unicode ✓""#, "é unicode ✓"),
+    // Escapes and special characters: double quotes.
+    (r#""a\tb""#, r#""a\tb""#),
+    (r#""\ttab""#, r#""\ttab""#),
+    (r#""a \nb""#, r#""a \nb""#),
+    (r#""\u0001""#, r#""\x01""#),
+    (r#""x\r\ny""#, r#""x\r\ny""#),
+    (r#""x\n ""#, r#""x\n ""#),
+    (r#""😀 x""#, r#""\U0001F600 x""#),
+    (r#""a\u0085b""#, "a b"),
+    (r#""x\u2028y""#, "'x\u{2028}  y'"),
+    // Multi-line strings: literal blocks with their chomping and indentation hints.
+    (r#""a\nb""#, "|-\n  a\n  b"),
+    (r#""a\nb\n""#, "|\n  a\n  b"),
+    (r#""a\nb\n\n""#, "|+\n  a\n  b\n"),
+    (r#"" a\nb""#, "|2-\n   a\n  b"),
+    (r#""\n""#, "|2+\n"),
+    (r#""\nx""#, "|2-\n\n  x"),
+    // Numbers, after the trip through JSON.
+    ("1e7", "10000000"),
+    ("1.5", "1.5"),
+    ("1234567.5", "1.2345675e+06"),
+    ("1e21", "1e+21"),
+    ("0.000001", "1e-06"),
+    ("1e-7", "1e-07"),
+    ("0.1", "0.1"),
+    ("-0", "0"),
+    ("1e20", "1e+20"),
+    ("12345678901234567890", "12345678901234567000"),
+    ("123456789012345678901234567890", "1.2345678901234568e+29"),
+    ("0777", "511"),
+    ("1_000", "1000"),
+    ("0x1F", "31"),
+    ("0o17", "15"),
+    ("+12", "12"),
+    ("1e3", "1000"),
+    ("09", "9"),
+    ("-0x10", "-16"),
+    ("0b101", "5"),
+    ("1.0", "1"),
+    // YAML 1.1 scalars.
+    ("2001-12-14", r#""2001-12-14""#),
+    ("2001-02-30", "2001-02-30"),
+    ("2001-12-14 21:59:43.10", r#""2001-12-14 21:59:43.10""#),
+    ("2001-12-14 21:59:43.10 -5", "2001-12-14 21:59:43.10 -5"),
+    ("yes", "true"),
+    ("On", "true"),
+    ("NO", "false"),
+    ("~", "null"),
+    ("", "null"),
+    ("1:20", r#""1:20""#),
+    ("!!str 123", r#""123""#),
+    ("!!float 1", "1"),
+    ("!foo bar", "bar"),
+    ("!!binary aGVsbG8=", "hello"),
+    // Collections.
+    ("{}", "{}"),
+    ("[]", "[]"),
+    ("[[a, b], [c]]", "- - a\n  - b\n- - c"),
+    ("[{a: 1, b: [x]}, {}]", "- a: 1\n  b:\n  - x\n- {}"),
+    ("{b: {c: [1, 2]}, a: null}", "a: null\nb:\n  c:\n  - 1\n  - 2"),
+    ("{1: a, true: b, 1.5: d, 0x10: e, 1e3: f, 2001-12-14: g}",
+        "\"1\": a\n\"1.5\": d\n\"16\": e\n\"1000\": f\n\"2001-12-14\": g\n\"true\": b"),
+    ("{a10: 1, a9: 2, a_1: 3, A: 4, b: 5, \"0\": 6, \"00\": 7, \"-1\": 8, é: 9, a01: 10, a1: 11}",
+        "\"-1\": 8\n\"0\": 6\n\"00\": 7\nA: 4\na_1: 3\na1: 11\na01: 10\na9: 2\na10: 1\nb: 5\né: 9"),
+    ("{\"a\\nb\": 1}", "? |-\n  a\n  b\n: 1"),
+    ("{k: [[]], l: [{}], m: {p: {}}}", "k:\n- []\nl:\n- {}\nm:\n  p: {}"),
+    ("[\"a\\nb\", [\"c\\n\"]]", "- |-\n  a\n  b\n- - |\n    c"),
+    // Anchors, aliases, merges.
+    ("{base: &b {x: 1, z: 2}, m: {x: 0, <<: *b, w: 3}}", "base:\n  x: 1\n  z: 2\nm:\n  w: 3\n  x: 1\n  z: 2"),
+    ("{m: {<<: [{x: a, q: 1}, {x: b, r: 2}], y: 9}}", "m:\n  q: 1\n  r: 2\n  \"true\": 9\n  x: a"),
+    ("{a: 1, a: 2}", "a: 2"),
+    // Long lines fold at column 80.
+    ("\"aaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd eeeeeeeeee ffffffffff gggggggggg hhhhhhhhhh iiiiiiiiii jjjjjjjjjj\"",
+        "aaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd eeeeeeeeee ffffffffff gggggggggg hhhhhhhhhh\n  iiiiiiiiii jjjjjjjjjj"),
+    ("{long: \"aaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd eeeeeeeeee ffffffffff gggggggggg hhhhhhhhhh iiiiiiiiii jjjjjjjjjj\"}",
+        "long: aaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd eeeeeeeeee ffffffffff gggggggggg\n  hhhhhhhhhh iiiiiiiiii jjjjjjjjjj"),
+    ("{long: \"aaaaaaaaaabbbbbbbbbbccccccccccddddddddddeeeeeeeeeeffffffffffgggggggggghhhhhhhhhhiiiiiiiiiijjjjjjjjjj\"}",
+        "long: aaaaaaaaaabbbbbbbbbbccccccccccddddddddddeeeeeeeeeeffffffffffgggggggggghhhhhhhhhhiiiiiiiiiijjjjjjjjjj"),
+    ("{long: \"'aaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd eeeeeeeeee ffffffffff gggggggggg hhhhhhhhhh iiiiiiiiii jjjjjjjjjj\"}",
+        "long: '''aaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd eeeeeeeeee ffffffffff gggggggggg\n  hhhhhhhhhh iiiiiiiiii jjjjjjjjjj'"),
+    ("{long: \"aaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd eeeeeeeeee ffffffffff gggggggggg hhhhhhhhhh iiiiiiiiii jjjjjjjjjj\\u0001\"}",
+        "long: \"aaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd eeeeeeeeee ffffffffff gggggggggg\n  hhhhhhhhhh iiiiiiiiii jjjjjjjjjj\\x01\""),
+    ("{long: \"line1\\naaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd eeeeeeeeee ffffffffff gggggggggg hhhhhhhhhh iiiiiiiiii jjjjjjjjjj\"}",
+        "long: |-\n  line1\n  aaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd eeeeeeeeee ffffffffff gggggggggg hhhhhhhhhh iiiiiiiiii jjjjjjjjjj"),
+    ("{k: \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
+        "k: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"),
+    ("{\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": 1}",
+        "? xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
+: 1"),
+];
+
+fn values_doc(rows: &[(&str, &str)]) -> String {
+    rows.iter()
+        .enumerate()
+        .map(|(i, (v, _))| format!("r{i}: {v}\n"))
+        .collect()
+}
+
+fn helm_to_yaml(v: &Value) -> String {
+    let s = to_yaml(v).unwrap_or_default();
+    s.strip_suffix('\n').unwrap_or(&s).to_owned()
+}
+
+#[test]
+fn to_yaml_table_matches_ours() {
+    let values = parse_values(&values_doc(TO_YAML)).expect("the table's values parse");
+    let mut failures = Vec::new();
+    for (i, (input, want)) in TO_YAML.iter().enumerate() {
+        let v = values.get(&format!("r{i}")).cloned().unwrap_or_default();
+        let got = helm_to_yaml(&v);
+        if got != *want {
+            failures.push(format!("{input}\n   want {want:?}\n    got {got:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn to_yaml_table_matches_helm() {
+    let snippets: Vec<String> = (0..TO_YAML.len())
+        .map(|i| format!("{{{{ toYaml .Values.r{i} }}}}"))
+        .collect();
+    let snippets: Vec<&str> = snippets.iter().map(String::as_str).collect();
+    let got = helm_oracle::eval(&snippets, &values_doc(TO_YAML));
+    for ((input, want), got) in TO_YAML.iter().zip(got) {
+        assert_eq!(got.as_deref(), Ok(*want), "{input}");
+    }
+}
+
+fn call(name: &str, args: &[Value]) -> Result<Value, CallError> {
+    struct NoEnv;
+    impl Env for NoEnv {
+        fn execute_template(&mut self, _: &str, _: &Value) -> Result<String, CallError> {
+            unreachable!()
+        }
+        fn execute_text(&mut self, _: &str, _: &str, _: &Value) -> Result<String, CallError> {
+            unreachable!()
+        }
+    }
+    let m: FuncMap = crate::encoding_funcs();
+    (m[name].body)(&mut NoEnv, args)
+}
+
+/// (function, its string argument, what `… | toJson` of the result gives).
+const FROM: &[(&str, &str, &str)] = &[
+    (
+        "fromYaml",
+        "a: 1\nb: [x, 2.5, true, null]",
+        r#"{"a":1,"b":["x",2.5,true,null]}"#,
+    ),
+    (
+        "fromYaml",
+        "- a",
+        r#"{"Error":"error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]interface {}"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: [",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 1: did not find expected node content"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: b: c",
+        r#"{"Error":"error converting YAML to JSON: yaml: mapping values are not allowed in this context"}"#,
+    ),
+    (
+        "fromYaml",
+        "a\n- b",
+        r#"{"Error":"error unmarshaling JSON: while decoding JSON: json: cannot unmarshal string into Go value of type map[string]interface {}"}"#,
+    ),
+    (
+        "fromYamlArray",
+        "a: 1",
+        r#"["error unmarshaling JSON: while decoding JSON: json: cannot unmarshal object into Go value of type []interface {}"]"#,
+    ),
+    (
+        "fromYaml",
+        "a: *x",
+        r#"{"Error":"error converting YAML to JSON: yaml: unknown anchor 'x' referenced"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: &x [*x]",
+        r#"{"Error":"error converting YAML to JSON: yaml: anchor 'x' value contains itself"}"#,
+    ),
+    (
+        "fromYaml",
+        "\"a",
+        r#"{"Error":"error converting YAML to JSON: yaml: found unexpected end of stream"}"#,
+    ),
+    ("fromYaml", "a: 1\n---\nb: 2", r#"{"a":1}"#),
+    ("fromYaml", "", "{}"),
+    ("fromYaml", "a:\t1", r#"{"a":1}"#),
+    (
+        "fromYaml",
+        "{a: 1",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 1: did not find expected ',' or '}'"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: .nan",
+        r#"{"Error":"error converting YAML to JSON: json: unsupported value: NaN"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: !!int 1.5",
+        r#"{"Error":"error converting YAML to JSON: yaml: cannot decode !!float `1.5` as a !!int"}"#,
+    ),
+    (
+        "fromYaml",
+        "@a",
+        r#"{"Error":"error converting YAML to JSON: yaml: found character that cannot start any token"}"#,
+    ),
+    ("fromYaml", "  a: 1\n b: 2", r#"{"a":1}"#),
+    (
+        "fromYaml",
+        "a: 'x",
+        r#"{"Error":"error converting YAML to JSON: yaml: found unexpected end of stream"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: |\n  x\n y",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 2: did not find expected key"}"#,
+    ),
+    (
+        "fromYaml",
+        "a:\n  b: 1\n c: 2",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 2: did not find expected key"}"#,
+    ),
+    (
+        "fromYaml",
+        "- [a, b",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 1: did not find expected ',' or ']'"}"#,
+    ),
+    ("fromYamlArray", "null", "[]"),
+    ("fromYamlArray", "[1, {a: b}]", r#"[1,{"a":"b"}]"#),
+    ("fromYaml", "null", "{}"),
+    (
+        "fromYaml",
+        "x",
+        r#"{"Error":"error unmarshaling JSON: while decoding JSON: json: cannot unmarshal string into Go value of type map[string]interface {}"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: 1\n\tb: 2",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 2: found a tab character that violates indentation"}"#,
+    ),
+    (
+        "fromYaml",
+        "~: e",
+        r#"{"Error":"error converting YAML to JSON: unsupported map key of type: %!s(\u003cnil\u003e), key: \u003cnil\u003e, value: \"e\""}"#,
+    ),
+    (
+        "fromYaml",
+        "{1.1: a, 0.1234567891: b, -2: c, false: d}",
+        r#"{"-2":"c","0.12345679":"b","1.1":"a","false":"d"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: 1\nb:\n  - x\n  - c: [1, 2]\n  - y: 3\n",
+        r#"{"a":1,"b":["x",{"c":[1,2]},{"true":3}]}"#,
+    ),
+    ("fromJson", r#"{"a": [1, "x"]}"#, r#"{"a":[1,"x"]}"#),
+    (
+        "fromJson",
+        "[1]",
+        r#"{"Error":"json: cannot unmarshal array into Go value of type map[string]interface {}"}"#,
+    ),
+    ("fromJsonArray", "[1, {\"a\": null}]", r#"[1,{"a":null}]"#),
+    (
+        "fromJsonArray",
+        "{}",
+        r#"["json: cannot unmarshal object into Go value of type []interface {}"]"#,
+    ),
+    (
+        "fromJsonArray",
+        "[1,",
+        r#"["unexpected end of JSON input"]"#,
+    ),
+];
+
+#[test]
+fn from_table_matches_ours() {
+    let mut failures = Vec::new();
+    for (func, input, want) in FROM {
+        let v = call(func, &[Value::string(*input)]).expect("never fails");
+        let got = sprig::json::marshal(&v, true).unwrap();
+        if got != *want {
+            failures.push(format!("{func} {input:?}\n   want {want}\n    got {got}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn from_table_matches_helm() {
+    let values: String = FROM
+        .iter()
+        .enumerate()
+        .map(|(i, (_, input, _))| format!("s{i}: {}\n", serde_json::to_string(input).unwrap()))
+        .collect();
+    let snippets: Vec<String> = FROM
+        .iter()
+        .enumerate()
+        .map(|(i, (f, _, _))| format!("{{{{ {f} .Values.s{i} | toJson }}}}"))
+        .collect();
+    let snippets: Vec<&str> = snippets.iter().map(String::as_str).collect();
+    let got = helm_oracle::eval(&snippets, &values);
+    for ((func, input, want), got) in FROM.iter().zip(got) {
+        assert_eq!(got.as_deref(), Ok(*want), "{func} {input:?}");
+    }
+}
