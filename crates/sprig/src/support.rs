@@ -13,7 +13,8 @@ pub(crate) const MAX_STRING_BYTES: usize = 64 << 20;
 pub(crate) const MAX_ELEMENTS: usize = 10_000_000;
 
 /// Go's panic on a method call through a nil interface (`reflect.TypeOf(nil).Kind()`).
-pub(crate) const NIL_DEREF: &str = "runtime error: invalid memory address or nil pointer dereference";
+pub(crate) const NIL_DEREF: &str =
+    "runtime error: invalid memory address or nil pointer dereference";
 
 /// Registers `name` with its Go signature.
 pub(crate) fn add(
