@@ -8,9 +8,26 @@
 //!
 //! Pure: no I/O, no threads, no clock. Sprig's functions live in the `sprig` crate and Helm's
 //! (`include`, `tpl`, `toYaml`…) in `helm-render`; both plug in through [`FuncMap`].
+//!
+//! # Bounds
+//!
+//! Charts come from registries, so no template may crash the process: parsing bounds the
+//! nesting of parentheses and control structures ([`parse::MAX_NESTING`]), execution bounds
+//! nested template calls ([`Limits::max_depth`]), output ([`Limits::max_output`]) and the
+//! stack it uses ([`Limits::max_stack`], measured from where [`Templates::execute`] was
+//! entered). The thread that executes must have a stack larger than `max_stack` plus what the
+//! caller itself uses.
 
+mod builtins;
+mod error;
 pub mod escape;
+mod exec;
 pub mod fmt;
+mod lex;
+pub mod parse;
+mod template;
 pub mod value;
 
+pub use error::{Error, ErrorKind};
+pub use template::{Limits, MissingKey, Templates};
 pub use value::{CallError, Env, Func, FuncBody, FuncMap, Map, Object, Signature, Ty, Value};
