@@ -128,7 +128,7 @@ pub(crate) fn register(m: &mut FuncMap) {
         for v in a {
             match slice_items(v)? {
                 Ok(l) => {
-                    check_count("concat", (out.len() + l.len()) as u128)?;
+                    check_count((out.len() + l.len()) as u128)?;
                     out.extend(l);
                 }
                 Err(kind) => return Err(fail(format!("Cannot concat type {kind} as list"))),

@@ -98,13 +98,13 @@ pub(crate) fn register(m: &mut FuncMap) {
     );
     add(m, "until", Signature::fixed(&[Ty::Int]), |a| {
         let count = int_arg(a, 0)?;
-        ints("until", 0, count, if count < 0 { -1 } else { 1 })
+        ints(0, count, if count < 0 { -1 } else { 1 })
     });
     add(
         m,
         "untilStep",
         Signature::fixed(&[Ty::Int, Ty::Int, Ty::Int]),
-        |a| ints("untilStep", int_arg(a, 0)?, int_arg(a, 1)?, int_arg(a, 2)?),
+        |a| ints(int_arg(a, 0)?, int_arg(a, 1)?, int_arg(a, 2)?),
     );
     add(m, "seq", Signature::variadic(&[], Ty::Int), |a| {
         let p: Vec<i64> = a
@@ -123,7 +123,7 @@ pub(crate) fn register(m: &mut FuncMap) {
             _ => return Ok(Value::from("")),
         };
         let increment = if end < start { -1 } else { 1 };
-        let items = until_step("seq", start, end.wrapping_add(increment), step)?;
+        let items = until_step(start, end.wrapping_add(increment), step)?;
         let words: Vec<String> = items.iter().map(i64::to_string).collect();
         Ok(Value::from(words.join(" ")))
     });
@@ -196,9 +196,9 @@ fn pow10(p: f64) -> f64 {
 }
 
 /// Sprig's `untilStep` as a list of ints.
-fn ints(name: &str, start: i64, stop: i64, step: i64) -> Result<Value, go_template::CallError> {
+fn ints(start: i64, stop: i64, step: i64) -> Result<Value, go_template::CallError> {
     Ok(Value::list(
-        until_step(name, start, stop, step)?
+        until_step(start, stop, step)?
             .into_iter()
             .map(Value::Int)
             .collect(),
@@ -207,19 +207,14 @@ fn ints(name: &str, start: i64, stop: i64, step: i64) -> Result<Value, go_templa
 
 /// Sprig's `untilStep`: from `start` towards `stop` (excluded) by `step`; nothing when the
 /// step points away from `stop`.
-fn until_step(
-    name: &str,
-    start: i64,
-    stop: i64,
-    step: i64,
-) -> Result<Vec<i64>, go_template::CallError> {
+fn until_step(start: i64, stop: i64, step: i64) -> Result<Vec<i64>, go_template::CallError> {
     let up = stop >= start;
     if (up && step <= 0) || (!up && step >= 0) {
         return Ok(Vec::new());
     }
     let span = (i128::from(stop) - i128::from(start)).unsigned_abs();
     let stride = i128::from(step).unsigned_abs();
-    check_count(name, span.div_ceil(stride))?;
+    check_count(span.div_ceil(stride))?;
     let mut out = Vec::new();
     let mut i = start;
     while if up { i < stop } else { i > stop } {
@@ -247,12 +242,12 @@ mod tests {
 
     #[test]
     fn sequences_are_bounded() {
-        assert_eq!(until_step("u", 0, 10, 3).ok(), Some(vec![0, 3, 6, 9]));
-        assert_eq!(until_step("u", 0, -3, -1).ok(), Some(vec![0, -1, -2]));
-        assert_eq!(until_step("u", 0, 3, -1).ok(), Some(vec![]));
-        assert!(until_step("u", 0, i64::MAX, 1).is_err());
+        assert_eq!(until_step(0, 10, 3).ok(), Some(vec![0, 3, 6, 9]));
+        assert_eq!(until_step(0, -3, -1).ok(), Some(vec![0, -1, -2]));
+        assert_eq!(until_step(0, 3, -1).ok(), Some(vec![]));
+        assert!(until_step(0, i64::MAX, 1).is_err());
         assert_eq!(
-            until_step("u", i64::MAX - 1, i64::MAX, 5).ok(),
+            until_step(i64::MAX - 1, i64::MAX, 5).ok(),
             Some(vec![i64::MAX - 1])
         );
     }

@@ -85,7 +85,7 @@ pub(crate) fn register(m: &mut FuncMap) {
     ] {
         add(m, name, Signature::fixed(&[S, S, S]), move |a| {
             let re = comp(str_arg(a, 0)?)?;
-            replace_all(name, &re, str_arg(a, 1)?, str_arg(a, 2)?, false)
+            replace_all(&re, str_arg(a, 1)?, str_arg(a, 2)?, false)
         });
     }
     for (name, comp) in [
@@ -94,7 +94,7 @@ pub(crate) fn register(m: &mut FuncMap) {
     ] {
         add(m, name, Signature::fixed(&[S, S, S]), move |a| {
             let re = comp(str_arg(a, 0)?)?;
-            replace_all(name, &re, str_arg(a, 1)?, str_arg(a, 2)?, true)
+            replace_all(&re, str_arg(a, 1)?, str_arg(a, 2)?, true)
         });
     }
     for (name, comp) in [
@@ -182,13 +182,7 @@ fn split(re: &Regex, pattern: &str, s: &str, n: i64) -> Vec<String> {
 }
 
 /// `ReplaceAllString` / `ReplaceAllLiteralString`.
-fn replace_all(
-    name: &str,
-    re: &Regex,
-    src: &str,
-    repl: &str,
-    literal: bool,
-) -> Result<Value, CallError> {
+fn replace_all(re: &Regex, src: &str, repl: &str, literal: bool) -> Result<Value, CallError> {
     let mut out = String::new();
     let mut last_end = 0;
     let mut search = 0;
@@ -205,7 +199,7 @@ fn replace_all(
                 expand(&mut out, repl, re, &caps);
             }
             if out.len() > crate::support::MAX_STRING_BYTES {
-                check_len(name, out.len())?;
+                check_len(out.len())?;
             }
         }
         last_end = m.end();
@@ -303,7 +297,7 @@ mod tests {
             .collect();
         assert_eq!(found, ["", "aaa", ""]);
         assert_eq!(
-            replace_all("r", &r, "baaac", "-", false)
+            replace_all(&r, "baaac", "-", false)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .as_deref(),
@@ -315,7 +309,7 @@ mod tests {
     fn expansion_follows_go() {
         let r = re("(?P<first>a)(b)");
         let run = |t: &str| {
-            replace_all("r", &r, "abab", t, false)
+            replace_all(&r, "abab", t, false)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
         };

@@ -86,7 +86,7 @@ pub(crate) fn register(m: &mut FuncMap) {
     });
     add(m, "repeat", Signature::fixed(&[I, S]), |a| {
         let (count, s) = (int_arg(a, 0)?, str_arg(a, 1)?);
-        Ok(Value::from(repeat("repeat", s, count)?))
+        Ok(Value::from(repeat(s, count)?))
     });
     add(m, "nospace", Signature::fixed(&[S]), |a| {
         Ok(Value::from(delete_white_space(str_arg(a, 0)?)))
@@ -108,18 +108,12 @@ pub(crate) fn register(m: &mut FuncMap) {
     });
     add(m, "wrap", Signature::fixed(&[I, S]), |a| {
         let (width, s) = (int_arg(a, 0)?, str_arg(a, 1)?);
-        Ok(text(wrap("wrap", s.as_bytes(), width, b"\n", false)?))
+        Ok(text(wrap(s.as_bytes(), width, b"\n", false)?))
     });
     add(m, "wrapWith", Signature::fixed(&[I, S, S]), |a| {
         let (width, sep, s) = (int_arg(a, 0)?, str_arg(a, 1)?, str_arg(a, 2)?);
         let sep = if sep.is_empty() { "\n" } else { sep };
-        Ok(text(wrap(
-            "wrapWith",
-            s.as_bytes(),
-            width,
-            sep.as_bytes(),
-            true,
-        )?))
+        Ok(text(wrap(s.as_bytes(), width, sep.as_bytes(), true)?))
     });
     add(m, "contains", Signature::fixed(&[S, S]), |a| {
         Ok(Value::Bool(str_arg(a, 1)?.contains(str_arg(a, 0)?)))
@@ -155,33 +149,19 @@ pub(crate) fn register(m: &mut FuncMap) {
         Ok(Value::from(parts.join(" ")))
     });
     add(m, "indent", Signature::fixed(&[I, S]), |a| {
-        Ok(Value::from(indent(
-            "indent",
-            int_arg(a, 0)?,
-            str_arg(a, 1)?,
-            "",
-        )?))
+        Ok(Value::from(indent(int_arg(a, 0)?, str_arg(a, 1)?, "")?))
     });
     add(m, "nindent", Signature::fixed(&[I, S]), |a| {
-        Ok(Value::from(indent(
-            "nindent",
-            int_arg(a, 0)?,
-            str_arg(a, 1)?,
-            "\n",
-        )?))
+        Ok(Value::from(indent(int_arg(a, 0)?, str_arg(a, 1)?, "\n")?))
     });
     add(m, "replace", Signature::fixed(&[S, S, S]), |a| {
         let (old, new, src) = (str_arg(a, 0)?, str_arg(a, 1)?, str_arg(a, 2)?);
         if old.is_empty() {
             let n = src.chars().count() + 1;
-            check_len(
-                "replace",
-                src.len().saturating_add(n.saturating_mul(new.len())),
-            )?;
+            check_len(src.len().saturating_add(n.saturating_mul(new.len())))?;
         } else if new.len() > old.len() {
             let n = src.matches(old).count();
             check_len(
-                "replace",
                 src.len()
                     .saturating_add(n.saturating_mul(new.len() - old.len())),
             )?;
@@ -217,7 +197,7 @@ pub(crate) fn register(m: &mut FuncMap) {
         let parts = strslice(v);
         let total =
             parts.iter().map(String::len).sum::<usize>() + sep.len().saturating_mul(parts.len());
-        check_len("join", total)?;
+        check_len(total)?;
         Ok(Value::from(parts.join(sep)))
     });
     add(m, "sortAlpha", Signature::fixed(&[Ty::Any]), |a| {
@@ -389,30 +369,22 @@ fn substr(start: i64, end: i64, s: &str) -> Result<Value, go_template::CallError
 }
 
 /// `strings.Repeat`, bounded.
-fn repeat(name: &str, s: &str, count: i64) -> Result<String, go_template::CallError> {
+fn repeat(s: &str, count: i64) -> Result<String, go_template::CallError> {
     if count < 0 {
         return Err(fail("strings: negative Repeat count"));
     }
     let total = (s.len() as u128) * (count as u128);
     if total > MAX_STRING_BYTES as u128 {
-        check_len(name, usize::try_from(total).unwrap_or(usize::MAX))?;
+        check_len(usize::try_from(total).unwrap_or(usize::MAX))?;
     }
     Ok(s.repeat(count as usize))
 }
 
 /// Sprig's `indent`: the pad before the text and after every newline.
-fn indent(
-    name: &str,
-    spaces: i64,
-    v: &str,
-    prefix: &str,
-) -> Result<String, go_template::CallError> {
-    let pad = repeat(name, " ", spaces)?;
+fn indent(spaces: i64, v: &str, prefix: &str) -> Result<String, go_template::CallError> {
+    let pad = repeat(" ", spaces)?;
     let lines = v.bytes().filter(|&b| b == b'\n').count() + 1;
-    check_len(
-        name,
-        v.len().saturating_add(lines.saturating_mul(pad.len())),
-    )?;
+    check_len(v.len().saturating_add(lines.saturating_mul(pad.len())))?;
     Ok(format!(
         "{prefix}{pad}{}",
         v.replace('\n', &format!("\n{pad}"))
@@ -422,7 +394,6 @@ fn indent(
 /// goutils' `WrapCustom` on bytes: break at the last space before the width, long words
 /// kept whole (`wrap`) or cut (`wrapWith`).
 fn wrap(
-    name: &str,
     s: &[u8],
     width: i64,
     sep: &[u8],
@@ -437,7 +408,7 @@ fn wrap(
     let mut out = Vec::new();
     while len - offset > width {
         if out.len() > MAX_STRING_BYTES {
-            check_len(name, out.len())?;
+            check_len(out.len())?;
         }
         if s[offset] == b' ' {
             offset += 1;
@@ -472,7 +443,7 @@ fn wrap(
         }
     }
     out.extend_from_slice(&s[offset..]);
-    check_len(name, out.len())?;
+    check_len(out.len())?;
     Ok(out)
 }
 
