@@ -32,7 +32,7 @@ pub(crate) fn to_float64(v: &Value) -> f64 {
 /// Go's `int64(f)` on amd64: truncation, and the "integer indefinite" value (the smallest
 /// int64) for NaN and anything out of range.
 pub(crate) fn float_to_int(f: f64) -> i64 {
-    if f.is_nan() || f >= 9_223_372_036_854_775_808.0 || f < -9_223_372_036_854_775_808.0 {
+    if f.is_nan() || !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f) {
         i64::MIN
     } else {
         f as i64
@@ -115,7 +115,10 @@ fn parse_uint(s: &str, base: u32, whole: &str) -> Result<u64, IntError> {
             Some(d) if d < base => u64::from(d),
             _ => return Err(IntError::Syntax),
         };
-        n = match n.checked_mul(u64::from(base)).and_then(|n| n.checked_add(d)) {
+        n = match n
+            .checked_mul(u64::from(base))
+            .and_then(|n| n.checked_add(d))
+        {
             Some(n) => n,
             None => return Err(range_of(whole)),
         };
@@ -156,7 +159,7 @@ fn underscore_ok(s: &str) -> bool {
     if b.len() >= 2 && b[0] == b'0' && matches!(b[1].to_ascii_lowercase(), b'b' | b'o' | b'x') {
         i = 2;
         saw = b'0';
-        hex = b[1].to_ascii_lowercase() == b'x';
+        hex = b[1].eq_ignore_ascii_case(&b'x');
     }
     while i < b.len() {
         let c = b[i];

@@ -11,14 +11,24 @@ use crate::support::{add, arg, str_arg, strval};
 const ANY: Ty = Ty::Any;
 
 pub(crate) fn register(m: &mut FuncMap) {
-    add(m, "atoi", Signature::fixed(&[Ty::String]), |a| Ok(Value::Int(atoi(str_arg(a, 0)?))));
-    add(m, "int", Signature::fixed(&[ANY]), |a| Ok(Value::Int(to_int64(arg(a, 0)))));
-    add(m, "int64", Signature::fixed(&[ANY]), |a| Ok(Value::Int64(to_int64(arg(a, 0)))));
-    add(m, "float64", Signature::fixed(&[ANY]), |a| Ok(Value::Float(to_float64(arg(a, 0)))));
+    add(m, "atoi", Signature::fixed(&[Ty::String]), |a| {
+        Ok(Value::Int(atoi(str_arg(a, 0)?)))
+    });
+    add(m, "int", Signature::fixed(&[ANY]), |a| {
+        Ok(Value::Int(to_int64(arg(a, 0))))
+    });
+    add(m, "int64", Signature::fixed(&[ANY]), |a| {
+        Ok(Value::Int64(to_int64(arg(a, 0))))
+    });
+    add(m, "float64", Signature::fixed(&[ANY]), |a| {
+        Ok(Value::Float(to_float64(arg(a, 0))))
+    });
     add(m, "toDecimal", Signature::fixed(&[ANY]), |a| {
         Ok(Value::Int64(parse_int(&strval(arg(a, 0)), 8).unwrap_or(0)))
     });
-    add(m, "typeOf", Signature::fixed(&[ANY]), |a| Ok(Value::from(arg(a, 0).type_name())));
+    add(m, "typeOf", Signature::fixed(&[ANY]), |a| {
+        Ok(Value::from(arg(a, 0).type_name()))
+    });
     add(m, "typeIs", Signature::fixed(&[Ty::String, ANY]), |a| {
         Ok(Value::Bool(str_arg(a, 0)? == arg(a, 1).type_name()))
     });
@@ -26,7 +36,9 @@ pub(crate) fn register(m: &mut FuncMap) {
         let (target, t) = (str_arg(a, 0)?, arg(a, 1).type_name());
         Ok(Value::Bool(target == t || format!("*{target}") == t))
     });
-    add(m, "kindOf", Signature::fixed(&[ANY]), |a| Ok(Value::from(arg(a, 0).kind_name())));
+    add(m, "kindOf", Signature::fixed(&[ANY]), |a| {
+        Ok(Value::from(arg(a, 0).kind_name()))
+    });
     add(m, "kindIs", Signature::fixed(&[Ty::String, ANY]), |a| {
         Ok(Value::Bool(str_arg(a, 0)? == arg(a, 1).kind_name()))
     });
@@ -55,7 +67,9 @@ fn deep_equal_at(a: &Value, b: &Value, depth: usize) -> bool {
         (Value::List(x), Value::List(y)) => {
             Rc::ptr_eq(x, y)
                 || x.len() == y.len()
-                    && x.iter().zip(y.iter()).all(|(p, q)| deep_equal_at(p, q, depth + 1))
+                    && x.iter()
+                        .zip(y.iter())
+                        .all(|(p, q)| deep_equal_at(p, q, depth + 1))
         }
         (Value::Map(x), Value::Map(y)) => {
             if Rc::ptr_eq(x, y) {
@@ -63,13 +77,11 @@ fn deep_equal_at(a: &Value, b: &Value, depth: usize) -> bool {
             }
             let (x, y) = (x.borrow(), y.borrow());
             x.len() == y.len()
-                && x.iter().all(|(k, v)| {
-                    y.get(k).is_some_and(|w| deep_equal_at(v, w, depth + 1))
-                })
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| deep_equal_at(v, w, depth + 1)))
         }
         (Value::Object(x), Value::Object(y)) => {
-            Rc::ptr_eq(x, y)
-                || x.type_name() == y.type_name() && x.equals(y.as_ref()) == Some(true)
+            Rc::ptr_eq(x, y) || x.type_name() == y.type_name() && x.equals(y.as_ref()) == Some(true)
         }
         _ => false,
     }

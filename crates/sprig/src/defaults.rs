@@ -14,24 +14,44 @@ pub(crate) fn register(m: &mut FuncMap) {
             _ => arg(a, 0).clone(),
         })
     });
-    add(m, "empty", Signature::fixed(&[ANY]), |a| Ok(Value::Bool(empty(arg(a, 0)))));
+    add(m, "empty", Signature::fixed(&[ANY]), |a| {
+        Ok(Value::Bool(empty(arg(a, 0))))
+    });
     add(m, "coalesce", Signature::variadic(&[], ANY), |a| {
         Ok(a.iter().find(|v| !empty(v)).cloned().unwrap_or(Value::Nil))
     });
-    add(m, "all", Signature::variadic(&[], ANY), |a| Ok(Value::Bool(a.iter().all(|v| !empty(v)))));
-    add(m, "any", Signature::variadic(&[], ANY), |a| Ok(Value::Bool(a.iter().any(|v| !empty(v)))));
+    add(m, "all", Signature::variadic(&[], ANY), |a| {
+        Ok(Value::Bool(a.iter().all(|v| !empty(v))))
+    });
+    add(m, "any", Signature::variadic(&[], ANY), |a| {
+        Ok(Value::Bool(a.iter().any(|v| !empty(v))))
+    });
     for name in ["compact", "mustCompact"] {
-        add(m, name, Signature::fixed(&[ANY]), |a| match slice_items(arg(a, 0))? {
-            Ok(items) => Ok(Value::list(items.into_iter().filter(|v| !empty(v)).collect())),
-            Err(kind) => Err(fail(format!("Cannot compact on type {kind}"))),
+        add(m, name, Signature::fixed(&[ANY]), |a| {
+            match slice_items(arg(a, 0))? {
+                Ok(items) => Ok(Value::list(
+                    items.into_iter().filter(|v| !empty(v)).collect(),
+                )),
+                Err(kind) => Err(fail(format!("Cannot compact on type {kind}"))),
+            }
         });
     }
     add(m, "ternary", Signature::fixed(&[ANY, ANY, Ty::Bool]), |a| {
-        Ok(if bool_arg(a, 2)? { arg(a, 0) } else { arg(a, 1) }.clone())
+        Ok(if bool_arg(a, 2)? {
+            arg(a, 0)
+        } else {
+            arg(a, 1)
+        }
+        .clone())
     });
-    add(m, "fail", Signature::fixed(&[Ty::String]), |a| Err(fail(str_arg(a, 0)?)));
+    add(m, "fail", Signature::fixed(&[Ty::String]), |a| {
+        Err(fail(str_arg(a, 0)?))
+    });
     for name in ["deepCopy", "mustDeepCopy"] {
         add(m, name, Signature::fixed(&[ANY]), |a| {
+            if matches!(arg(a, 0), Value::Nil) {
+                return Err(fail("reflect: call of reflect.Value.Type on zero Value"));
+            }
             deep_copy(arg(a, 0), 0).ok_or_else(|| fail("deepCopy: the value nests too deeply"))
         });
     }

@@ -48,7 +48,8 @@ pub(crate) fn register(m: &mut FuncMap) {
     });
     add(m, "set", Signature::fixed(&[MAP, S, ANY]), |a| {
         let d = map_arg(a, 0)?.ok_or_else(|| fail("assignment to entry in nil map"))?;
-        d.borrow_mut().insert(str_arg(a, 1)?.to_owned(), arg(a, 2).clone());
+        d.borrow_mut()
+            .insert(str_arg(a, 1)?.to_owned(), arg(a, 2).clone());
         Ok(Value::Map(d.clone()))
     });
     add(m, "unset", Signature::fixed(&[MAP, S]), |a| {
@@ -60,7 +61,9 @@ pub(crate) fn register(m: &mut FuncMap) {
     });
     add(m, "hasKey", Signature::fixed(&[MAP, S]), |a| {
         let key = str_arg(a, 1)?;
-        Ok(Value::Bool(map_arg(a, 0)?.is_some_and(|d| d.borrow().contains_key(key))))
+        Ok(Value::Bool(
+            map_arg(a, 0)?.is_some_and(|d| d.borrow().contains_key(key)),
+        ))
     });
     add(m, "pluck", Signature::variadic(&[S], MAP), |a| {
         let key = str_arg(a, 0)?;
@@ -82,9 +85,9 @@ pub(crate) fn register(m: &mut FuncMap) {
         Ok(string_list(out))
     });
     add(m, "values", Signature::fixed(&[MAP]), |a| {
-        Ok(Value::list(
-            map_arg(a, 0)?.map_or_else(Vec::new, |d| d.borrow().values().cloned().collect()),
-        ))
+        Ok(Value::list(map_arg(a, 0)?.map_or_else(Vec::new, |d| {
+            d.borrow().values().cloned().collect()
+        })))
     });
     add(m, "pick", Signature::variadic(&[MAP], S), |a| {
         let d = map_arg(a, 0)?;
@@ -98,7 +101,9 @@ pub(crate) fn register(m: &mut FuncMap) {
         Ok(Value::map(out))
     });
     add(m, "omit", Signature::variadic(&[MAP], S), |a| {
-        let omit: Vec<&str> = (1..a.len()).map(|i| str_arg(a, i)).collect::<Result<_, _>>()?;
+        let omit: Vec<&str> = (1..a.len())
+            .map(|i| str_arg(a, i))
+            .collect::<Result<_, _>>()?;
         let out = map_arg(a, 0)?.map_or_else(Map::new, |d| {
             d.borrow()
                 .iter()
@@ -117,7 +122,9 @@ pub(crate) fn register(m: &mut FuncMap) {
     ] {
         add(m, name, Signature::variadic(&[MAP], MAP), move |a| {
             let dst = map_value(map_arg(a, 0)?);
-            let Value::Map(dst_map) = &dst else { return Ok(dst) };
+            let Value::Map(dst_map) = &dst else {
+                return Ok(dst);
+            };
             for i in 1..a.len() {
                 if let Some(src) = map_arg(a, i)? {
                     if Rc::ptr_eq(src, dst_map) {
@@ -149,7 +156,9 @@ fn dig(a: &[Value]) -> Result<Value, CallError> {
         .collect::<Result<_, _>>()?;
     for (i, key) in keys.iter().enumerate() {
         let step = current.borrow().get(*key).cloned();
-        let Some(step) = step else { return Ok(default.clone()) };
+        let Some(step) = step else {
+            return Ok(default.clone());
+        };
         if i == keys.len() - 1 {
             return Ok(step);
         }
@@ -164,7 +173,12 @@ fn dig(a: &[Value]) -> Result<Value, CallError> {
 /// mergo's map merge of `src` into `dst`. Without `overwrite` a key is set only when `dst`
 /// lacks it or holds an empty value, and nested maps merge key by key; with `overwrite`
 /// every key of `src` is set (nil included) except that nested maps still merge.
-fn merge_into(dst: &RefCell<Map>, src: &Map, overwrite: bool, depth: usize) -> Result<(), CallError> {
+fn merge_into(
+    dst: &RefCell<Map>,
+    src: &Map,
+    overwrite: bool,
+    depth: usize,
+) -> Result<(), CallError> {
     if depth > go_template::value::MAX_DEPTH {
         return Err(fail("merge: the maps nest too deeply"));
     }
@@ -184,13 +198,14 @@ fn merge_into(dst: &RefCell<Map>, src: &Map, overwrite: bool, depth: usize) -> R
                 continue;
             }
         }
-        if let Some(d) = &d {
-            if !empty(d) && matches!(s, Value::List(_) | Value::Bytes(_)) {
-                if overwrite {
-                    dst.borrow_mut().insert(key.clone(), s.clone());
-                }
-                continue;
+        if let Some(d) = &d
+            && !empty(d)
+            && matches!(s, Value::List(_) | Value::Bytes(_))
+        {
+            if overwrite {
+                dst.borrow_mut().insert(key.clone(), s.clone());
             }
+            continue;
         }
         if overwrite || d.as_ref().is_none_or(empty) {
             dst.borrow_mut().insert(key.clone(), s.clone());

@@ -30,7 +30,9 @@ fn both(
 
 pub(crate) fn register(m: &mut FuncMap) {
     for name in ["list", "tuple"] {
-        add(m, name, Signature::variadic(&[], ANY), |a| Ok(Value::list(a.to_vec())));
+        add(m, name, Signature::variadic(&[], ANY), |a| {
+            Ok(Value::list(a.to_vec()))
+        });
     }
     for name in ["push", "append"] {
         both(m, name, Signature::fixed(&[ANY, ANY]), |a| {
@@ -45,7 +47,10 @@ pub(crate) fn register(m: &mut FuncMap) {
         Ok(Value::list(l))
     });
     both(m, "first", Signature::fixed(&[ANY]), |a| {
-        Ok(items(arg(a, 0), "find first")?.into_iter().next().unwrap_or(Value::Nil))
+        Ok(items(arg(a, 0), "find first")?
+            .into_iter()
+            .next()
+            .unwrap_or(Value::Nil))
     });
     both(m, "last", Signature::fixed(&[ANY]), |a| {
         Ok(items(arg(a, 0), "find last")?.pop().unwrap_or(Value::Nil))
@@ -77,7 +82,9 @@ pub(crate) fn register(m: &mut FuncMap) {
         let omit = a.get(1..).unwrap_or(&[]);
         let l = items(arg(a, 0), "find without")?;
         Ok(Value::list(
-            l.into_iter().filter(|v| !omit.iter().any(|o| deep_equal(v, o))).collect(),
+            l.into_iter()
+                .filter(|v| !omit.iter().any(|o| deep_equal(v, o)))
+                .collect(),
         ))
     });
     both(m, "has", Signature::fixed(&[ANY, ANY]), |a| {
@@ -86,13 +93,21 @@ pub(crate) fn register(m: &mut FuncMap) {
             return Ok(Value::Bool(false));
         }
         let needle = arg(a, 0);
-        Ok(Value::Bool(items(haystack, "find has")?.iter().any(|v| deep_equal(needle, v))))
+        Ok(Value::Bool(
+            items(haystack, "find has")?
+                .iter()
+                .any(|v| deep_equal(needle, v)),
+        ))
     });
     both(m, "slice", Signature::variadic(&[ANY], ANY), |a| {
         let list = arg(a, 0);
         let l = match slice_items(list)? {
             Ok(l) => l,
-            Err(kind) => return Err(fail(format!("list should be type of slice or array but {kind}"))),
+            Err(kind) => {
+                return Err(fail(format!(
+                    "list should be type of slice or array but {kind}"
+                )));
+            }
         };
         if l.is_empty() {
             return Ok(Value::Nil);
@@ -113,7 +128,7 @@ pub(crate) fn register(m: &mut FuncMap) {
         for v in a {
             match slice_items(v)? {
                 Ok(l) => {
-                    check_count("concat", (out.len() + l.len()) as u128)?;
+                    check_count((out.len() + l.len()) as u128)?;
                     out.extend(l);
                 }
                 Err(kind) => return Err(fail(format!("Cannot concat type {kind} as list"))),
@@ -123,7 +138,8 @@ pub(crate) fn register(m: &mut FuncMap) {
     });
     both(m, "chunk", Signature::fixed(&[Ty::Int, ANY]), |a| {
         let size = int_arg(a, 0)?;
-        let l = slice_items(arg(a, 1))?.map_err(|kind| fail(format!("Cannot chunk type {kind}")))?;
+        let l =
+            slice_items(arg(a, 1))?.map_err(|kind| fail(format!("Cannot chunk type {kind}")))?;
         chunk(size, l)
     });
 }
@@ -157,7 +173,7 @@ fn chunk(size: i64, l: Vec<Value>) -> Result<Value, CallError> {
                 None => {
                     return Err(fail(format!(
                         "runtime error: index out of range [{ix}] with length {len}"
-                    )))
+                    )));
                 }
             }
         }
@@ -178,10 +194,28 @@ mod tests {
     #[test]
     fn chunk_matches_sprig() {
         let got = chunk(2, ints(&[1, 2, 3])).map(|v| format!("{v:?}"));
-        assert_eq!(got.ok().as_deref(), Some("List([List([Int(1), Int(2)]), List([Int(3)])])"));
-        assert_eq!(chunk(0, ints(&[1])).err(), Some(fail("runtime error: makeslice: len out of range")));
-        assert_eq!(chunk(-1, ints(&[1, 2])).map(|v| format!("{v:?}")).ok().as_deref(), Some("List([])"));
-        assert_eq!(chunk(3, Vec::new()).map(|v| format!("{v:?}")).ok().as_deref(), Some("List([])"));
+        assert_eq!(
+            got.ok().as_deref(),
+            Some("List([List([Int(1), Int(2)]), List([Int(3)])])")
+        );
+        assert_eq!(
+            chunk(0, ints(&[1])).err(),
+            Some(fail("runtime error: makeslice: len out of range"))
+        );
+        assert_eq!(
+            chunk(-1, ints(&[1, 2]))
+                .map(|v| format!("{v:?}"))
+                .ok()
+                .as_deref(),
+            Some("List([])")
+        );
+        assert_eq!(
+            chunk(3, Vec::new())
+                .map(|v| format!("{v:?}"))
+                .ok()
+                .as_deref(),
+            Some("List([])")
+        );
     }
 
     #[test]

@@ -12,12 +12,18 @@ use crate::support::{add, arg, check_count, fail, float_arg, int_arg};
 const ANY: Ty = Ty::Any;
 
 pub(crate) fn register(m: &mut FuncMap) {
-    add(m, "add1", Signature::fixed(&[ANY]), |a| Ok(Value::Int64(to_int64(arg(a, 0)).wrapping_add(1))));
+    add(m, "add1", Signature::fixed(&[ANY]), |a| {
+        Ok(Value::Int64(to_int64(arg(a, 0)).wrapping_add(1)))
+    });
     add(m, "add", Signature::variadic(&[], ANY), |a| {
-        Ok(Value::Int64(a.iter().fold(0i64, |s, v| s.wrapping_add(to_int64(v)))))
+        Ok(Value::Int64(
+            a.iter().fold(0i64, |s, v| s.wrapping_add(to_int64(v))),
+        ))
     });
     add(m, "sub", Signature::fixed(&[ANY, ANY]), |a| {
-        Ok(Value::Int64(to_int64(arg(a, 0)).wrapping_sub(to_int64(arg(a, 1)))))
+        Ok(Value::Int64(
+            to_int64(arg(a, 0)).wrapping_sub(to_int64(arg(a, 1))),
+        ))
     });
     add(m, "div", Signature::fixed(&[ANY, ANY]), |a| {
         let d = nonzero(to_int64(arg(a, 1)))?;
@@ -28,7 +34,11 @@ pub(crate) fn register(m: &mut FuncMap) {
         Ok(Value::Int64(to_int64(arg(a, 0)).wrapping_rem(d)))
     });
     add(m, "mul", Signature::variadic(&[ANY], ANY), |a| {
-        Ok(Value::Int64(a.iter().skip(1).fold(to_int64(arg(a, 0)), |p, v| p.wrapping_mul(to_int64(v)))))
+        Ok(Value::Int64(
+            a.iter()
+                .skip(1)
+                .fold(to_int64(arg(a, 0)), |p, v| p.wrapping_mul(to_int64(v))),
+        ))
     });
     for name in ["max", "biggest"] {
         add(m, name, Signature::variadic(&[ANY], ANY), |a| {
@@ -39,10 +49,18 @@ pub(crate) fn register(m: &mut FuncMap) {
         Ok(Value::Int64(a.iter().map(to_int64).min().unwrap_or(0)))
     });
     add(m, "maxf", Signature::variadic(&[ANY], ANY), |a| {
-        Ok(Value::Float(a.iter().skip(1).fold(to_float64(arg(a, 0)), |x, v| go_max(x, to_float64(v)))))
+        Ok(Value::Float(
+            a.iter()
+                .skip(1)
+                .fold(to_float64(arg(a, 0)), |x, v| go_max(x, to_float64(v))),
+        ))
     });
     add(m, "minf", Signature::variadic(&[ANY], ANY), |a| {
-        Ok(Value::Float(a.iter().skip(1).fold(to_float64(arg(a, 0)), |x, v| go_min(x, to_float64(v)))))
+        Ok(Value::Float(
+            a.iter()
+                .skip(1)
+                .fold(to_float64(arg(a, 0)), |x, v| go_min(x, to_float64(v))),
+        ))
     });
     add(m, "add1f", Signature::fixed(&[ANY]), |a| {
         decimal::fold(arg(a, 0), &[Value::Int(1)], decimal::Op::Add)
@@ -50,26 +68,49 @@ pub(crate) fn register(m: &mut FuncMap) {
     add(m, "addf", Signature::variadic(&[], ANY), |a| {
         decimal::fold(&Value::Float(0.0), a, decimal::Op::Add)
     });
-    for (name, op) in [("subf", decimal::Op::Sub), ("mulf", decimal::Op::Mul), ("divf", decimal::Op::Div)] {
+    for (name, op) in [
+        ("subf", decimal::Op::Sub),
+        ("mulf", decimal::Op::Mul),
+        ("divf", decimal::Op::Div),
+    ] {
         add(m, name, Signature::variadic(&[ANY], ANY), move |a| {
             decimal::fold(arg(a, 0), a.get(1..).unwrap_or(&[]), op)
         });
     }
-    add(m, "ceil", Signature::fixed(&[ANY]), |a| Ok(Value::Float(to_float64(arg(a, 0)).ceil())));
-    add(m, "floor", Signature::fixed(&[ANY]), |a| Ok(Value::Float(to_float64(arg(a, 0)).floor())));
-    add(m, "round", Signature::variadic(&[ANY, Ty::Int], Ty::Float64), |a| {
-        let round_on = if a.len() > 2 { float_arg(a, 2)? } else { 0.5 };
-        Ok(Value::Float(round(to_float64(arg(a, 0)), int_arg(a, 1)?, round_on)))
+    add(m, "ceil", Signature::fixed(&[ANY]), |a| {
+        Ok(Value::Float(to_float64(arg(a, 0)).ceil()))
     });
+    add(m, "floor", Signature::fixed(&[ANY]), |a| {
+        Ok(Value::Float(to_float64(arg(a, 0)).floor()))
+    });
+    add(
+        m,
+        "round",
+        Signature::variadic(&[ANY, Ty::Int], Ty::Float64),
+        |a| {
+            let round_on = if a.len() > 2 { float_arg(a, 2)? } else { 0.5 };
+            Ok(Value::Float(round(
+                to_float64(arg(a, 0)),
+                int_arg(a, 1)?,
+                round_on,
+            )))
+        },
+    );
     add(m, "until", Signature::fixed(&[Ty::Int]), |a| {
         let count = int_arg(a, 0)?;
-        ints("until", 0, count, if count < 0 { -1 } else { 1 })
+        ints(0, count, if count < 0 { -1 } else { 1 })
     });
-    add(m, "untilStep", Signature::fixed(&[Ty::Int, Ty::Int, Ty::Int]), |a| {
-        ints("untilStep", int_arg(a, 0)?, int_arg(a, 1)?, int_arg(a, 2)?)
-    });
+    add(
+        m,
+        "untilStep",
+        Signature::fixed(&[Ty::Int, Ty::Int, Ty::Int]),
+        |a| ints(int_arg(a, 0)?, int_arg(a, 1)?, int_arg(a, 2)?),
+    );
     add(m, "seq", Signature::variadic(&[], Ty::Int), |a| {
-        let p: Vec<i64> = a.iter().map(|v| int_arg(std::slice::from_ref(v), 0)).collect::<Result<_, _>>()?;
+        let p: Vec<i64> = a
+            .iter()
+            .map(|v| int_arg(std::slice::from_ref(v), 0))
+            .collect::<Result<_, _>>()?;
         let (start, end, step) = match *p.as_slice() {
             [end] => (1, end, if end < 1 { -1 } else { 1 }),
             [start, end] => (start, end, if end < start { -1 } else { 1 }),
@@ -82,7 +123,7 @@ pub(crate) fn register(m: &mut FuncMap) {
             _ => return Ok(Value::from("")),
         };
         let increment = if end < start { -1 } else { 1 };
-        let items = until_step("seq", start, end.wrapping_add(increment), step)?;
+        let items = until_step(start, end.wrapping_add(increment), step)?;
         let words: Vec<String> = items.iter().map(i64::to_string).collect();
         Ok(Value::from(words.join(" ")))
     });
@@ -131,7 +172,11 @@ fn round(val: f64, places: i64, round_on: f64) -> f64 {
     let pow = pow10(places as f64);
     let digit = pow * val;
     let frac = digit.fract();
-    let r = if frac >= round_on { digit.ceil() } else { digit.floor() };
+    let r = if frac >= round_on {
+        digit.ceil()
+    } else {
+        digit.floor()
+    };
     r / pow
 }
 
@@ -151,20 +196,25 @@ fn pow10(p: f64) -> f64 {
 }
 
 /// Sprig's `untilStep` as a list of ints.
-fn ints(name: &str, start: i64, stop: i64, step: i64) -> Result<Value, go_template::CallError> {
-    Ok(Value::list(until_step(name, start, stop, step)?.into_iter().map(Value::Int).collect()))
+fn ints(start: i64, stop: i64, step: i64) -> Result<Value, go_template::CallError> {
+    Ok(Value::list(
+        until_step(start, stop, step)?
+            .into_iter()
+            .map(Value::Int)
+            .collect(),
+    ))
 }
 
 /// Sprig's `untilStep`: from `start` towards `stop` (excluded) by `step`; nothing when the
 /// step points away from `stop`.
-fn until_step(name: &str, start: i64, stop: i64, step: i64) -> Result<Vec<i64>, go_template::CallError> {
+fn until_step(start: i64, stop: i64, step: i64) -> Result<Vec<i64>, go_template::CallError> {
     let up = stop >= start;
     if (up && step <= 0) || (!up && step >= 0) {
         return Ok(Vec::new());
     }
     let span = (i128::from(stop) - i128::from(start)).unsigned_abs();
     let stride = i128::from(step).unsigned_abs();
-    check_count(name, span.div_ceil(stride))?;
+    check_count(span.div_ceil(stride))?;
     let mut out = Vec::new();
     let mut i = start;
     while if up { i < stop } else { i > stop } {
@@ -183,7 +233,7 @@ mod tests {
 
     #[test]
     fn rounding_follows_sprig() {
-        assert_eq!(round(3.14159, 2, 0.5), 3.14);
+        assert_eq!(round(1.23456, 2, 0.5), 1.23);
         assert_eq!(round(2.5, 0, 0.5), 3.0);
         assert_eq!(round(-2.5, 0, 0.5), -3.0);
         assert_eq!(round(-2.4, 0, 0.5), -3.0);
@@ -192,10 +242,13 @@ mod tests {
 
     #[test]
     fn sequences_are_bounded() {
-        assert_eq!(until_step("u", 0, 10, 3).ok(), Some(vec![0, 3, 6, 9]));
-        assert_eq!(until_step("u", 0, -3, -1).ok(), Some(vec![0, -1, -2]));
-        assert_eq!(until_step("u", 0, 3, -1).ok(), Some(vec![]));
-        assert!(until_step("u", 0, i64::MAX, 1).is_err());
-        assert_eq!(until_step("u", i64::MAX - 1, i64::MAX, 5).ok(), Some(vec![i64::MAX - 1]));
+        assert_eq!(until_step(0, 10, 3).ok(), Some(vec![0, 3, 6, 9]));
+        assert_eq!(until_step(0, -3, -1).ok(), Some(vec![0, -1, -2]));
+        assert_eq!(until_step(0, 3, -1).ok(), Some(vec![]));
+        assert!(until_step(0, i64::MAX, 1).is_err());
+        assert_eq!(
+            until_step(i64::MAX - 1, i64::MAX, 5).ok(),
+            Some(vec![i64::MAX - 1])
+        );
     }
 }

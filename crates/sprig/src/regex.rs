@@ -19,7 +19,7 @@ fn compile(pattern: &str) -> Result<Regex, String> {
     regex::RegexBuilder::new(&translated)
         .octal(true)
         .build()
-        .map_err(|e| syntax::rust_error(pattern, &e))
+        .map_err(|e| syntax::rust_error(pattern, &translated, &e))
 }
 
 /// `regexp.MustCompile`'s panic.
@@ -34,7 +34,9 @@ fn try_compile(pattern: &str) -> Result<Regex, CallError> {
 
 /// Go's `quote` in regexp's panic message: a raw string when it can be one.
 fn quote_pattern(p: &str) -> String {
-    if p.chars().all(|c| c == '\t' || (c != '`' && c != '\u{FEFF}' && !c.is_control())) {
+    if p.chars()
+        .all(|c| c == '\t' || (c != '`' && c != '\u{FEFF}' && !c.is_control()))
+    {
         format!("`{p}`")
     } else {
         crate::strings::go_quote(p)
@@ -46,31 +48,44 @@ type Compiler = fn(&str) -> Result<Regex, CallError>;
 pub(crate) fn register(m: &mut FuncMap) {
     add(m, "regexMatch", Signature::fixed(&[S, S]), |a| {
         let s = str_arg(a, 1)?;
-        Ok(Value::Bool(compile(str_arg(a, 0)?).is_ok_and(|re| re.is_match(s))))
+        Ok(Value::Bool(
+            compile(str_arg(a, 0)?).is_ok_and(|re| re.is_match(s)),
+        ))
     });
     add(m, "mustRegexMatch", Signature::fixed(&[S, S]), |a| {
         let re = try_compile(str_arg(a, 0)?)?;
         Ok(Value::Bool(re.is_match(str_arg(a, 1)?)))
     });
-    for (name, comp) in [("regexFindAll", must_compile as Compiler), ("mustRegexFindAll", try_compile)] {
+    for (name, comp) in [
+        ("regexFindAll", must_compile as Compiler),
+        ("mustRegexFindAll", try_compile),
+    ] {
         add(m, name, Signature::fixed(&[S, S, Ty::Int]), move |a| {
             let re = comp(str_arg(a, 0)?)?;
             let s = str_arg(a, 1)?;
             let found = find_all(&re, s, int_arg(a, 2)?);
-            Ok(string_list(found.into_iter().map(|(b, e)| s[b..e].to_owned())))
+            Ok(string_list(
+                found.into_iter().map(|(b, e)| s[b..e].to_owned()),
+            ))
         });
     }
-    for (name, comp) in [("regexFind", must_compile as Compiler), ("mustRegexFind", try_compile)] {
+    for (name, comp) in [
+        ("regexFind", must_compile as Compiler),
+        ("mustRegexFind", try_compile),
+    ] {
         add(m, name, Signature::fixed(&[S, S]), move |a| {
             let re = comp(str_arg(a, 0)?)?;
             let s = str_arg(a, 1)?;
             Ok(Value::from(re.find(s).map_or("", |m| m.as_str())))
         });
     }
-    for (name, comp) in [("regexReplaceAll", must_compile as Compiler), ("mustRegexReplaceAll", try_compile)] {
+    for (name, comp) in [
+        ("regexReplaceAll", must_compile as Compiler),
+        ("mustRegexReplaceAll", try_compile),
+    ] {
         add(m, name, Signature::fixed(&[S, S, S]), move |a| {
             let re = comp(str_arg(a, 0)?)?;
-            replace_all(name, &re, str_arg(a, 1)?, str_arg(a, 2)?, false)
+            replace_all(&re, str_arg(a, 1)?, str_arg(a, 2)?, false)
         });
     }
     for (name, comp) in [
@@ -79,14 +94,22 @@ pub(crate) fn register(m: &mut FuncMap) {
     ] {
         add(m, name, Signature::fixed(&[S, S, S]), move |a| {
             let re = comp(str_arg(a, 0)?)?;
-            replace_all(name, &re, str_arg(a, 1)?, str_arg(a, 2)?, true)
+            replace_all(&re, str_arg(a, 1)?, str_arg(a, 2)?, true)
         });
     }
-    for (name, comp) in [("regexSplit", must_compile as Compiler), ("mustRegexSplit", try_compile)] {
+    for (name, comp) in [
+        ("regexSplit", must_compile as Compiler),
+        ("mustRegexSplit", try_compile),
+    ] {
         add(m, name, Signature::fixed(&[S, S, Ty::Int]), move |a| {
             let pattern = str_arg(a, 0)?;
             let re = comp(pattern)?;
-            Ok(string_list(split(&re, pattern, str_arg(a, 1)?, int_arg(a, 2)?)))
+            Ok(string_list(split(
+                &re,
+                pattern,
+                str_arg(a, 1)?,
+                int_arg(a, 2)?,
+            )))
         });
     }
     add(m, "regexQuoteMeta", Signature::fixed(&[S]), |a| {
@@ -159,12 +182,14 @@ fn split(re: &Regex, pattern: &str, s: &str, n: i64) -> Vec<String> {
 }
 
 /// `ReplaceAllString` / `ReplaceAllLiteralString`.
-fn replace_all(name: &str, re: &Regex, src: &str, repl: &str, literal: bool) -> Result<Value, CallError> {
+fn replace_all(re: &Regex, src: &str, repl: &str, literal: bool) -> Result<Value, CallError> {
     let mut out = String::new();
     let mut last_end = 0;
     let mut search = 0;
     while search <= src.len() {
-        let Some(caps) = re.captures_at(src, search) else { break };
+        let Some(caps) = re.captures_at(src, search) else {
+            break;
+        };
         let Some(m) = caps.get(0) else { break };
         out.push_str(&src[last_end..m.start()]);
         if m.end() > last_end || m.start() == 0 {
@@ -174,7 +199,7 @@ fn replace_all(name: &str, re: &Regex, src: &str, repl: &str, literal: bool) -> 
                 expand(&mut out, repl, re, &caps);
             }
             if out.len() > crate::support::MAX_STRING_BYTES {
-                check_len(name, out.len())?;
+                check_len(out.len())?;
             }
         }
         last_end = m.end();
@@ -246,7 +271,10 @@ fn extract(s: &str) -> Option<(&str, &str)> {
 
 /// A group number: ASCII digits without a leading zero, below 10^8.
 fn group_number(name: &str) -> Option<usize> {
-    if !name.bytes().all(|b| b.is_ascii_digit()) || name.len() > 1 && name.starts_with('0') || name.len() > 8 {
+    if !name.bytes().all(|b| b.is_ascii_digit())
+        || name.len() > 1 && name.starts_with('0')
+        || name.len() > 8
+    {
         return None;
     }
     name.parse().ok()
@@ -263,15 +291,28 @@ mod tests {
     #[test]
     fn empty_matches_follow_go() {
         let r = re("a*");
-        let found: Vec<&str> = find_all(&r, "baaac", -1).into_iter().map(|(b, e)| &"baaac"[b..e]).collect();
+        let found: Vec<&str> = find_all(&r, "baaac", -1)
+            .into_iter()
+            .map(|(b, e)| &"baaac"[b..e])
+            .collect();
         assert_eq!(found, ["", "aaa", ""]);
-        assert_eq!(replace_all("r", &r, "baaac", "-", false).ok().and_then(|v| v.as_str().map(str::to_owned)).as_deref(), Some("-b-c-"));
+        assert_eq!(
+            replace_all(&r, "baaac", "-", false)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .as_deref(),
+            Some("-b-c-")
+        );
     }
 
     #[test]
     fn expansion_follows_go() {
         let r = re("(?P<first>a)(b)");
-        let run = |t: &str| replace_all("r", &r, "abab", t, false).ok().and_then(|v| v.as_str().map(str::to_owned));
+        let run = |t: &str| {
+            replace_all(&r, "abab", t, false)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+        };
         assert_eq!(run("$2$1").as_deref(), Some("baba"));
         assert_eq!(run("$1x").as_deref(), Some(""));
         assert_eq!(run("${1}x").as_deref(), Some("axax"));

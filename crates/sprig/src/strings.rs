@@ -8,15 +8,20 @@ mod case;
 use go_template::{FuncMap, Signature, Ty, Value};
 
 use crate::support::{
-    add, check_len, fail, int_arg, str_arg, string_list, strval, format_v, MAX_STRING_BYTES,
+    MAX_STRING_BYTES, add, check_len, fail, format_v, int_arg, str_arg, string_list, strval,
 };
-use crate::unicode::{is_digit, is_letter, is_space, is_space_byte, is_title, is_upper, is_lower, to_lower, to_title, to_upper};
+use crate::unicode::{
+    is_digit, is_letter, is_lower, is_space, is_space_byte, is_title, is_upper, to_lower, to_title,
+    to_upper,
+};
 
 const S: Ty = Ty::String;
 const I: Ty = Ty::Int;
 
 pub(crate) fn register(m: &mut FuncMap) {
-    add(m, "hello", Signature::fixed(&[]), |_| Ok(Value::from("Hello!")));
+    add(m, "hello", Signature::fixed(&[]), |_| {
+        Ok(Value::from("Hello!"))
+    });
     add(m, "abbrev", Signature::fixed(&[I, S]), |a| {
         let (width, s) = (int_arg(a, 0)?, str_arg(a, 1)?);
         if width < 4 {
@@ -43,7 +48,9 @@ pub(crate) fn register(m: &mut FuncMap) {
             Value::from(s)
         })
     });
-    add(m, "trim", Signature::fixed(&[S]), |a| Ok(Value::from(str_arg(a, 0)?.trim_matches(is_space))));
+    add(m, "trim", Signature::fixed(&[S]), |a| {
+        Ok(Value::from(str_arg(a, 0)?.trim_matches(is_space)))
+    });
     for name in ["trimAll", "trimall"] {
         add(m, name, Signature::fixed(&[S, S]), |a| {
             let (cutset, s) = (str_arg(a, 0)?, str_arg(a, 1)?);
@@ -58,61 +65,106 @@ pub(crate) fn register(m: &mut FuncMap) {
         let (prefix, s) = (str_arg(a, 0)?, str_arg(a, 1)?);
         Ok(Value::from(s.strip_prefix(prefix).unwrap_or(s)))
     });
-    add(m, "upper", Signature::fixed(&[S]), |a| Ok(Value::from(str_arg(a, 0)?.chars().map(to_upper).collect::<String>())));
-    add(m, "lower", Signature::fixed(&[S]), |a| Ok(Value::from(str_arg(a, 0)?.chars().map(to_lower).collect::<String>())));
-    add(m, "title", Signature::fixed(&[S]), |a| Ok(Value::from(title(str_arg(a, 0)?))));
-    add(m, "untitle", Signature::fixed(&[S]), |a| Ok(Value::from(untitle(str_arg(a, 0)?))));
+    add(m, "upper", Signature::fixed(&[S]), |a| {
+        Ok(Value::from(
+            str_arg(a, 0)?.chars().map(to_upper).collect::<String>(),
+        ))
+    });
+    add(m, "lower", Signature::fixed(&[S]), |a| {
+        Ok(Value::from(
+            str_arg(a, 0)?.chars().map(to_lower).collect::<String>(),
+        ))
+    });
+    add(m, "title", Signature::fixed(&[S]), |a| {
+        Ok(Value::from(title(str_arg(a, 0)?)))
+    });
+    add(m, "untitle", Signature::fixed(&[S]), |a| {
+        Ok(Value::from(untitle(str_arg(a, 0)?)))
+    });
     add(m, "substr", Signature::fixed(&[I, I, S]), |a| {
         substr(int_arg(a, 0)?, int_arg(a, 1)?, str_arg(a, 2)?)
     });
     add(m, "repeat", Signature::fixed(&[I, S]), |a| {
         let (count, s) = (int_arg(a, 0)?, str_arg(a, 1)?);
-        Ok(Value::from(repeat("repeat", s, count)?))
+        Ok(Value::from(repeat(s, count)?))
     });
-    add(m, "nospace", Signature::fixed(&[S]), |a| Ok(Value::from(delete_white_space(str_arg(a, 0)?))));
-    add(m, "initials", Signature::fixed(&[S]), |a| Ok(Value::from(initials(str_arg(a, 0)?))));
-    add(m, "swapcase", Signature::fixed(&[S]), |a| Ok(Value::from(swap_case(str_arg(a, 0)?))));
-    add(m, "snakecase", Signature::fixed(&[S]), |a| Ok(Value::from(case::to_lower_words(str_arg(a, 0)?, '_'))));
-    add(m, "kebabcase", Signature::fixed(&[S]), |a| Ok(Value::from(case::to_lower_words(str_arg(a, 0)?, '-'))));
-    add(m, "camelcase", Signature::fixed(&[S]), |a| Ok(Value::from(case::to_camel(str_arg(a, 0)?))));
+    add(m, "nospace", Signature::fixed(&[S]), |a| {
+        Ok(Value::from(delete_white_space(str_arg(a, 0)?)))
+    });
+    add(m, "initials", Signature::fixed(&[S]), |a| {
+        Ok(Value::from(initials(str_arg(a, 0)?)))
+    });
+    add(m, "swapcase", Signature::fixed(&[S]), |a| {
+        Ok(Value::from(swap_case(str_arg(a, 0)?)))
+    });
+    add(m, "snakecase", Signature::fixed(&[S]), |a| {
+        Ok(Value::from(case::to_lower_words(str_arg(a, 0)?, '_')))
+    });
+    add(m, "kebabcase", Signature::fixed(&[S]), |a| {
+        Ok(Value::from(case::to_lower_words(str_arg(a, 0)?, '-')))
+    });
+    add(m, "camelcase", Signature::fixed(&[S]), |a| {
+        Ok(Value::from(case::to_camel(str_arg(a, 0)?)))
+    });
     add(m, "wrap", Signature::fixed(&[I, S]), |a| {
         let (width, s) = (int_arg(a, 0)?, str_arg(a, 1)?);
-        Ok(text(wrap("wrap", s.as_bytes(), width, b"\n", false)?))
+        Ok(text(wrap(s.as_bytes(), width, b"\n", false)?))
     });
     add(m, "wrapWith", Signature::fixed(&[I, S, S]), |a| {
         let (width, sep, s) = (int_arg(a, 0)?, str_arg(a, 1)?, str_arg(a, 2)?);
         let sep = if sep.is_empty() { "\n" } else { sep };
-        Ok(text(wrap("wrapWith", s.as_bytes(), width, sep.as_bytes(), true)?))
+        Ok(text(wrap(s.as_bytes(), width, sep.as_bytes(), true)?))
     });
-    add(m, "contains", Signature::fixed(&[S, S]), |a| Ok(Value::Bool(str_arg(a, 1)?.contains(str_arg(a, 0)?))));
-    add(m, "hasPrefix", Signature::fixed(&[S, S]), |a| Ok(Value::Bool(str_arg(a, 1)?.starts_with(str_arg(a, 0)?))));
-    add(m, "hasSuffix", Signature::fixed(&[S, S]), |a| Ok(Value::Bool(str_arg(a, 1)?.ends_with(str_arg(a, 0)?))));
+    add(m, "contains", Signature::fixed(&[S, S]), |a| {
+        Ok(Value::Bool(str_arg(a, 1)?.contains(str_arg(a, 0)?)))
+    });
+    add(m, "hasPrefix", Signature::fixed(&[S, S]), |a| {
+        Ok(Value::Bool(str_arg(a, 1)?.starts_with(str_arg(a, 0)?)))
+    });
+    add(m, "hasSuffix", Signature::fixed(&[S, S]), |a| {
+        Ok(Value::Bool(str_arg(a, 1)?.ends_with(str_arg(a, 0)?)))
+    });
     add(m, "quote", Signature::variadic(&[], Ty::Any), |a| {
-        let quoted: Vec<String> = a.iter().filter(|v| !matches!(v, Value::Nil)).map(|v| go_quote(&strval(v))).collect();
+        let quoted: Vec<String> = a
+            .iter()
+            .filter(|v| !matches!(v, Value::Nil))
+            .map(|v| go_quote(&strval(v)))
+            .collect();
         Ok(Value::from(quoted.join(" ")))
     });
     add(m, "squote", Signature::variadic(&[], Ty::Any), |a| {
-        let quoted: Vec<String> = a.iter().filter(|v| !matches!(v, Value::Nil)).map(|v| format!("'{}'", format_v(v))).collect();
+        let quoted: Vec<String> = a
+            .iter()
+            .filter(|v| !matches!(v, Value::Nil))
+            .map(|v| format!("'{}'", format_v(v)))
+            .collect();
         Ok(Value::from(quoted.join(" ")))
     });
     add(m, "cat", Signature::variadic(&[], Ty::Any), |a| {
-        let parts: Vec<String> = a.iter().filter(|v| !matches!(v, Value::Nil)).map(format_v).collect();
+        let parts: Vec<String> = a
+            .iter()
+            .filter(|v| !matches!(v, Value::Nil))
+            .map(format_v)
+            .collect();
         Ok(Value::from(parts.join(" ")))
     });
     add(m, "indent", Signature::fixed(&[I, S]), |a| {
-        Ok(Value::from(indent("indent", int_arg(a, 0)?, str_arg(a, 1)?, "")?))
+        Ok(Value::from(indent(int_arg(a, 0)?, str_arg(a, 1)?, "")?))
     });
     add(m, "nindent", Signature::fixed(&[I, S]), |a| {
-        Ok(Value::from(indent("nindent", int_arg(a, 0)?, str_arg(a, 1)?, "\n")?))
+        Ok(Value::from(indent(int_arg(a, 0)?, str_arg(a, 1)?, "\n")?))
     });
     add(m, "replace", Signature::fixed(&[S, S, S]), |a| {
         let (old, new, src) = (str_arg(a, 0)?, str_arg(a, 1)?, str_arg(a, 2)?);
         if old.is_empty() {
             let n = src.chars().count() + 1;
-            check_len("replace", src.len().saturating_add(n.saturating_mul(new.len())))?;
+            check_len(src.len().saturating_add(n.saturating_mul(new.len())))?;
         } else if new.len() > old.len() {
             let n = src.matches(old).count();
-            check_len("replace", src.len().saturating_add(n.saturating_mul(new.len() - old.len())))?;
+            check_len(
+                src.len()
+                    .saturating_add(n.saturating_mul(new.len() - old.len())),
+            )?;
         }
         Ok(Value::from(src.replace(old, new)))
     });
@@ -120,8 +172,12 @@ pub(crate) fn register(m: &mut FuncMap) {
         let (one, many, count) = (str_arg(a, 0)?, str_arg(a, 1)?, int_arg(a, 2)?);
         Ok(Value::from(if count == 1 { one } else { many }))
     });
-    add(m, "toString", Signature::fixed(&[Ty::Any]), |a| Ok(Value::from(strval(crate::support::arg(a, 0)))));
-    add(m, "toStrings", Signature::fixed(&[Ty::Any]), |a| Ok(string_list(strslice(crate::support::arg(a, 0)))));
+    add(m, "toString", Signature::fixed(&[Ty::Any]), |a| {
+        Ok(Value::from(strval(crate::support::arg(a, 0))))
+    });
+    add(m, "toStrings", Signature::fixed(&[Ty::Any]), |a| {
+        Ok(string_list(strslice(crate::support::arg(a, 0))))
+    });
     add(m, "split", Signature::fixed(&[S, S]), |a| {
         let (sep, s) = (str_arg(a, 0)?, str_arg(a, 1)?);
         Ok(numbered(go_split(s, sep, -1)))
@@ -132,13 +188,16 @@ pub(crate) fn register(m: &mut FuncMap) {
     });
     add(m, "splitList", Signature::fixed(&[S, S]), |a| {
         let (sep, s) = (str_arg(a, 0)?, str_arg(a, 1)?);
-        Ok(string_list(go_split(s, sep, -1).into_iter().map(str::to_owned)))
+        Ok(string_list(
+            go_split(s, sep, -1).into_iter().map(str::to_owned),
+        ))
     });
     add(m, "join", Signature::fixed(&[S, Ty::Any]), |a| {
         let (sep, v) = (str_arg(a, 0)?, crate::support::arg(a, 1));
         let parts = strslice(v);
-        let total = parts.iter().map(String::len).sum::<usize>() + sep.len().saturating_mul(parts.len());
-        check_len("join", total)?;
+        let total =
+            parts.iter().map(String::len).sum::<usize>() + sep.len().saturating_mul(parts.len());
+        check_len(total)?;
         Ok(Value::from(parts.join(sep)))
     });
     add(m, "sortAlpha", Signature::fixed(&[Ty::Any]), |a| {
@@ -257,7 +316,10 @@ fn delete_white_space(s: &str) -> String {
     if !s.bytes().any(is_space_byte) {
         return s.to_owned();
     }
-    s.bytes().filter(|&b| !is_space_byte(b)).map(char::from).collect()
+    s.bytes()
+        .filter(|&b| !is_space_byte(b))
+        .map(char::from)
+        .collect()
 }
 
 /// goutils' `Initials`, byte by byte as well.
@@ -307,28 +369,36 @@ fn substr(start: i64, end: i64, s: &str) -> Result<Value, go_template::CallError
 }
 
 /// `strings.Repeat`, bounded.
-fn repeat(name: &str, s: &str, count: i64) -> Result<String, go_template::CallError> {
+fn repeat(s: &str, count: i64) -> Result<String, go_template::CallError> {
     if count < 0 {
         return Err(fail("strings: negative Repeat count"));
     }
     let total = (s.len() as u128) * (count as u128);
     if total > MAX_STRING_BYTES as u128 {
-        check_len(name, usize::try_from(total).unwrap_or(usize::MAX))?;
+        check_len(usize::try_from(total).unwrap_or(usize::MAX))?;
     }
     Ok(s.repeat(count as usize))
 }
 
 /// Sprig's `indent`: the pad before the text and after every newline.
-fn indent(name: &str, spaces: i64, v: &str, prefix: &str) -> Result<String, go_template::CallError> {
-    let pad = repeat(name, " ", spaces)?;
+fn indent(spaces: i64, v: &str, prefix: &str) -> Result<String, go_template::CallError> {
+    let pad = repeat(" ", spaces)?;
     let lines = v.bytes().filter(|&b| b == b'\n').count() + 1;
-    check_len(name, v.len().saturating_add(lines.saturating_mul(pad.len())))?;
-    Ok(format!("{prefix}{pad}{}", v.replace('\n', &format!("\n{pad}"))))
+    check_len(v.len().saturating_add(lines.saturating_mul(pad.len())))?;
+    Ok(format!(
+        "{prefix}{pad}{}",
+        v.replace('\n', &format!("\n{pad}"))
+    ))
 }
 
 /// goutils' `WrapCustom` on bytes: break at the last space before the width, long words
 /// kept whole (`wrap`) or cut (`wrapWith`).
-fn wrap(name: &str, s: &[u8], width: i64, sep: &[u8], wrap_long: bool) -> Result<Vec<u8>, go_template::CallError> {
+fn wrap(
+    s: &[u8],
+    width: i64,
+    sep: &[u8],
+    wrap_long: bool,
+) -> Result<Vec<u8>, go_template::CallError> {
     if s.is_empty() {
         return Ok(Vec::new());
     }
@@ -338,7 +408,7 @@ fn wrap(name: &str, s: &[u8], width: i64, sep: &[u8], wrap_long: bool) -> Result
     let mut out = Vec::new();
     while len - offset > width {
         if out.len() > MAX_STRING_BYTES {
-            check_len(name, out.len())?;
+            check_len(out.len())?;
         }
         if s[offset] == b' ' {
             offset += 1;
@@ -373,7 +443,7 @@ fn wrap(name: &str, s: &[u8], width: i64, sep: &[u8], wrap_long: bool) -> Result
         }
     }
     out.extend_from_slice(&s[offset..]);
-    check_len(name, out.len())?;
+    check_len(out.len())?;
     Ok(out)
 }
 
@@ -404,7 +474,7 @@ pub(crate) fn go_quote(s: &str) -> String {
 
 /// `strconv.IsPrint`: letters, marks, numbers, punctuation, symbols and the ASCII space.
 fn is_go_printable(c: char) -> bool {
-    use unicode_general_category::{get_general_category, GeneralCategory as G};
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
     if c == ' ' {
         return true;
     }
@@ -425,7 +495,11 @@ fn is_go_printable(c: char) -> bool {
 /// one-element list (none for nil).
 pub(crate) fn strslice(v: &Value) -> Vec<String> {
     match v {
-        Value::List(l) => l.iter().filter(|x| !matches!(x, Value::Nil)).map(strval).collect(),
+        Value::List(l) => l
+            .iter()
+            .filter(|x| !matches!(x, Value::Nil))
+            .map(strval)
+            .collect(),
         Value::Bytes(b) => b.iter().map(|x| x.to_string()).collect(),
         Value::Nil => Vec::new(),
         other => vec![strval(other)],
@@ -455,7 +529,8 @@ fn go_split<'a>(s: &'a str, sep: &str, n: i64) -> Vec<&'a str> {
     if n < 0 {
         s.split(sep).collect()
     } else {
-        s.splitn(usize::try_from(n).unwrap_or(usize::MAX), sep).collect()
+        s.splitn(usize::try_from(n).unwrap_or(usize::MAX), sep)
+            .collect()
     }
 }
 

@@ -13,7 +13,8 @@ pub(crate) const MAX_STRING_BYTES: usize = 64 << 20;
 pub(crate) const MAX_ELEMENTS: usize = 10_000_000;
 
 /// Go's panic on a method call through a nil interface (`reflect.TypeOf(nil).Kind()`).
-pub(crate) const NIL_DEREF: &str = "runtime error: invalid memory address or nil pointer dereference";
+pub(crate) const NIL_DEREF: &str =
+    "runtime error: invalid memory address or nil pointer dereference";
 
 /// Registers `name` with its Go signature.
 pub(crate) fn add(
@@ -31,20 +32,20 @@ pub(crate) fn fail(msg: impl Into<String>) -> CallError {
 }
 
 /// The refusal of a result above [`MAX_STRING_BYTES`].
-pub(crate) fn check_len(name: &str, bytes: usize) -> Result<(), CallError> {
+pub(crate) fn check_len(bytes: usize) -> Result<(), CallError> {
     if bytes > MAX_STRING_BYTES {
         return Err(fail(format!(
-            "{name}: the result would be {bytes} bytes, above the limit of {MAX_STRING_BYTES}"
+            "the result would be {bytes} bytes, above the limit of {MAX_STRING_BYTES}"
         )));
     }
     Ok(())
 }
 
 /// The refusal of a list above [`MAX_ELEMENTS`].
-pub(crate) fn check_count(name: &str, count: u128) -> Result<(), CallError> {
+pub(crate) fn check_count(count: u128) -> Result<(), CallError> {
     if count > MAX_ELEMENTS as u128 {
         return Err(fail(format!(
-            "{name}: the result would have {count} elements, above the limit of {MAX_ELEMENTS}"
+            "the result would have {count} elements, above the limit of {MAX_ELEMENTS}"
         )));
     }
     Ok(())

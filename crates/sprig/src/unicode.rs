@@ -2,7 +2,7 @@
 //! (`IsUpper` is `Lu`, `IsPunct` is `P*`…) and the one-rune "simple" case mappings, which
 //! differ from Rust's full mappings (`ToUpper('ß')` is `ß`, not `SS`).
 
-use unicode_general_category::{get_general_category, GeneralCategory as G};
+use unicode_general_category::{GeneralCategory as G, get_general_category};
 
 pub(crate) fn is_upper(c: char) -> bool {
     get_general_category(c) == G::UppercaseLetter
@@ -19,7 +19,11 @@ pub(crate) fn is_title(c: char) -> bool {
 pub(crate) fn is_letter(c: char) -> bool {
     matches!(
         get_general_category(c),
-        G::UppercaseLetter | G::LowercaseLetter | G::TitlecaseLetter | G::ModifierLetter | G::OtherLetter
+        G::UppercaseLetter
+            | G::LowercaseLetter
+            | G::TitlecaseLetter
+            | G::ModifierLetter
+            | G::OtherLetter
     )
 }
 
@@ -65,7 +69,9 @@ pub(crate) fn to_upper(c: char) -> char {
     // Greek letters with a subscript iota: their full uppercase is two runes, their simple
     // one the titlecase form.
     match c as u32 {
-        0x1F80..=0x1FAF if (c as u32) & 0xF < 8 => return char::from_u32(c as u32 + 8).unwrap_or(c),
+        0x1F80..=0x1FAF if (c as u32) & 0xF < 8 => {
+            return char::from_u32(c as u32 + 8).unwrap_or(c);
+        }
         0x1FB3 => return '\u{1FBC}',
         0x1FC3 => return '\u{1FCC}',
         0x1FF3 => return '\u{1FFC}',

@@ -35,8 +35,17 @@ pub(crate) fn fold(first: &Value, rest: &[Value], op: Op) -> Result<Value, CallE
         let d = from_float(to_float64(x))?;
         acc = match op {
             Op::Add => add(&acc, &d),
-            Op::Sub => add(&acc, &Decimal { value: -d.value, exp: d.exp }),
-            Op::Mul => Decimal { value: acc.value * d.value, exp: acc.exp + d.exp },
+            Op::Sub => add(
+                &acc,
+                &Decimal {
+                    value: -d.value,
+                    exp: d.exp,
+                },
+            ),
+            Op::Mul => Decimal {
+                value: acc.value * d.value,
+                exp: acc.exp + d.exp,
+            },
             Op::Div => div(&acc, &d)?,
         };
     }
@@ -46,11 +55,20 @@ pub(crate) fn fold(first: &Value, rest: &[Value], op: Op) -> Result<Value, CallE
 /// `decimal.NewFromFloat`: the shortest round-tripping digits.
 fn from_float(f: f64) -> Result<Decimal, CallError> {
     if f.is_nan() || f.is_infinite() {
-        let shown = if f.is_nan() { "NaN" } else if f > 0.0 { "+Inf" } else { "-Inf" };
+        let shown = if f.is_nan() {
+            "NaN"
+        } else if f > 0.0 {
+            "+Inf"
+        } else {
+            "-Inf"
+        };
         return Err(fail(format!("Cannot create a Decimal from {shown}")));
     }
     if f == 0.0 {
-        return Ok(Decimal { value: BigInt::from(0), exp: 0 });
+        return Ok(Decimal {
+            value: BigInt::from(0),
+            exp: 0,
+        });
     }
     // `{:e}` prints the shortest round-tripping digits: "-1.2345e-7".
     let sci = format!("{f:e}");
@@ -59,7 +77,10 @@ fn from_float(f: f64) -> Result<Decimal, CallError> {
     let (int_part, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
     let digits = format!("{int_part}{frac}");
     let value: BigInt = digits.parse().unwrap_or_default();
-    Ok(Decimal { value, exp: exp - frac.len() as i64 })
+    Ok(Decimal {
+        value,
+        exp: exp - frac.len() as i64,
+    })
 }
 
 fn rescale(d: &Decimal, exp: i64) -> BigInt {
@@ -68,7 +89,10 @@ fn rescale(d: &Decimal, exp: i64) -> BigInt {
 
 fn add(a: &Decimal, b: &Decimal) -> Decimal {
     let exp = a.exp.min(b.exp);
-    Decimal { value: rescale(a, exp) + rescale(b, exp), exp }
+    Decimal {
+        value: rescale(a, exp) + rescale(b, exp),
+        exp,
+    }
 }
 
 /// `Decimal.Div`: `DivRound(b, 16)`.
@@ -79,9 +103,15 @@ fn div(a: &Decimal, b: &Decimal) -> Result<Decimal, CallError> {
     // a/b × 10^16 = (a.value / b.value) × 10^(a.exp - b.exp + 16)
     let shift = a.exp - b.exp + DIVISION_PRECISION;
     let (num, den) = if shift >= 0 {
-        (&a.value * BigInt::from(10).pow(shift as u32), b.value.clone())
+        (
+            &a.value * BigInt::from(10).pow(shift as u32),
+            b.value.clone(),
+        )
     } else {
-        (a.value.clone(), &b.value * BigInt::from(10).pow((-shift) as u32))
+        (
+            a.value.clone(),
+            &b.value * BigInt::from(10).pow((-shift) as u32),
+        )
     };
     let mut q = &num / &den;
     let r = &num % &den;
@@ -95,7 +125,10 @@ fn div(a: &Decimal, b: &Decimal) -> Result<Decimal, CallError> {
             q += 1;
         }
     }
-    Ok(Decimal { value: q, exp: -DIVISION_PRECISION })
+    Ok(Decimal {
+        value: q,
+        exp: -DIVISION_PRECISION,
+    })
 }
 
 /// The float64 nearest to the decimal.

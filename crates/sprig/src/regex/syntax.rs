@@ -28,7 +28,11 @@ fn parse_repeat(s: &str) -> Option<(usize, u32, Option<u32>)> {
         if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
-        Some(t.parse::<u64>().ok().map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX)))
+        Some(
+            t.parse::<u64>()
+                .ok()
+                .map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        )
     };
     let min = num(min)?;
     let max = match max {
@@ -117,12 +121,22 @@ pub(crate) fn translate(p: &str) -> Result<String, String> {
                 } else {
                     1
                 };
-                let len = if rest[len..].starts_with('?') { len + 1 } else { len };
+                let len = if rest[len..].starts_with('?') {
+                    len + 1
+                } else {
+                    len
+                };
                 if let Some(start) = last_repeat {
-                    return Err(go_error("invalid nested repetition operator", &p[start..i + len]));
+                    return Err(go_error(
+                        "invalid nested repetition operator",
+                        &p[start..i + len],
+                    ));
                 }
                 if !have_operand {
-                    return Err(go_error("missing argument to repetition operator", &rest[..len]));
+                    return Err(go_error(
+                        "missing argument to repetition operator",
+                        &rest[..len],
+                    ));
                 }
                 out.push_str(&rest[..len]);
                 i += len;
@@ -181,7 +195,11 @@ fn escape(p: &str, i: usize, in_class: bool) -> Result<(String, usize), String> 
         }
         ('8' | '9', _) => return Err(go_error("invalid escape sequence", &p[i..i + used])),
         ('0'..='7', _) => {
-            let digits: String = rest.chars().take(3).take_while(|d| ('0'..='7').contains(d)).collect();
+            let digits: String = rest
+                .chars()
+                .take(3)
+                .take_while(|d| ('0'..='7').contains(d))
+                .collect();
             let value = u32::from_str_radix(&digits, 8).unwrap_or(0);
             return Ok((format!("\\x{{{value:X}}}"), 1 + digits.len()));
         }
@@ -242,23 +260,38 @@ fn class(p: &str, i: usize) -> Result<(String, usize), String> {
 }
 
 /// A compile error the `regex` crate found in a pattern the rewrite accepted, in Go's words
-/// where they are known.
-pub(crate) fn rust_error(pattern: &str, err: &regex::Error) -> String {
-    let text = err.to_string();
-    let code = if text.contains("unrecognized escape") {
-        "invalid escape sequence"
-    } else if text.contains("invalid range") || text.contains("Unicode class") || text.contains("unrecognized") && text.contains("class") {
-        "invalid character class range"
-    } else if text.contains("flag") {
-        "invalid or unsupported Perl syntax"
-    } else if text.contains("group name") || text.contains("capture group") {
-        "invalid named capture"
-    } else if text.contains("exceeds size limit") || text.contains("too big") {
-        "expression too large"
-    } else if text.contains("nest") {
-        "expression nests too deeply"
-    } else {
-        "invalid or unsupported Perl syntax"
+/// where they are known, quoting the fragment the crate points at.
+pub(crate) fn rust_error(pattern: &str, translated: &str, err: &regex::Error) -> String {
+    use regex_syntax::ast::ErrorKind as K;
+    let Err(ast) = regex_syntax::ast::parse::Parser::new().parse(translated) else {
+        return match err {
+            regex::Error::CompiledTooBig(_) => go_error("expression too large", pattern),
+            _ => go_error("invalid or unsupported Perl syntax", pattern),
+        };
     };
-    go_error(code, pattern)
+    let span = ast.span();
+    let fragment = translated
+        .get(span.start.offset..span.end.offset)
+        .unwrap_or(pattern);
+    let code = match ast.kind() {
+        K::ClassRangeInvalid | K::ClassRangeLiteral | K::UnicodeClassInvalid => {
+            "invalid character class range"
+        }
+        K::EscapeUnrecognized
+        | K::EscapeHexEmpty
+        | K::EscapeHexInvalid
+        | K::EscapeHexInvalidDigit
+        | K::EscapeUnexpectedEof
+        | K::ClassEscapeInvalid => "invalid escape sequence",
+        K::GroupNameDuplicate { .. }
+        | K::GroupNameEmpty
+        | K::GroupNameInvalid
+        | K::GroupNameUnexpectedEof => "invalid named capture",
+        K::RepetitionCountInvalid | K::RepetitionCountDecimalEmpty | K::DecimalInvalid => {
+            "invalid repeat count"
+        }
+        K::NestLimitExceeded(_) => "expression nests too deeply",
+        _ => "invalid or unsupported Perl syntax",
+    };
+    go_error(code, fragment)
 }

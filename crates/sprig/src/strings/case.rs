@@ -2,7 +2,7 @@
 //! `HttpServer` of `http_server`; `snakecase` and `kebabcase` split words at case changes,
 //! digits and connectors (`HTTPServer2xx` → `http_server_2xx`).
 
-use crate::unicode::{is_number, is_punct, is_space, is_upper, to_lower, to_upper, is_letter};
+use crate::unicode::{is_letter, is_number, is_punct, is_space, is_upper, to_lower, to_upper};
 
 /// Go's `utf8.RuneError`: xstrings skips it as if it were an invalid byte.
 const RUNE_ERROR: char = '\u{FFFD}';
@@ -20,7 +20,9 @@ fn is_alphabet(c: char) -> bool {
     if u < 0x3400 {
         return true;
     }
-    !((0x4E00..=0x9FCC).contains(&u) || (0x3400..=0x4D85).contains(&u) || (0x2_0000..=0x2_B81D).contains(&u))
+    !((0x4E00..=0x9FCC).contains(&u)
+        || (0x3400..=0x4D85).contains(&u)
+        || (0x2_0000..=0x2_B81D).contains(&u))
 }
 
 /// xstrings' `ToCamelCase`: connectors removed and the rune after each one uppercased,
@@ -111,18 +113,19 @@ fn next_word(s: &str) -> (Word, &str, &str) {
     if r == RUNE_ERROR {
         return (Word::Invalid, &s[..offset], &s[offset..]);
     }
-    let run = |remaining: &mut &str, offset: &mut usize, mut r: char, keep: &dyn Fn(char) -> bool| {
-        while !remaining.is_empty() {
-            let (nr, nsize) = next_valid(remaining, r);
-            r = nr;
-            if !keep(r) {
-                break;
+    let run =
+        |remaining: &mut &str, offset: &mut usize, mut r: char, keep: &dyn Fn(char) -> bool| {
+            while !remaining.is_empty() {
+                let (nr, nsize) = next_valid(remaining, r);
+                r = nr;
+                if !keep(r) {
+                    break;
+                }
+                *offset += nsize;
+                *remaining = &remaining[nsize..];
             }
-            *offset += nsize;
-            *remaining = &remaining[nsize..];
-        }
-        r
-    };
+            r
+        };
     let kind;
     if is_connector(r) {
         kind = Word::Connector;
@@ -157,13 +160,17 @@ fn next_word(s: &str) -> (Word, &str, &str) {
             } else if is_alphabet(r) {
                 offset += size;
                 remaining = &remaining[size..];
-                run(&mut remaining, &mut offset, r, &|c| is_alphabet(c) && !is_upper(c));
+                run(&mut remaining, &mut offset, r, &|c| {
+                    is_alphabet(c) && !is_upper(c)
+                });
             }
         }
     } else if is_alphabet(r) {
         kind = Word::Alphabet;
         remaining = &remaining[size..];
-        run(&mut remaining, &mut offset, r, &|c| is_alphabet(c) && !is_upper(c));
+        run(&mut remaining, &mut offset, r, &|c| {
+            is_alphabet(c) && !is_upper(c)
+        });
     } else if is_number(r) {
         kind = Word::Number;
         remaining = &remaining[size..];
@@ -277,6 +284,9 @@ mod tests {
         }
         assert_eq!(to_lower_words("HTTPServer", '-'), "http-server");
         assert_eq!(to_camel("http_server"), "HttpServer");
-        assert_eq!(to_camel("some words GOLANG_IS_GREAT"), "SomeWordsGolangIsGreat");
+        assert_eq!(
+            to_camel("some words GOLANG_IS_GREAT"),
+            "SomeWordsGolangIsGreat"
+        );
     }
 }
