@@ -7,7 +7,33 @@
 
 use go_template::FuncMap;
 
+// sprig2
+mod crypto;
+mod date;
+mod der;
+mod encoding;
+mod fargs;
+mod hash;
+pub mod network;
+mod path;
+mod random;
+mod semver;
+mod url;
+// end sprig2
+
 /// Every sprig function Helm's template engine has.
 pub fn funcs() -> FuncMap {
-    FuncMap::new()
+    let mut m = FuncMap::new();
+    // sprig2
+    crypto::register(&mut m);
+    date::register(&mut m);
+    encoding::register(&mut m);
+    hash::register(&mut m);
+    network::register(&mut m);
+    path::register(&mut m);
+    random::register(&mut m);
+    semver::register(&mut m);
+    url::register(&mut m);
+    // end sprig2
+    m
 }
