@@ -298,6 +298,11 @@ fn issue(
     signer: &Key,
 ) -> Result<Certificate, String> {
     let created = |e: String| format!("error creating certificate: {e}");
+    if matches!(signer, Key::Dsa(_)) {
+        return Err(created(
+            "x509: certificate private key does not implement crypto.Signer".into(),
+        ));
+    }
     let (spki, public) = key.spki().map_err(created)?;
     let subject = name(&t.cn);
     let issuer = parent.map_or_else(|| subject.clone(), |p| p.subject.clone());
