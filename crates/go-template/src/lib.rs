@@ -9,6 +9,7 @@
 //! Pure: no I/O, no threads, no clock. Sprig's functions live in the `sprig` crate and Helm's
 //! (`include`, `tpl`, `toYaml`…) in `helm-render`; both plug in through [`FuncMap`].
 
+pub mod escape;
 pub mod fmt;
 pub mod value;
 
