@@ -47,9 +47,7 @@ pub(crate) fn pem_decode(text: &str) -> Option<(String, Vec<u8>)> {
     loop {
         let start = rest.find("-----BEGIN ")?;
         let after = &rest[start + 11..];
-        let Some(type_end) = after.find("-----") else {
-            return None;
-        };
+        let type_end = after.find("-----")?;
         let kind = &after[..type_end];
         let body_start = &after[type_end + 5..];
         let end_marker = format!("-----END {kind}-----");
