@@ -309,6 +309,52 @@ fn table_agrees_with_ours() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The rows through the real engine, as Helm's renderer sets it up (missing keys as zero,
+/// `.Values` as data); `list` and `dict` are stand-ins until sprig's own are merged here.
+#[test]
+fn table_agrees_with_the_engine() {
+    use go_template::{Func, MissingKey, Signature, Templates, Ty, Value};
+    let mut funcs = funcs();
+    funcs.entry("list".into()).or_insert_with(|| {
+        Func::new(Signature::variadic(&[], Ty::Any), |a| {
+            Ok(Value::list(a.to_vec()))
+        })
+    });
+    funcs.entry("dict".into()).or_insert_with(|| {
+        Func::new(Signature::variadic(&[], Ty::Any), |a| {
+            let mut m = go_template::Map::new();
+            for pair in a.chunks(2) {
+                let k = pair[0].as_str().unwrap_or_default().to_owned();
+                m.insert(k, pair.get(1).cloned().unwrap_or(Value::Nil));
+            }
+            Ok(Value::map(m))
+        })
+    });
+    let mut failures = Vec::new();
+    let data = Value::map(
+        [("Values".to_owned(), Value::map(go_template::Map::new()))]
+            .into_iter()
+            .collect(),
+    );
+    for (snippet, want) in ROWS {
+        let mut t = Templates::new(funcs.clone());
+        t.set_missing_key(MissingKey::Zero);
+        let got = t
+            .parse("t", snippet)
+            .and_then(|()| t.execute("t", &data))
+            .map_err(|e| e.to_string());
+        let ok = match (want, &got) {
+            (Ok(w), Ok(g)) => w == g,
+            (Err(w), Err(g)) => g.ends_with(w),
+            _ => false,
+        };
+        if !ok {
+            failures.push(format!("{snippet}\n  want {want:?}\n  got  {got:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn table_agrees_with_helm() {
     let ok_rows: Vec<&Row> = ROWS.iter().filter(|r| r.1.is_ok()).collect();
