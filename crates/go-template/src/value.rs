@@ -283,6 +283,12 @@ pub trait Object: fmt::Debug {
         None
     }
 
+    /// The concrete value, for functions that take this object type as an argument (sprig's
+    /// `dateModify` reads the `time.Time` it is given). `None` unless the type opts in.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
     /// Equality for `eq` between two objects of the same type (Go compares comparable structs
     /// field by field). `None`: not comparable.
     fn equals(&self, other: &dyn Object) -> Option<bool> {

@@ -22,6 +22,19 @@ use go_template::FuncMap;
 
 // yaml
 pub mod json;
+// sprig2
+mod crypto;
+mod date;
+mod der;
+mod encoding;
+mod fargs;
+mod hash;
+pub mod network;
+mod path;
+mod random;
+mod semver;
+mod url;
+// end sprig2
 
 /// Every sprig function Helm's template engine has.
 pub fn funcs() -> FuncMap {
@@ -35,5 +48,16 @@ pub fn funcs() -> FuncMap {
     regex::register(&mut m);
     // yaml
     json::register(&mut m);
+    // sprig2
+    crypto::register(&mut m);
+    date::register(&mut m);
+    encoding::register(&mut m);
+    hash::register(&mut m);
+    network::register(&mut m);
+    path::register(&mut m);
+    random::register(&mut m);
+    semver::register(&mut m);
+    url::register(&mut m);
+    // end sprig2
     m
 }
