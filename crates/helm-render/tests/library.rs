@@ -3,6 +3,7 @@
 //! template never rendered, subchart values, `global`, a `condition`, and an `alias` of the
 //! same subchart. Rendered by us and by the real `helm template`: the outputs must be equal.
 
+#[path = "support/common.rs"]
 mod common;
 
 const LIB_CHART: &str = "apiVersion: v2\nname: lib\nversion: 0.1.0\ntype: library\n";
