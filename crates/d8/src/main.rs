@@ -6,6 +6,7 @@ mod controller_cmd;
 mod kube_client;
 mod mirror_cmd;
 mod module_cmd;
+mod module_render;
 mod registry_cmd;
 mod release_cmd;
 mod up_cmd;

@@ -39,6 +39,8 @@ enum Command {
     /// Run the module manager: ModuleSources, Modules, ModuleConfigs, ModuleReleases and
     /// ModulePullOverrides.
     Controller(Box<ManagerArgs>),
+    /// Render a module's chart exactly as `helm template` does (no cluster needed).
+    Render(Box<crate::module_render::RenderArgs>),
 }
 
 /// Flags of the module manager (also part of `d8 controller`).
@@ -155,6 +157,9 @@ fn print(text: &str) -> anyhow::Result<()> {
 
 /// Runs `d8 module …`.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+    if let Command::Render(render) = args.command {
+        crate::module_render::run(*render);
+    }
     let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
     match args.command {
         Command::List => {
@@ -175,6 +180,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 .context("listing ModuleReleases")?;
             print(&view::render_releases(&releases.items))
         }
+        Command::Render(_) => unreachable!("handled before connecting"),
         Command::Controller(args) => {
             let (manager, options) = manager(client, &args)?
                 .context("the module manager needs --downloaded-modules-dir")?;

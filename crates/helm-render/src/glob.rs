@@ -2,9 +2,13 @@
 //! `.helmignore` rules, `--show-only`) and `github.com/gobwas/glob` with `/` as separator
 //! (`.Files.Glob`).
 
-/// Go's `filepath.Match(pattern, name)` on `/`-separated paths: `Err(())` is
-/// `ErrBadPattern` ("syntax error in pattern").
-pub fn path_match(pattern: &str, name: &str) -> Result<bool, ()> {
+/// Go's `filepath.ErrBadPattern`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("syntax error in pattern")]
+pub struct BadPattern;
+
+/// Go's `filepath.Match(pattern, name)` on `/`-separated paths.
+pub fn path_match(pattern: &str, name: &str) -> Result<bool, BadPattern> {
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
     // Validate the whole pattern first, as Go reports a bad pattern even when an early part
@@ -13,13 +17,13 @@ pub fn path_match(pattern: &str, name: &str) -> Result<bool, ()> {
     Ok(match_from(&p, &n))
 }
 
-fn validate(p: &[char]) -> Result<(), ()> {
+fn validate(p: &[char]) -> Result<(), BadPattern> {
     let mut i = 0;
     while i < p.len() {
         match p[i] {
             '\\' => {
                 if i + 1 >= p.len() {
-                    return Err(());
+                    return Err(BadPattern);
                 }
                 i += 2;
             }
@@ -33,14 +37,14 @@ fn validate(p: &[char]) -> Result<(), ()> {
 }
 
 /// Index just past a character class starting after `[` at `i`; checks its syntax.
-fn class_end(p: &[char], mut i: usize) -> Result<usize, ()> {
+fn class_end(p: &[char], mut i: usize) -> Result<usize, BadPattern> {
     if i < p.len() && p[i] == '^' {
         i += 1;
     }
     let mut first = true;
     loop {
         if i >= p.len() {
-            return Err(());
+            return Err(BadPattern);
         }
         if p[i] == ']' && !first {
             return Ok(i + 1);
@@ -51,24 +55,24 @@ fn class_end(p: &[char], mut i: usize) -> Result<usize, ()> {
             i += 1;
             let hi = class_char(p, &mut i)?;
             if hi < lo {
-                return Err(());
+                return Err(BadPattern);
             }
         }
     }
 }
 
-fn class_char(p: &[char], i: &mut usize) -> Result<char, ()> {
+fn class_char(p: &[char], i: &mut usize) -> Result<char, BadPattern> {
     if *i >= p.len() {
-        return Err(());
+        return Err(BadPattern);
     }
     let c = p[*i];
     if c == '-' || c == ']' {
-        return Err(());
+        return Err(BadPattern);
     }
     if c == '\\' {
         *i += 1;
         if *i >= p.len() {
-            return Err(());
+            return Err(BadPattern);
         }
     }
     let c = p[*i];
@@ -292,7 +296,7 @@ mod tests {
         assert_eq!(path_match("templates/*", "templates/a.yaml"), Ok(true));
         assert_eq!(path_match("[a-c]?", "bz"), Ok(true));
         assert_eq!(path_match("[^a-c]?", "bz"), Ok(false));
-        assert_eq!(path_match("[", "a"), Err(()));
+        assert_eq!(path_match("[", "a"), Err(BadPattern));
         assert_eq!(path_match("a\\*", "a*"), Ok(true));
     }
 

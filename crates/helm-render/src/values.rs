@@ -243,13 +243,11 @@ fn coalesce_tables_full(dst: &GoMap, src: &GoMap, merge: bool) {
                 dst.borrow_mut().insert(key, val);
             }
             Some(dv) => {
-                if let Value::Map(sv) = &val {
-                    if let Value::Map(dvm) = &dv {
-                        coalesce_tables_full(dvm, sv, merge);
-                    }
-                    // else: "cannot overwrite table with non table"
+                // A table merges into a table; otherwise dst wins (Helm warns "cannot
+                // overwrite table with non table" when only src is a table).
+                if let (Value::Map(sv), Value::Map(dvm)) = (&val, &dv) {
+                    coalesce_tables_full(dvm, sv, merge);
                 }
-                // else: dst wins
             }
         }
     }
@@ -260,8 +258,7 @@ pub(crate) fn coalesce_tables_maps(dst: Map, src: Map, merge: bool) -> Map {
     let d: GoMap = Rc::new(RefCell::new(dst));
     let s: GoMap = Rc::new(RefCell::new(src));
     coalesce_tables_full(&d, &s, merge);
-    let out = d.borrow().clone();
-    out
+    d.take()
 }
 
 /// Helm's `Values.Table(path)`: the map at a dotted path (`a.b`), if every step is a map.

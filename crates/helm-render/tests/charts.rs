@@ -3,6 +3,7 @@
 //! `.Capabilities`, `.Release`, `.Chart`, `.Template`, `include`/`tpl`/`required`/`fail`,
 //! and the errors. Each row is checked against the real `helm` and against our renderer.
 
+#[path = "support/common.rs"]
 mod common;
 
 struct Row {

@@ -251,7 +251,7 @@ fn ours(row: &Row) -> Result<String, String> {
 fn check(got: &[(&str, Result<String, String>)]) {
     if std::env::var_os("DUMP_TABLE").is_some() {
         for (_, g) in got {
-            println!("ROW {g:?}");
+            eprintln!("ROW {g:?}");
         }
     }
     let mut bad = Vec::new();

@@ -7,7 +7,7 @@ use helm_render::{RenderOptions, ValueSources, load_files, render};
 
 /// `helm template t <chart> <args>` through our renderer: stdout, or stderr trimmed as the
 /// oracle trims Helm's.
-pub fn ours(files: &[(&str, &str)], values: &str, args: &[&str]) -> Result<String, String> {
+pub(crate) fn ours(files: &[(&str, &str)], values: &str, args: &[&str]) -> Result<String, String> {
     let mut all: Vec<(String, Vec<u8>)> = files
         .iter()
         .map(|(p, c)| ((*p).to_owned(), c.as_bytes().to_vec()))
@@ -73,12 +73,12 @@ pub fn ours(files: &[(&str, &str)], values: &str, args: &[&str]) -> Result<Strin
     rx.recv().expect("result")
 }
 
-/// Compares a table's rows with what one side produced; `DUMP_TABLE=1` prints the results
+/// Compares a table's rows with what one side produced; `DUMP_TABLE=1` prints the results (on stderr)
 /// as Rust literals.
-pub fn check(wants: &[(&str, Result<&str, &str>)], got: &[Result<String, String>]) {
+pub(crate) fn check(wants: &[(&str, Result<&str, &str>)], got: &[Result<String, String>]) {
     if std::env::var_os("DUMP_TABLE").is_some() {
         for g in got {
-            println!("ROW {g:?}");
+            eprintln!("ROW {g:?}");
         }
     }
     let mut bad = Vec::new();
