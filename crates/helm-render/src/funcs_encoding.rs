@@ -21,6 +21,13 @@ pub fn encoding_funcs() -> FuncMap {
         }),
     );
     m.insert(
+        "toYamlPretty".into(),
+        Func::new(any, |a| {
+            let s = yaml::to_yaml_pretty(&a[0]).unwrap_or_default();
+            Ok(Value::string(s.strip_suffix('\n').unwrap_or(&s)))
+        }),
+    );
+    m.insert(
         "toJson".into(),
         Func::new(any, |a| {
             Ok(Value::string(

@@ -100,5 +100,11 @@ pub fn to_yaml(v: &Value) -> Result<String, String> {
     emit::marshal(v)
 }
 
+/// gopkg.in/yaml.v3's encoder with a 2-space indent (Helm's `toYamlPretty`), trailing newline
+/// included.
+pub fn to_yaml_pretty(v: &Value) -> Result<String, String> {
+    emit::marshal_v3(v)
+}
+
 #[cfg(test)]
 mod tests;

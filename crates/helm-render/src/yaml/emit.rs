@@ -36,6 +36,52 @@ pub(crate) fn marshal(v: &Value) -> Result<String, EmitError> {
     Ok(e.out)
 }
 
+/// gopkg.in/yaml.v3's encoder with `SetIndent(2)` on the value itself (Helm's
+/// `toYamlPretty`): no JSON round trip (floats keep Go's `%g` form, NaN is `.nan`), no line
+/// folding, and sequences under a key indented.
+pub(crate) fn marshal_v3(v: &Value) -> Result<String, EmitError> {
+    let j = direct(v, 0)?;
+    let mut e = Emitter {
+        width: usize::MAX,
+        indentless_sequences: false,
+        ..Emitter::default()
+    };
+    e.document(&j);
+    Ok(e.out)
+}
+
+/// The value as yaml.v3 sees it: Go's own types, no JSON in between.
+fn direct(v: &Value, depth: usize) -> Result<J, EmitError> {
+    if depth > go_template::value::MAX_DEPTH {
+        return Err(too_deep());
+    }
+    Ok(match v {
+        Value::Nil => J::Null,
+        Value::Bool(b) => J::Bool(*b),
+        Value::Int(i) | Value::Int64(i) => J::Int(i.to_string()),
+        Value::Float(f) => J::Float(*f),
+        Value::String(s) => J::Str(s.to_string()),
+        Value::Bytes(b) => J::Seq(b.iter().map(|x| J::Int(x.to_string())).collect()),
+        Value::List(l) => J::Seq(
+            l.iter()
+                .map(|x| direct(x, depth + 1))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Map(m) => {
+            let m = m.try_borrow().map_err(|_| too_deep())?;
+            let mut entries = Vec::with_capacity(m.len());
+            for (k, x) in m.iter() {
+                entries.push((k.clone(), direct(x, depth + 1)?));
+            }
+            J::Map(sort_keys(entries))
+        }
+        Value::Object(o) => match o.to_json() {
+            Some(j) => direct(&Value::from_json(&j), depth + 1)?,
+            None => J::Null,
+        },
+    })
+}
+
 fn too_deep() -> EmitError {
     "json: unsupported value: encountered a cycle via map[string]interface {}".into()
 }
@@ -261,6 +307,10 @@ struct Emitter {
     whitespace: bool,
     indention: bool,
     open_ended: bool,
+    /// Where long lines fold (goyaml.v2: 80; yaml.v3 as Helm uses it: never).
+    width: usize,
+    /// goyaml.v2 does not indent a sequence that is a mapping's value; yaml.v3 does.
+    indentless_sequences: bool,
 }
 
 impl Default for Emitter {
@@ -273,6 +323,8 @@ impl Default for Emitter {
             whitespace: true,
             indention: true,
             open_ended: false,
+            width: BEST_WIDTH,
+            indentless_sequences: true,
         }
     }
 }
@@ -386,7 +438,10 @@ impl Emitter {
                 self.indicator("}", false, false, false);
             }
             J::Seq(items) => {
-                self.increase_indent(false, ctx.mapping && !self.indention);
+                self.increase_indent(
+                    false,
+                    self.indentless_sequences && ctx.mapping && !self.indention,
+                );
                 for item in items {
                     self.write_indent();
                     self.indicator("-", true, false, true);
@@ -480,7 +535,7 @@ impl Emitter {
             if is_space(c) {
                 if allow_breaks
                     && !spaces
-                    && self.column > BEST_WIDTH
+                    && self.column > self.width
                     && !chars.get(i + 1).is_some_and(|n| is_space(*n))
                 {
                     self.write_indent();
@@ -530,7 +585,7 @@ impl Emitter {
             if is_space(c) {
                 if allow_breaks
                     && !spaces
-                    && self.column > BEST_WIDTH
+                    && self.column > self.width
                     && i != 0
                     && i != chars.len() - 1
                     && !chars.get(i + 1).is_some_and(|n| is_space(*n))
@@ -608,7 +663,7 @@ impl Emitter {
             } else if is_space(c) {
                 if allow_breaks
                     && !spaces
-                    && self.column > BEST_WIDTH
+                    && self.column > self.width
                     && i != 0
                     && i != chars.len() - 1
                 {

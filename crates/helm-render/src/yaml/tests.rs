@@ -384,3 +384,59 @@ fn from_table_matches_helm() {
         assert_eq!(got.as_deref(), Ok(*want), "{func} {input:?}");
     }
 }
+
+/// (a value in values.yaml, `toYamlPretty` of it as Helm writes it).
+const PRETTY: &[(&str, &str)] = &[
+    (
+        r#"{b: 1, a: "x", c: {d: [1, 2], e: {f: true}}, g: [{h: 1, i: [a]}, {}], k: [], l: {}, "m n": 1.5, o: null}"#,
+        "a: x\nb: 1\nc:\n  d:\n    - 1\n    - 2\n  e:\n    f: true\ng:\n  - h: 1\n    i:\n      - a\n  - {}\nk: []\nl: {}\nm n: 1.5\no: null",
+    ),
+    (
+        "[1e7, 1.0, 0.000001, 1e21, 12345678, 0.1, 1e20]",
+        "- 1e+07\n- 1\n- 1e-06\n- 1e+21\n- 1.2345678e+07\n- 0.1\n- 1e+20",
+    ),
+    (
+        r##"["true", "yes", "1", "", "~", "null", "a: b", " x", "x\ny", "x\ny\n", "2001-12-14", "0777", "1:20", "on", "y", "NO", "1_000", "0x1F", ".inf", "é", "😀", "a\tb", "-", "#x"]"##,
+        "- \"true\"\n- \"yes\"\n- \"1\"\n- \"\"\n- \"~\"\n- \"null\"\n- 'a: b'\n- ' x'\n- |-\n  x\n  y\n- |\n  x\n  y\n- \"2001-12-14\"\n- \"0777\"\n- \"1:20\"\n- \"on\"\n- \"y\"\n- \"NO\"\n- \"1_000\"\n- \"0x1F\"\n- \".inf\"\n- é\n- \"\\U0001F600\"\n- \"a\\tb\"\n- '-'\n- '#x'",
+    ),
+    (
+        r#""aaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd eeeeeeeeee ffffffffff gggggggggg hhhhhhhhhh iiiiiiiiii jjjjjjjjjj""#,
+        "aaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd eeeeeeeeee ffffffffff gggggggggg hhhhhhhhhh iiiiiiiiii jjjjjjjjjj",
+    ),
+    ("[[a, b], [c]]", "- - a\n  - b\n- - c"),
+    (
+        r#"{a10: 1, a9: 2, A: 3, b: 4, "1": 5, "10": 6, "9": 7}"#,
+        "\"1\": 5\n\"9\": 7\n\"10\": 6\nA: 3\na9: 2\na10: 1\nb: 4",
+    ),
+    ("[]", "[]"),
+    ("~", "null"),
+];
+
+#[test]
+fn pretty_table_matches_ours() {
+    let values = parse_values(&values_doc(PRETTY)).expect("the table's values parse");
+    for (i, (input, want)) in PRETTY.iter().enumerate() {
+        let v = values.get(&format!("r{i}")).cloned().unwrap_or_default();
+        let got = call("toYamlPretty", &[v]).expect("never fails");
+        assert_eq!(got.as_str(), Some(*want), "{input}");
+    }
+    let ints = Value::list(vec![
+        Value::Int(1),
+        Value::Int64(-3),
+        Value::Float(f64::NAN),
+    ]);
+    let got = call("toYamlPretty", &[ints]).expect("never fails");
+    assert_eq!(got.as_str(), Some("- 1\n- -3\n- .nan"));
+}
+
+#[test]
+fn pretty_table_matches_helm() {
+    let snippets: Vec<String> = (0..PRETTY.len())
+        .map(|i| format!("{{{{ toYamlPretty .Values.r{i} }}}}"))
+        .collect();
+    let snippets: Vec<&str> = snippets.iter().map(String::as_str).collect();
+    let got = helm_oracle::eval(&snippets, &values_doc(PRETTY));
+    for ((input, want), got) in PRETTY.iter().zip(got) {
+        assert_eq!(got.as_deref(), Ok(*want), "{input}");
+    }
+}
