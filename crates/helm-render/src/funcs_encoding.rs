@@ -78,6 +78,12 @@ pub fn encoding_funcs() -> FuncMap {
     m.insert(
         "toToml".into(),
         Func::new(any, |a| {
+            if matches!(a[0], Value::Nil) {
+                // Go's encoder panics on a nil interface; text/template reports the panic.
+                return Err(CallError::Call(
+                    "reflect: call of reflect.Value.Type on zero Value".into(),
+                ));
+            }
             Ok(Value::string(toml::encode(&a[0]).unwrap_or_else(|e| e)))
         }),
     );

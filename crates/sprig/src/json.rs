@@ -15,6 +15,11 @@ use go_template::{CallError, Func, FuncMap, Map, Signature, Ty, Value};
 /// How deep the decoder lets arrays and objects nest, as Go's scanner does.
 const MAX_NESTING: usize = 10_000;
 
+/// How deep the encoder follows lists and maps before giving up with Go's cycle error (Go
+/// itself goes deeper, but a value nested this deep only comes from a cycle through `set`,
+/// and the recursion must fit a thread's stack).
+pub const MAX_ENCODE_DEPTH: usize = 1000;
+
 /// Registers sprig's JSON functions: `toJson`, `toPrettyJson`, `toRawJson` and their `must`
 /// forms (sprig has no `fromJson`; Helm adds its own).
 pub(crate) fn register(m: &mut FuncMap) {
@@ -103,7 +108,7 @@ pub fn format_float_g(f: f64) -> String {
     // With the shortest digits Go decides by precision 6: %e when the exponent is below -4
     // or at least 6.
     let x = exp - 1;
-    if x < -4 || x >= 6 {
+    if !(-4..6).contains(&x) {
         format_e(neg, &digits, exp)
     } else {
         format_f(neg, &digits, exp)
@@ -232,7 +237,7 @@ impl Encoder {
                 self.out.push('"');
             }
             Value::List(l) => {
-                if depth > go_template::value::MAX_DEPTH {
+                if depth > MAX_ENCODE_DEPTH {
                     return Err(cycle_error("[]interface {}"));
                 }
                 self.out.push('[');
@@ -250,7 +255,7 @@ impl Encoder {
             }
             Value::Map(m) => {
                 let ptr = Rc::as_ptr(m) as *const ();
-                if self.stack.contains(&ptr) || depth > go_template::value::MAX_DEPTH {
+                if self.stack.contains(&ptr) || depth > MAX_ENCODE_DEPTH {
                     return Err(cycle_error("map[string]interface {}"));
                 }
                 self.stack.push(ptr);

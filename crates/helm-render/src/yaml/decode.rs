@@ -15,7 +15,7 @@ use super::resolve::{Resolved, go_parse_float, resolve};
 
 /// How deep block and flow collections may nest (goyaml.v2 has no limit of its own; this
 /// bounds the recursion of every walk over the result).
-const MAX_NESTING: usize = 1000;
+const MAX_NESTING: usize = 250;
 
 /// A node of the first document, aliases pointing at their anchored node.
 #[derive(Debug)]
@@ -24,7 +24,6 @@ enum Node {
         value: String,
         plain: bool,
         tag: Option<String>,
-        line: usize,
     },
     Seq(Vec<Rc<Node>>),
     Map(Vec<(Rc<Node>, Rc<Node>)>),
@@ -85,16 +84,16 @@ fn compose(text: &str) -> Result<Option<Rc<Node>>, YamlError> {
     };
     loop {
         match c.next()? {
-            (Event::StreamEnd, _) => return Ok(None),
-            (Event::DocumentStart(..), _) => break,
+            Event::StreamEnd => return Ok(None),
+            Event::DocumentStart(..) => break,
             _ => {}
         }
     }
-    let (first, line) = c.next()?;
+    let first = c.next()?;
     if matches!(first, Event::DocumentEnd) {
         return Ok(None);
     }
-    let node = c.node(first, line, 0)?;
+    let node = c.node(first, 0)?;
     // goyaml.v2 reads only the first document: whatever follows is never looked at.
     Ok(Some(node))
 }
@@ -109,22 +108,22 @@ struct Composer<'a> {
 }
 
 impl<'a> Composer<'a> {
-    fn next(&mut self) -> Result<(Event<'a>, usize), YamlError> {
+    fn next(&mut self) -> Result<Event<'a>, YamlError> {
         loop {
             match self.events.next() {
-                None => return Ok((Event::StreamEnd, 0)),
+                None => return Ok(Event::StreamEnd),
                 Some(Err(e)) => return Err(scan_error(&e, self.text)),
                 Some(Ok((Event::Anchor(id, name), _))) => {
                     self.names.insert(id, name.into_owned());
                 }
-                Some(Ok((ev, span))) => return Ok((ev, span.start.line())),
+                Some(Ok((ev, _))) => return Ok(ev),
             }
         }
     }
 
-    fn node(&mut self, ev: Event<'a>, line: usize, depth: usize) -> Result<Rc<Node>, YamlError> {
+    fn node(&mut self, ev: Event<'a>, depth: usize) -> Result<Rc<Node>, YamlError> {
         if depth > MAX_NESTING {
-            return Err(YamlError::yaml("exceeded max depth of 1000"));
+            return Err(YamlError::yaml("exceeded max depth of 250"));
         }
         let (node, anchor) = match ev {
             Event::Scalar(value, style, anchor, tag) => (
@@ -132,7 +131,6 @@ impl<'a> Composer<'a> {
                     value: value.into_owned(),
                     plain: style == ScalarStyle::Plain,
                     tag: tag.map(|t| format!("{}{}", t.handle(), t.suffix())),
-                    line,
                 },
                 anchor,
             ),
@@ -158,11 +156,11 @@ impl<'a> Composer<'a> {
                 self.open.push(anchor);
                 let mut items = Vec::new();
                 loop {
-                    let (ev, line) = self.next()?;
+                    let ev = self.next()?;
                     if matches!(ev, Event::SequenceEnd) {
                         break;
                     }
-                    items.push(self.node(ev, line, depth + 1)?);
+                    items.push(self.node(ev, depth + 1)?);
                 }
                 self.open.pop();
                 (Node::Seq(items), anchor)
@@ -171,13 +169,13 @@ impl<'a> Composer<'a> {
                 self.open.push(anchor);
                 let mut entries = Vec::new();
                 loop {
-                    let (ev, line) = self.next()?;
+                    let ev = self.next()?;
                     if matches!(ev, Event::MappingEnd) {
                         break;
                     }
-                    let k = self.node(ev, line, depth + 1)?;
-                    let (ev, line) = self.next()?;
-                    let v = self.node(ev, line, depth + 1)?;
+                    let k = self.node(ev, depth + 1)?;
+                    let ev = self.next()?;
+                    let v = self.node(ev, depth + 1)?;
                     entries.push((k, v));
                 }
                 self.open.pop();
@@ -569,12 +567,12 @@ fn format_float32_g(f: f64) -> String {
     if f32v.is_infinite() {
         return if f32v > 0.0 { "+Inf" } else { "-Inf" }.into();
     }
-    // Shortest digits that read back as the same float32, laid out as 'g' does.
+    // The shortest digits that read back as the same float32, laid out as %g lays them out.
     let s = format!("{:e}", f32v.abs());
     let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let digits: String = mant.chars().filter(|c| *c != '.').collect();
-    let g = if exp < -4 || exp >= 6 {
+    let body = if !(-4..6).contains(&exp) {
         let mut m = digits[..1].to_owned();
         if digits.len() > 1 {
             m.push('.');
@@ -586,9 +584,6 @@ fn format_float32_g(f: f64) -> String {
             exp.unsigned_abs()
         )
     } else {
-        // Plain decimal.
-        let v: f64 = format!("{}e{}", mant, exp).parse().unwrap_or(0.0);
-        let _ = v;
         let nd = digits.len() as i32;
         let point = exp + 1;
         if point <= 0 {
@@ -603,12 +598,10 @@ fn format_float32_g(f: f64) -> String {
             )
         }
     };
-    if f32v.is_sign_negative() && f32v != 0.0 {
-        format!("-{g}")
-    } else if f32v == 0.0 && f32v.is_sign_negative() {
-        "-0".into()
+    if f32v.is_sign_negative() {
+        format!("-{body}")
     } else {
-        g
+        body
     }
 }
 
@@ -664,10 +657,4 @@ fn json_value(y: &Yaml) -> Result<Value, YamlError> {
             Value::map(m)
         }
     })
-}
-
-/// Parses a float the way the JSON round trip does (for tests of the resolution).
-#[cfg(test)]
-pub(crate) fn float_of(s: &str) -> Option<f64> {
-    go_parse_float(s)
 }

@@ -52,33 +52,42 @@ pub(crate) fn marshal_v3(v: &Value) -> Result<String, EmitError> {
 
 /// The value as yaml.v3 sees it: Go's own types, no JSON in between.
 fn direct(v: &Value, depth: usize) -> Result<J, EmitError> {
-    if depth > go_template::value::MAX_DEPTH {
+    if depth > sprig::json::MAX_ENCODE_DEPTH {
         return Err(too_deep());
     }
-    Ok(match v {
-        Value::Nil => J::Null,
-        Value::Bool(b) => J::Bool(*b),
-        Value::Int(i) | Value::Int64(i) => J::Int(i.to_string()),
-        Value::Float(f) => J::Float(*f),
-        Value::String(s) => J::Str(s.to_string()),
-        Value::Bytes(b) => J::Seq(b.iter().map(|x| J::Int(x.to_string())).collect()),
-        Value::List(l) => J::Seq(
-            l.iter()
-                .map(|x| direct(x, depth + 1))
-                .collect::<Result<_, _>>()?,
-        ),
+    match v {
+        Value::List(l) => {
+            let mut items = Vec::with_capacity(l.len());
+            for x in l.iter() {
+                items.push(direct(x, depth + 1)?);
+            }
+            Ok(J::Seq(items))
+        }
         Value::Map(m) => {
             let m = m.try_borrow().map_err(|_| too_deep())?;
             let mut entries = Vec::with_capacity(m.len());
             for (k, x) in m.iter() {
                 entries.push((k.clone(), direct(x, depth + 1)?));
             }
-            J::Map(sort_keys(entries))
+            Ok(J::Map(sort_keys(entries)))
         }
+        _ => direct_leaf(v, depth),
+    }
+}
+
+#[inline(never)]
+fn direct_leaf(v: &Value, depth: usize) -> Result<J, EmitError> {
+    Ok(match v {
+        Value::Bool(b) => J::Bool(*b),
+        Value::Int(i) | Value::Int64(i) => J::Int(i.to_string()),
+        Value::Float(f) => J::Float(*f),
+        Value::String(s) => J::Str(s.to_string()),
+        Value::Bytes(b) => J::Seq(b.iter().map(|x| J::Int(x.to_string())).collect()),
         Value::Object(o) => match o.to_json() {
             Some(j) => direct(&Value::from_json(&j), depth + 1)?,
             None => J::Null,
         },
+        Value::Nil | Value::List(_) | Value::Map(_) => J::Null,
     })
 }
 
@@ -130,11 +139,33 @@ fn json_string(s: &str) -> Result<String, EmitError> {
 }
 
 fn from_value(v: &Value, depth: usize) -> Result<J, EmitError> {
-    if depth > go_template::value::MAX_DEPTH {
+    if depth > sprig::json::MAX_ENCODE_DEPTH {
         return Err(too_deep());
     }
+    match v {
+        Value::List(l) => {
+            let mut items = Vec::with_capacity(l.len());
+            for x in l.iter() {
+                items.push(from_value(x, depth + 1)?);
+            }
+            Ok(J::Seq(items))
+        }
+        Value::Map(m) => {
+            let m = m.try_borrow().map_err(|_| too_deep())?;
+            let mut entries = Vec::with_capacity(m.len());
+            for (k, x) in m.iter() {
+                entries.push((json_string(k)?, from_value(x, depth + 1)?));
+            }
+            Ok(J::Map(sort_keys(entries)))
+        }
+        _ => json_leaf(v, depth),
+    }
+}
+
+/// A value that is not a list or a map, after the JSON round trip.
+#[inline(never)]
+fn json_leaf(v: &Value, depth: usize) -> Result<J, EmitError> {
     Ok(match v {
-        Value::Nil => J::Null,
         Value::Bool(b) => J::Bool(*b),
         Value::Int(i) | Value::Int64(i) => J::Int(i.to_string()),
         Value::Float(f) => {
@@ -145,28 +176,16 @@ fn from_value(v: &Value, depth: usize) -> Result<J, EmitError> {
             use base64::Engine as _;
             J::Str(base64::engine::general_purpose::STANDARD.encode(b))
         }
-        Value::List(l) => J::Seq(
-            l.iter()
-                .map(|x| from_value(x, depth + 1))
-                .collect::<Result<_, _>>()?,
-        ),
-        Value::Map(m) => {
-            let m = m.try_borrow().map_err(|_| too_deep())?;
-            let mut entries = Vec::with_capacity(m.len());
-            for (k, x) in m.iter() {
-                entries.push((json_string(k)?, from_value(x, depth + 1)?));
-            }
-            J::Map(sort_keys(entries))
-        }
         Value::Object(o) => match o.to_json() {
             Some(j) => from_json(&j, depth)?,
             None => J::Null,
         },
+        Value::Nil | Value::List(_) | Value::Map(_) => J::Null,
     })
 }
 
 fn from_json(v: &serde_json::Value, depth: usize) -> Result<J, EmitError> {
-    if depth > go_template::value::MAX_DEPTH {
+    if depth > sprig::json::MAX_ENCODE_DEPTH {
         return Err(too_deep());
     }
     Ok(match v {
@@ -406,6 +425,16 @@ impl Emitter {
 
     fn node(&mut self, j: &J, ctx: Ctx) {
         match j {
+            J::Seq(items) if !items.is_empty() => self.block_sequence(items, ctx),
+            J::Map(entries) if !entries.is_empty() => self.block_mapping(entries),
+            _ => self.leaf(j, ctx),
+        }
+    }
+
+    /// A scalar, or an empty collection (written in flow style).
+    #[inline(never)]
+    fn leaf(&mut self, j: &J, ctx: Ctx) {
+        match j {
             J::Null => self.scalar("null", Style::Plain, ctx),
             J::Bool(b) => self.scalar(if *b { "true" } else { "false" }, Style::Plain, ctx),
             J::Int(s) => self.scalar(s, Style::Plain, ctx),
@@ -429,66 +458,70 @@ impl Emitter {
                 };
                 self.scalar(s, style, ctx);
             }
-            J::Seq(items) if items.is_empty() => {
+            J::Seq(_) => {
                 self.indicator("[", true, true, false);
                 self.indicator("]", false, false, false);
             }
-            J::Map(entries) if entries.is_empty() => {
+            J::Map(_) => {
                 self.indicator("{", true, true, false);
                 self.indicator("}", false, false, false);
             }
-            J::Seq(items) => {
-                self.increase_indent(
-                    false,
-                    self.indentless_sequences && ctx.mapping && !self.indention,
-                );
-                for item in items {
-                    self.write_indent();
-                    self.indicator("-", true, false, true);
-                    self.node(item, Ctx::default());
-                }
-                self.pop_indent();
-            }
-            J::Map(entries) => {
-                self.increase_indent(false, false);
-                for (k, v) in entries {
-                    self.write_indent();
-                    let a = analyze(k);
-                    let simple = k.len() <= MAX_SIMPLE_KEY && !a.multiline;
-                    let key = J::Str(k.clone());
-                    if simple {
-                        self.node(
-                            &key,
-                            Ctx {
-                                mapping: true,
-                                simple_key: true,
-                                ..Ctx::default()
-                            },
-                        );
-                        self.indicator(":", false, false, false);
-                    } else {
-                        self.indicator("?", true, false, true);
-                        self.node(
-                            &key,
-                            Ctx {
-                                mapping: true,
-                                ..Ctx::default()
-                            },
-                        );
-                        self.write_indent();
-                        self.indicator(":", true, false, true);
-                    }
-                    self.node(
-                        v,
-                        Ctx {
-                            mapping: true,
-                            ..Ctx::default()
-                        },
-                    );
-                }
-                self.pop_indent();
-            }
         }
+    }
+
+    #[inline(never)]
+    fn block_sequence(&mut self, items: &[J], ctx: Ctx) {
+        self.increase_indent(
+            false,
+            self.indentless_sequences && ctx.mapping && !self.indention,
+        );
+        for item in items {
+            self.write_indent();
+            self.indicator("-", true, false, true);
+            self.node(item, Ctx::default());
+        }
+        self.pop_indent();
+    }
+
+    #[inline(never)]
+    fn block_mapping(&mut self, entries: &[(String, J)]) {
+        self.increase_indent(false, false);
+        for (k, v) in entries {
+            self.write_indent();
+            let a = analyze(k);
+            let simple = k.len() <= MAX_SIMPLE_KEY && !a.multiline;
+            let key = J::Str(k.clone());
+            if simple {
+                self.node(
+                    &key,
+                    Ctx {
+                        mapping: true,
+                        simple_key: true,
+                        ..Ctx::default()
+                    },
+                );
+                self.indicator(":", false, false, false);
+            } else {
+                self.indicator("?", true, false, true);
+                self.node(
+                    &key,
+                    Ctx {
+                        mapping: true,
+                        ..Ctx::default()
+                    },
+                );
+                self.write_indent();
+                self.indicator(":", true, false, true);
+            }
+            self.node(
+                v,
+                Ctx {
+                    mapping: true,
+                    ..Ctx::default()
+                },
+            );
+        }
+        self.pop_indent();
     }
 
     fn select_style(&self, value: &str, a: &Analysis, requested: Style, ctx: Ctx) -> Style {
@@ -496,10 +529,9 @@ impl Emitter {
         if ctx.simple_key && a.multiline {
             style = Style::Double;
         }
-        if style == Style::Plain {
-            if !a.block_plain_allowed || (value.is_empty() && ctx.simple_key) {
-                style = Style::Single;
-            }
+        if style == Style::Plain && (!a.block_plain_allowed || (value.is_empty() && ctx.simple_key))
+        {
+            style = Style::Single;
         }
         if style == Style::Single && !a.single_quoted_allowed {
             style = Style::Double;
@@ -708,11 +740,13 @@ impl Emitter {
 
     fn block_hints(&mut self, value: &str) {
         let mut chars = value.chars();
-        if let Some(first) = value.chars().next() {
-            if is_space(first) || is_break_char(first) {
-                let hint = BEST_INDENT.to_string();
-                self.indicator(&hint, false, false, false);
-            }
+        if value
+            .chars()
+            .next()
+            .is_some_and(|c| is_space(c) || is_break_char(c))
+        {
+            let hint = BEST_INDENT.to_string();
+            self.indicator(&hint, false, false, false);
         }
         self.open_ended = false;
         let last = chars.next_back();

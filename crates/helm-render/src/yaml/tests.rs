@@ -440,3 +440,150 @@ fn pretty_table_matches_helm() {
         assert_eq!(got.as_deref(), Ok(*want), "{input}");
     }
 }
+
+#[test]
+fn alias_bombs_are_refused() {
+    let mut doc = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        let p = i - 1;
+        doc.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    let err = parse_values(&doc).unwrap_err();
+    assert_eq!(
+        err.message(),
+        "error converting YAML to JSON: yaml: document contains excessive aliasing"
+    );
+    assert_eq!(
+        helm_oracle::eval_one("{{ .Values }}", &doc).unwrap_err(),
+        format!("Error: cannot load values.yaml: {err}")
+    );
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_crash() {
+    for depth in [249, 251, 100_000] {
+        let flow = format!("a: {}{}", "[".repeat(depth), "]".repeat(depth));
+        let block: String = (0..depth.min(5000))
+            .map(|i| format!("{}k:\n", " ".repeat(i)))
+            .collect();
+        let r = parse_values(&flow);
+        assert_eq!(r.is_ok(), depth < 250, "flow depth {depth}: {r:?}");
+        let _ = parse_values(&block);
+    }
+}
+
+/// A value made of what values files hold: maps, lists, strings, float64s, booleans, nil.
+fn values_value() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let string = prop_oneof![
+        "[ -~]{0,12}",
+        "[a-z0-9 :#'\"\\-\n\t]{0,12}",
+        proptest::string::string_regex("[\\PC\n\r\t ]{0,8}").unwrap(),
+        Just("yes".to_owned()),
+        Just("0777".to_owned()),
+        Just("1e3".to_owned()),
+        Just("".to_owned()),
+    ]
+    .prop_filter(
+        "goyaml refuses control characters, and folds NEL",
+        |s: &String| {
+            s.chars().all(|c| {
+                let u = c as u32;
+                !(u == 0x7f || (0x80..=0x9f).contains(&u) || u == 0xfffe || u == 0xffff)
+            })
+        },
+    );
+    let float = prop_oneof![
+        any::<f64>().prop_filter("finite", |f| f.is_finite()),
+        (-1000i64..1000).prop_map(|i| i as f64),
+        Just(1e21),
+        Just(1e-7),
+    ]
+    .prop_map(|f| if f == 0.0 { 0.0 } else { f });
+    let leaf = prop_oneof![
+        Just(Value::Nil),
+        any::<bool>().prop_map(Value::Bool),
+        float.prop_map(Value::Float),
+        string.clone().prop_map(Value::string),
+    ];
+    let key = string.prop_filter("a plain << is a merge key, for Helm too", |k| k != "<<");
+    leaf.prop_recursive(4, 40, 6, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::list),
+            proptest::collection::btree_map(key.clone(), inner, 0..5).prop_map(Value::map),
+        ]
+    })
+}
+
+fn json(v: &Value) -> String {
+    sprig::json::marshal(v, false).expect("finite values encode")
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn from_yaml_of_to_yaml_gives_the_value_back(v in values_value()) {
+        let mut m = go_template::Map::new();
+        m.insert("v".into(), v.clone());
+        let text = to_yaml(&Value::map(m)).expect("encodes");
+        let back = parse_values(&text).map_err(|e| format!("{e}\n{text}"));
+        proptest::prop_assert!(back.is_ok(), "{:?}", back);
+        let back = back.unwrap().get("v").cloned().unwrap_or_default();
+        proptest::prop_assert_eq!(json(&back), json(&v), "{}", text);
+    }
+
+    #[test]
+    fn decoders_never_panic(s in "\\PC{0,60}") {
+        let _ = parse_document(&s);
+        let _ = sprig::json::unmarshal(&s);
+    }
+
+    #[test]
+    fn decoders_never_panic_on_yamlish_text(s in "[-:&*!|>'\"{}\\[\\], #?@%ab0.\n\t~<]{0,60}") {
+        let _ = parse_document(&s);
+        let _ = to_yaml(&Value::string(s.as_str()));
+    }
+}
+
+#[test]
+fn cycles_and_runaway_depth_write_nothing() {
+    let m = Value::map(go_template::Map::new());
+    if let Value::Map(inner) = &m {
+        inner.borrow_mut().insert("self".into(), m.clone());
+    }
+    for f in ["toYaml", "toYamlPretty", "toJson"] {
+        assert_eq!(
+            call(f, std::slice::from_ref(&m)).unwrap().as_str(),
+            Some(""),
+            "{f}"
+        );
+    }
+    assert!(crate::toml::encode(&m).is_err());
+    if let Value::Map(inner) = &m {
+        inner.borrow_mut().clear();
+    }
+    let mut deep = Value::string("x");
+    for _ in 0..900 {
+        deep = Value::list(vec![deep]);
+    }
+    for f in ["toYaml", "toYamlPretty", "toJson", "toToml"] {
+        let got = call(f, &[deep.clone()]).unwrap();
+        assert!(got.as_str().is_some_and(|s| s.contains('x')), "{f}");
+    }
+}
+
+#[test]
+fn to_toml_of_nil_fails_as_go_panics() {
+    let err = call("toToml", &[Value::Nil]).unwrap_err();
+    assert_eq!(
+        err,
+        CallError::Call("reflect: call of reflect.Value.Type on zero Value".into())
+    );
+    assert_eq!(
+        helm_oracle::eval_one("{{ toToml nil }}", "").unwrap_err(),
+        "Error: template: t/templates/case.yaml:1:3: executing \"t/templates/case.yaml\" at <toToml nil>: error calling toToml: reflect: call of reflect.Value.Type on zero Value"
+    );
+}
