@@ -12,4 +12,6 @@ pub mod toml;
 pub mod yaml;
 
 pub use funcs_encoding::encoding_funcs;
-pub use yaml::{YamlError, parse_document, parse_values};
+pub use yaml::{
+    ManifestHead, ManifestMetadata, YamlError, parse_document, parse_head, parse_values,
+};

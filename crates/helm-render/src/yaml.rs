@@ -5,9 +5,12 @@
 mod analyze;
 mod decode;
 mod emit;
+mod head;
 mod resolve;
 
 use go_template::{Map, Value};
+
+pub use head::{ManifestHead, ManifestMetadata, parse_head};
 
 /// A YAML document Helm could not read; the text is Go's `err.Error()` (for example
 /// `error converting YAML to JSON: yaml: line 2: did not find expected key`). Helm's callers

@@ -556,7 +556,7 @@ fn key_string(k: &Yaml, v: &Yaml) -> Result<String, YamlError> {
 }
 
 /// `strconv.FormatFloat(f, 'g', -1, 32)` with YAML's names for infinities and NaN.
-fn format_float32_g(f: f64) -> String {
+pub(crate) fn format_float32_g(f: f64) -> String {
     if f.is_nan() {
         return ".nan".into();
     }

@@ -587,3 +587,79 @@ fn to_toml_of_nil_fails_as_go_panics() {
         "Error: template: t/templates/case.yaml:1:3: executing \"t/templates/case.yaml\" at <toToml nil>: error calling toToml: reflect: call of reflect.Value.Type on zero Value"
     );
 }
+
+/// (a rendered document, Helm's error for it or "" when Helm accepts it).
+const HEADS: &[(&str, &str)] = &[
+    (
+        "kind: [a]",
+        "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go struct field SimpleHead.kind of type string",
+    ),
+    (
+        "metadata: {annotations: {a: {b: c}}}",
+        "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal object into Go struct field .metadata.annotations of type string",
+    ),
+    (
+        "metadata: {name: [x]}",
+        "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go struct field .metadata.name of type string",
+    ),
+    (
+        "metadata: x",
+        "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal string into Go struct field SimpleHead.metadata of type struct { Name string \"json:\\\"name\\\"\"; Annotations map[string]string \"json:\\\"annotations\\\"\" }",
+    ),
+    (
+        "metadata: {annotations: [1]}",
+        "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go struct field .metadata.annotations of type map[string]string",
+    ),
+    (
+        "- a",
+        "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type releaseutil.SimpleHead",
+    ),
+    (
+        "x",
+        "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal string into Go value of type releaseutil.SimpleHead",
+    ),
+    (
+        "a: .nan",
+        "error converting YAML to JSON: json: unsupported value: NaN",
+    ),
+    (
+        "a: [",
+        "error converting YAML to JSON: yaml: line 1: did not find expected node content",
+    ),
+    ("Kind: 1.5e10\napiVersion: 12345678", ""),
+    (
+        "kind: Pod\nmetadata:\n  name: 1e3\n  annotations: {x: 1, y: true, z: null}",
+        "",
+    ),
+    ("# only a comment", ""),
+];
+
+#[test]
+fn heads_match_helm() {
+    for (doc, want) in HEADS {
+        let ours = parse_head(doc)
+            .err()
+            .map(|e| e.message().to_owned())
+            .unwrap_or_default();
+        assert_eq!(ours, *want, "{doc}");
+        let helm = helm_oracle::helm_template(&[("templates/a.yaml", doc)], "", &[]);
+        let helm = helm.err().unwrap_or_default();
+        let helm = helm
+            .strip_prefix("Error: YAML parse error on t/templates/a.yaml: ")
+            .unwrap_or(&helm);
+        assert_eq!(helm, *want, "{doc}");
+    }
+}
+
+#[test]
+fn heads_coerce_scalars_as_helm_does() {
+    let head = parse_head("Kind: 1.5e10\napiVersion: 12345678\nmetadata:\n  name: 1e3\n  annotations: {x: 1, y: true, z: null}").unwrap();
+    assert_eq!(head.kind, "1.5e+10");
+    assert_eq!(head.api_version, "12345678");
+    let meta = head.metadata.unwrap();
+    assert_eq!(meta.name, "1000");
+    let a = meta.annotations.unwrap();
+    assert_eq!(a["x"], "1");
+    assert_eq!(a["true"], "true", "the key y is a YAML 1.1 boolean");
+    assert_eq!(a["z"], "");
+}
