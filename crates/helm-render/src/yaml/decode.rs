@@ -219,7 +219,13 @@ fn scan_error(e: &ScanError, text: &str) -> YamlError {
         ErrorKind::UnexpectedCharacter { .. } => {
             scanner("found character that cannot start any token", line)
         }
-        ErrorKind::UnclosedQuotedScalar => scanner("found unexpected end of stream", eof_line),
+        ErrorKind::UnclosedQuotedScalar => scanner(
+            "found unexpected end of stream",
+            text.matches('\n').count() + 1,
+        ),
+        ErrorKind::InvalidColonPlacement => {
+            parser("did not find expected ',' or ']'", line.saturating_sub(1))
+        }
         ErrorKind::TabInPlainScalar
         | ErrorKind::TabInBlockIndentation
         | ErrorKind::TabNotAllowed => {
