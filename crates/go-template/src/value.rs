@@ -256,7 +256,10 @@ pub trait Object: fmt::Debug {
     /// carry (or, for a wrong argument count, the text after `executing … at <…>: `).
     fn method(&self, name: &str, args: &[Value]) -> Result<Value, CallError> {
         let _ = args;
-        Err(CallError::Exec(format!("can't evaluate field {name} in type {}", self.type_name())))
+        Err(CallError::Exec(format!(
+            "can't evaluate field {name} in type {}",
+            self.type_name()
+        )))
     }
 
     /// Truth in `if`: structs are always true; a pointer is true unless nil.
