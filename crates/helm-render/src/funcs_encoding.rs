@@ -95,3 +95,6 @@ fn error_map(message: &str) -> go_template::Map {
     m.insert("Error".into(), Value::string(message));
     m
 }
+
+#[cfg(test)]
+mod tests;
