@@ -1,6 +1,7 @@
 //! JSON encoding and decoding, checked against a table whose every row real Helm confirms.
 
 use super::*;
+use go_template::Map;
 
 /// (function, the value as JSON — it reaches Helm as `.Values.v`, so every number is a
 /// float64 —, expected output). `None` as output: an error (for the `must` forms).
