@@ -116,7 +116,15 @@ impl<'a> Composer<'a> {
                 Some(Ok((Event::Anchor(id, name), _))) => {
                     self.names.insert(id, name.into_owned());
                 }
-                Some(Ok((ev, _))) => return Ok(ev),
+                Some(Ok((ev, span))) => {
+                    if let Event::Scalar(_, ScalarStyle::DoubleQuoted, ..) = ev {
+                        let start = span.start.byte_offset().unwrap_or(0);
+                        if let Some(at) = span.slice(self.text).and_then(surrogate_escape) {
+                            return Err(escape_error(self.text, start + at));
+                        }
+                    }
+                    return Ok(ev);
+                }
             }
         }
     }
@@ -191,6 +199,38 @@ impl<'a> Composer<'a> {
     }
 }
 
+/// Where a double-quoted scalar's source holds a `\\u` escape of a UTF-16 surrogate, which
+/// goyaml refuses (the reader here would join a pair into one character).
+fn surrogate_escape(source: &str) -> Option<usize> {
+    let b = source.as_bytes();
+    let mut i = 0;
+    while i + 1 < b.len() {
+        if b[i] == b'\\' {
+            if b[i + 1] == b'u'
+                && b.get(i + 2).is_some_and(|c| matches!(c, b'd' | b'D'))
+                && b.get(i + 3)
+                    .is_some_and(|c| matches!(c, b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F'))
+            {
+                return Some(i);
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    None
+}
+
+fn escape_error(text: &str, at: usize) -> YamlError {
+    let line = text.get(..at).map_or(0, |t| t.matches('\n').count()) + 1;
+    let msg = "found invalid Unicode character escape code";
+    if line > 1 {
+        YamlError::yaml(format!("line {line}: {msg}"))
+    } else {
+        YamlError::yaml(msg)
+    }
+}
+
 /// goyaml.v2's words for a syntax error, with its way of counting lines: scanner errors name
 /// the 1-based line (none on the first), parser errors the 0-based line of the offending
 /// token, and the end of the input counts as the line after the last one.
@@ -252,6 +292,20 @@ fn scan_error(e: &ScanError, text: &str) -> YamlError {
             parser("did not find expected ',' or ']'", eof_line)
         }
         ErrorKind::UnknownAnchor => YamlError::yaml("unknown anchor referenced"),
+        ErrorKind::UnknownQuotedScalarEscape => scanner("found unknown escape character", line),
+        ErrorKind::InvalidQuotedScalarHexEscape | ErrorKind::InvalidLowSurrogateHexEscape => {
+            scanner("did not find expected hexadecimal number", line)
+        }
+        ErrorKind::InvalidLowSurrogate
+        | ErrorKind::MissingLowSurrogate
+        | ErrorKind::UnpairedLowSurrogate
+        | ErrorKind::InvalidUnicodeEscape => {
+            let from = e.marker().byte_offset().unwrap_or(0);
+            match text.get(from..).and_then(surrogate_escape) {
+                Some(at) => escape_error(text, from + at),
+                None => scanner("found invalid Unicode character escape code", line),
+            }
+        }
         _ => parser(&e.info(), line.saturating_sub(1)),
     }
 }

@@ -44,6 +44,7 @@ pub(crate) fn marshal_v3(v: &Value) -> Result<String, EmitError> {
     let mut e = Emitter {
         width: usize::MAX,
         indentless_sequences: false,
+        tabs_in_blocks: true,
         ..Emitter::default()
     };
     e.document(&j);
@@ -138,6 +139,15 @@ fn json_string(s: &str) -> Result<String, EmitError> {
     Ok(out)
 }
 
+/// A map key after the JSON round trip: a raw NEL in it is a line break to goyaml, and a key
+/// cannot span lines, so the whole conversion fails (Helm then writes nothing).
+fn json_key(k: &str) -> Result<String, EmitError> {
+    if k.contains('\u{85}') {
+        return Err("error converting JSON to YAML: yaml: could not find expected ':'".into());
+    }
+    json_string(k)
+}
+
 fn from_value(v: &Value, depth: usize) -> Result<J, EmitError> {
     if depth > sprig::json::MAX_ENCODE_DEPTH {
         return Err(too_deep());
@@ -154,7 +164,7 @@ fn from_value(v: &Value, depth: usize) -> Result<J, EmitError> {
             let m = m.try_borrow().map_err(|_| too_deep())?;
             let mut entries = Vec::with_capacity(m.len());
             for (k, x) in m.iter() {
-                entries.push((json_string(k)?, from_value(x, depth + 1)?));
+                entries.push((json_key(k)?, from_value(x, depth + 1)?));
             }
             Ok(J::Map(sort_keys(entries)))
         }
@@ -208,7 +218,7 @@ fn from_json(v: &serde_json::Value, depth: usize) -> Result<J, EmitError> {
         serde_json::Value::Object(o) => {
             let mut entries = Vec::with_capacity(o.len());
             for (k, x) in o {
-                entries.push((json_string(k)?, from_json(x, depth + 1)?));
+                entries.push((json_key(k)?, from_json(x, depth + 1)?));
             }
             J::Map(sort_keys(entries))
         }
@@ -330,6 +340,8 @@ struct Emitter {
     width: usize,
     /// goyaml.v2 does not indent a sequence that is a mapping's value; yaml.v3 does.
     indentless_sequences: bool,
+    /// yaml.v3 writes a string with tabs as a literal block where it can.
+    tabs_in_blocks: bool,
 }
 
 impl Default for Emitter {
@@ -344,6 +356,7 @@ impl Default for Emitter {
             open_ended: false,
             width: BEST_WIDTH,
             indentless_sequences: true,
+            tabs_in_blocks: false,
         }
     }
 }
@@ -488,7 +501,7 @@ impl Emitter {
         self.increase_indent(false, false);
         for (k, v) in entries {
             self.write_indent();
-            let a = analyze(k);
+            let a = analyze(k, self.tabs_in_blocks);
             let simple = k.len() <= MAX_SIMPLE_KEY && !a.multiline;
             let key = J::Str(k.clone());
             if simple {
@@ -543,7 +556,7 @@ impl Emitter {
     }
 
     fn scalar(&mut self, value: &str, requested: Style, ctx: Ctx) {
-        let a = analyze(value);
+        let a = analyze(value, self.tabs_in_blocks);
         let style = self.select_style(value, &a, requested, ctx);
         self.increase_indent(true, false);
         let breaks = !ctx.simple_key;
@@ -647,18 +660,18 @@ impl Emitter {
                 breaks = false;
             }
         }
-        if breaks {
-            self.write_indent();
-        }
         self.indicator("'", false, false, false);
     }
 
     fn write_double(&mut self, value: &str, allow_breaks: bool) {
         self.indicator("\"", true, false, false);
         let chars: Vec<char> = value.chars().collect();
+        let starts_with_bom = value.starts_with('\u{feff}');
         let mut spaces = false;
         for (i, &c) in chars.iter().enumerate() {
-            if !is_printable(c) || c == '\u{feff}' || is_break_char(c) || c == '"' || c == '\\' {
+            // goyaml's BOM test looks at the start of the value whatever the position, so a
+            // value that starts with a BOM has every character escaped.
+            if !is_printable(c) || starts_with_bom || is_break_char(c) || c == '"' || c == '\\' {
                 self.put('\\');
                 let code = c as u32;
                 match c {
