@@ -844,7 +844,7 @@ fn values_files_match_helm() {
 /// us: a fixed pseudo-random sample, so a failure reproduces.
 #[test]
 fn random_strings_are_written_as_helm_writes_them() {
-    random_strings_match("toYaml", |v| helm_to_yaml(v));
+    random_strings_match("toYaml", helm_to_yaml);
 }
 
 #[test]
