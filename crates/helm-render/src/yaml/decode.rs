@@ -94,7 +94,9 @@ fn compose(text: &str) -> Result<Option<Rc<Node>>, YamlError> {
         return Ok(None);
     }
     let node = c.node(first, 0)?;
-    // goyaml.v2 reads only the first document: whatever follows is never looked at.
+    // goyaml.v2 reads only the first document, but it reads the token that ends it: an error
+    // right after the root node (a plain scalar running into `key: value`) is still reported.
+    c.next()?;
     Ok(Some(node))
 }
 
@@ -117,6 +119,28 @@ impl<'a> Composer<'a> {
                     self.names.insert(id, name.into_owned());
                 }
                 Some(Ok((ev, span))) => {
+                    if let Event::Scalar(value, ScalarStyle::Plain, ..) = &ev {
+                        // goyaml's plain scalars stop at ": "; a reader that lets one run on
+                        // over lines must not hide the error goyaml reports there.
+                        if value.contains(": ") || value.ends_with(':') {
+                            let start = span.start.byte_offset().unwrap_or(0);
+                            let at = span
+                                .slice(self.text)
+                                .and_then(|src| src.find(": ").or_else(|| src.rfind(':')))
+                                .unwrap_or(0);
+                            let line = self
+                                .text
+                                .get(..start + at)
+                                .map_or(0, |t| t.matches('\n').count())
+                                + 1;
+                            let msg = "mapping values are not allowed in this context";
+                            return Err(if line > 1 {
+                                YamlError::yaml(format!("line {line}: {msg}"))
+                            } else {
+                                YamlError::yaml(msg)
+                            });
+                        }
+                    }
                     if let Event::Scalar(_, ScalarStyle::DoubleQuoted, ..) = ev {
                         let start = span.start.byte_offset().unwrap_or(0);
                         if let Some(at) = span.slice(self.text).and_then(surrogate_escape) {
@@ -266,11 +290,24 @@ fn scan_error(e: &ScanError, text: &str) -> YamlError {
         ErrorKind::InvalidColonPlacement => {
             parser("did not find expected ',' or ']'", line.saturating_sub(1))
         }
-        ErrorKind::TabInPlainScalar
-        | ErrorKind::TabInBlockIndentation
-        | ErrorKind::TabNotAllowed => {
+        ErrorKind::TabInPlainScalar => {
             scanner("found a tab character that violates indentation", line + 1)
         }
+        ErrorKind::TabInBlockIndentation
+        | ErrorKind::TabInIndentation
+        | ErrorKind::TabNotAllowed => scanner("found character that cannot start any token", line),
+        ErrorKind::TabAtBlockScalarStart => scanner(
+            "found a tab character where an indentation space is expected",
+            line + 1,
+        ),
+        ErrorKind::InvalidTrailingSingleQuotedScalar
+        | ErrorKind::InvalidTrailingDoubleQuotedScalar => {
+            parser("did not find expected key", line.saturating_sub(1))
+        }
+        ErrorKind::SimpleKeyExpected => scanner(
+            "could not find expected ':'",
+            text.matches('\n').count() + 1,
+        ),
         ErrorKind::UnclosedFlowCollection { .. } if awaits_node(text) => {
             parser("did not find expected node content", eof_line)
         }

@@ -366,6 +366,144 @@ const FROM: &[(&str, &str, &str)] = &[
         "a: \"\\U0001F600 \\\\ud800\"",
         r#"{"a":"😀 \\ud800"}"#,
     ),
+    // Common mistakes in values files, with goyaml's words for them.
+    (
+        "fromYaml",
+        "a\n  b: c",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 2: mapping values are not allowed in this context"}"#,
+    ),
+    (
+        "fromYaml",
+        "a:\n\tb: 1",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 2: found character that cannot start any token"}"#,
+    ),
+    (
+        "fromYaml",
+        "a:\n  b: 1\n\tc: 2",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 3: found a tab character that violates indentation"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: b: c\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: mapping values are not allowed in this context"}"#,
+    ),
+    (
+        "fromYaml",
+        "a:b\n",
+        r#"{"Error":"error unmarshaling JSON: while decoding JSON: json: cannot unmarshal string into Go value of type map[string]interface {}"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: x\n b: y\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 2: mapping values are not allowed in this context"}"#,
+    ),
+    (
+        "fromYaml",
+        "a:\n  - x\n - y\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 2: did not find expected key"}"#,
+    ),
+    ("fromYaml", "a:\n- x\n  - y\n", r#"{"a":["x - y"]}"#),
+    (
+        "fromYaml",
+        "a: [x, y\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 1: did not find expected ',' or ']'"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: {x: 1\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 1: did not find expected ',' or '}'"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: 'x\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 2: found unexpected end of stream"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: \"x\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 2: found unexpected end of stream"}"#,
+    ),
+    ("fromYaml", "a: x\n  - y\n", r#"{"a":"x - y"}"#),
+    (
+        "fromYaml",
+        "a:\n  b\n  c: d\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 3: mapping values are not allowed in this context"}"#,
+    ),
+    (
+        "fromYaml",
+        "- a\n b\n",
+        r#"{"Error":"error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]interface {}"}"#,
+    ),
+    ("fromYaml", "a: |\n x\n  y\n", r#"{"a":"x\n y\n"}"#),
+    (
+        "fromYaml",
+        "a: >\n\tx\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 2: found a tab character where an indentation space is expected"}"#,
+    ),
+    ("fromYaml", "a: 1\n  # c\nb: 2", r#"{"a":1,"b":2}"#),
+    (
+        "fromYaml",
+        "a: 'it's'\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: did not find expected key"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: \"\\q\"\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: found unknown escape character"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: @x\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: found character that cannot start any token"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: `x\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: found character that cannot start any token"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: %x\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: found character that cannot start any token"}"#,
+    ),
+    ("fromYaml", "key: value # comment\n", r#"{"key":"value"}"#),
+    (
+        "fromYaml",
+        "a:\n  b: 1\n   c: 2\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 3: mapping values are not allowed in this context"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: &x 1\nb: *y\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: unknown anchor 'y' referenced"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: !!int x\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: cannot decode !!str `x` as a !!int"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: !!float x\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: cannot decode !!str `x` as a !!float"}"#,
+    ),
+    (
+        "fromYaml",
+        "a: !!bool 1\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: cannot decode !!int `1` as a !!bool"}"#,
+    ),
+    ("fromYaml", "a: 1\n...\nb: 2\n", r#"{"a":1}"#),
+    ("fromYaml", "a: 1\n---\n", r#"{"a":1}"#),
+    (
+        "fromYaml",
+        "- a\n- b: c\n  d\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 4: could not find expected ':'"}"#,
+    ),
+    (
+        "fromYaml",
+        "a:\n  b:\n  - c\n   d: e\n",
+        r#"{"Error":"error converting YAML to JSON: yaml: line 4: mapping values are not allowed in this context"}"#,
+    ),
 ];
 
 #[test]
