@@ -21,6 +21,13 @@ pub fn encoding_funcs() -> FuncMap {
         }),
     );
     m.insert(
+        "toYamlPretty".into(),
+        Func::new(any, |a| {
+            let s = yaml::to_yaml_pretty(&a[0]).unwrap_or_default();
+            Ok(Value::string(s.strip_suffix('\n').unwrap_or(&s)))
+        }),
+    );
+    m.insert(
         "toJson".into(),
         Func::new(any, |a| {
             Ok(Value::string(
@@ -71,6 +78,12 @@ pub fn encoding_funcs() -> FuncMap {
     m.insert(
         "toToml".into(),
         Func::new(any, |a| {
+            if matches!(a[0], Value::Nil) {
+                // Go's encoder panics on a nil interface; text/template reports the panic.
+                return Err(CallError::Call(
+                    "reflect: call of reflect.Value.Type on zero Value".into(),
+                ));
+            }
             Ok(Value::string(toml::encode(&a[0]).unwrap_or_else(|e| e)))
         }),
     );
@@ -82,3 +95,6 @@ fn error_map(message: &str) -> go_template::Map {
     m.insert("Error".into(), Value::string(message));
     m
 }
+
+#[cfg(test)]
+mod tests;

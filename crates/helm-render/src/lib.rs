@@ -35,7 +35,9 @@ pub use helmignore::HelmIgnore;
 pub use loader::{LoadError, load_archive, load_files};
 pub use objects::KubeVersion;
 pub use values::ValueSources;
-pub use yaml::{YamlError, parse_document, parse_values};
+pub use yaml::{
+    ManifestHead, ManifestMetadata, YamlError, parse_document, parse_head, parse_values,
+};
 
 use go_template::{Map, Value};
 

@@ -141,7 +141,7 @@ impl Encoder {
     }
 
     fn encode(&mut self, key: &[String], v: &Value, depth: usize) -> Result<(), String> {
-        if depth > go_template::value::MAX_DEPTH {
+        if depth > sprig::json::MAX_ENCODE_DEPTH {
             return Err("toml: nesting too deep".into());
         }
         match v {
@@ -251,7 +251,7 @@ impl Encoder {
     }
 
     fn element(&mut self, v: &Value, depth: usize) -> Result<(), String> {
-        if depth > go_template::value::MAX_DEPTH {
+        if depth > sprig::json::MAX_ENCODE_DEPTH {
             return Err("toml: nesting too deep".into());
         }
         match v {

@@ -5,9 +5,12 @@
 mod analyze;
 mod decode;
 mod emit;
+mod head;
 mod resolve;
 
 use go_template::{Map, Value};
+
+pub use head::{ManifestHead, ManifestMetadata, parse_head};
 
 /// A YAML document Helm could not read; the text is Go's `err.Error()` (for example
 /// `error converting YAML to JSON: yaml: line 2: did not find expected key`). Helm's callers
@@ -98,6 +101,12 @@ fn json_kind(v: &Value) -> &'static str {
 /// `sigs.k8s.io/yaml.Marshal(v)`: the YAML text with its trailing newline, or Go's error.
 pub fn to_yaml(v: &Value) -> Result<String, String> {
     emit::marshal(v)
+}
+
+/// gopkg.in/yaml.v3's encoder with a 2-space indent (Helm's `toYamlPretty`), trailing newline
+/// included.
+pub fn to_yaml_pretty(v: &Value) -> Result<String, String> {
+    emit::marshal_v3(v)
 }
 
 #[cfg(test)]

@@ -32,7 +32,9 @@ fn is_blank(c: char) -> bool {
     c == ' ' || c == '\t'
 }
 
-pub(crate) fn analyze(value: &str) -> Analysis {
+/// `tabs_in_blocks`: yaml.v3 lets a tab into a literal block (goyaml.v2 escapes it in double
+/// quotes).
+pub(crate) fn analyze(value: &str, tabs_in_blocks: bool) -> Analysis {
     if value.is_empty() {
         return Analysis {
             multiline: false,
@@ -46,6 +48,7 @@ pub(crate) fn analyze(value: &str) -> Analysis {
         (false, false, false, false);
     let (mut break_space, mut space_break, mut special, mut line_breaks) =
         (false, false, false, false);
+    let mut tabs = false;
     let (mut previous_space, mut previous_break) = (false, false);
     let mut preceded_by_whitespace = true;
     let chars: Vec<char> = value.chars().collect();
@@ -67,7 +70,9 @@ pub(crate) fn analyze(value: &str) -> Analysis {
                 _ => {}
             }
         }
-        if !is_printable(c) {
+        if tabs_in_blocks && c == '\t' {
+            tabs = true;
+        } else if !is_printable(c) {
             special = true;
         }
         if is_break_char(c) {
@@ -119,9 +124,11 @@ pub(crate) fn analyze(value: &str) -> Analysis {
         a.block_plain_allowed = false;
         a.single_quoted_allowed = false;
     }
-    if space_break || special {
+    if space_break || tabs || special {
         a.block_plain_allowed = false;
         a.single_quoted_allowed = false;
+    }
+    if space_break || special {
         a.block_allowed = false;
     }
     if line_breaks {

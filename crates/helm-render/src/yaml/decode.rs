@@ -15,7 +15,7 @@ use super::resolve::{Resolved, go_parse_float, resolve};
 
 /// How deep block and flow collections may nest (goyaml.v2 has no limit of its own; this
 /// bounds the recursion of every walk over the result).
-const MAX_NESTING: usize = 1000;
+const MAX_NESTING: usize = 250;
 
 /// A node of the first document, aliases pointing at their anchored node.
 #[derive(Debug)]
@@ -24,7 +24,6 @@ enum Node {
         value: String,
         plain: bool,
         tag: Option<String>,
-        line: usize,
     },
     Seq(Vec<Rc<Node>>),
     Map(Vec<(Rc<Node>, Rc<Node>)>),
@@ -85,17 +84,19 @@ fn compose(text: &str) -> Result<Option<Rc<Node>>, YamlError> {
     };
     loop {
         match c.next()? {
-            (Event::StreamEnd, _) => return Ok(None),
-            (Event::DocumentStart(..), _) => break,
+            Event::StreamEnd => return Ok(None),
+            Event::DocumentStart(..) => break,
             _ => {}
         }
     }
-    let (first, line) = c.next()?;
+    let first = c.next()?;
     if matches!(first, Event::DocumentEnd) {
         return Ok(None);
     }
-    let node = c.node(first, line, 0)?;
-    // goyaml.v2 reads only the first document: whatever follows is never looked at.
+    let node = c.node(first, 0)?;
+    // goyaml.v2 reads only the first document, but it reads the token that ends it: an error
+    // right after the root node (a plain scalar running into `key: value`) is still reported.
+    c.next()?;
     Ok(Some(node))
 }
 
@@ -109,22 +110,52 @@ struct Composer<'a> {
 }
 
 impl<'a> Composer<'a> {
-    fn next(&mut self) -> Result<(Event<'a>, usize), YamlError> {
+    fn next(&mut self) -> Result<Event<'a>, YamlError> {
         loop {
             match self.events.next() {
-                None => return Ok((Event::StreamEnd, 0)),
+                None => return Ok(Event::StreamEnd),
                 Some(Err(e)) => return Err(scan_error(&e, self.text)),
                 Some(Ok((Event::Anchor(id, name), _))) => {
                     self.names.insert(id, name.into_owned());
                 }
-                Some(Ok((ev, span))) => return Ok((ev, span.start.line())),
+                Some(Ok((ev, span))) => {
+                    if let Event::Scalar(value, ScalarStyle::Plain, ..) = &ev {
+                        // goyaml's plain scalars stop at ": "; a reader that lets one run on
+                        // over lines must not hide the error goyaml reports there.
+                        if value.contains(": ") || value.ends_with(':') {
+                            let start = span.start.byte_offset().unwrap_or(0);
+                            let at = span
+                                .slice(self.text)
+                                .and_then(|src| src.find(": ").or_else(|| src.rfind(':')))
+                                .unwrap_or(0);
+                            let line = self
+                                .text
+                                .get(..start + at)
+                                .map_or(0, |t| t.matches('\n').count())
+                                + 1;
+                            let msg = "mapping values are not allowed in this context";
+                            return Err(if line > 1 {
+                                YamlError::yaml(format!("line {line}: {msg}"))
+                            } else {
+                                YamlError::yaml(msg)
+                            });
+                        }
+                    }
+                    if let Event::Scalar(_, ScalarStyle::DoubleQuoted, ..) = ev {
+                        let start = span.start.byte_offset().unwrap_or(0);
+                        if let Some(at) = span.slice(self.text).and_then(surrogate_escape) {
+                            return Err(escape_error(self.text, start + at));
+                        }
+                    }
+                    return Ok(ev);
+                }
             }
         }
     }
 
-    fn node(&mut self, ev: Event<'a>, line: usize, depth: usize) -> Result<Rc<Node>, YamlError> {
+    fn node(&mut self, ev: Event<'a>, depth: usize) -> Result<Rc<Node>, YamlError> {
         if depth > MAX_NESTING {
-            return Err(YamlError::yaml("exceeded max depth of 1000"));
+            return Err(YamlError::yaml("exceeded max depth of 250"));
         }
         let (node, anchor) = match ev {
             Event::Scalar(value, style, anchor, tag) => (
@@ -132,7 +163,6 @@ impl<'a> Composer<'a> {
                     value: value.into_owned(),
                     plain: style == ScalarStyle::Plain,
                     tag: tag.map(|t| format!("{}{}", t.handle(), t.suffix())),
-                    line,
                 },
                 anchor,
             ),
@@ -158,11 +188,11 @@ impl<'a> Composer<'a> {
                 self.open.push(anchor);
                 let mut items = Vec::new();
                 loop {
-                    let (ev, line) = self.next()?;
+                    let ev = self.next()?;
                     if matches!(ev, Event::SequenceEnd) {
                         break;
                     }
-                    items.push(self.node(ev, line, depth + 1)?);
+                    items.push(self.node(ev, depth + 1)?);
                 }
                 self.open.pop();
                 (Node::Seq(items), anchor)
@@ -171,13 +201,13 @@ impl<'a> Composer<'a> {
                 self.open.push(anchor);
                 let mut entries = Vec::new();
                 loop {
-                    let (ev, line) = self.next()?;
+                    let ev = self.next()?;
                     if matches!(ev, Event::MappingEnd) {
                         break;
                     }
-                    let k = self.node(ev, line, depth + 1)?;
-                    let (ev, line) = self.next()?;
-                    let v = self.node(ev, line, depth + 1)?;
+                    let k = self.node(ev, depth + 1)?;
+                    let ev = self.next()?;
+                    let v = self.node(ev, depth + 1)?;
                     entries.push((k, v));
                 }
                 self.open.pop();
@@ -190,6 +220,38 @@ impl<'a> Composer<'a> {
             self.anchors.insert(anchor, node.clone());
         }
         Ok(node)
+    }
+}
+
+/// Where a double-quoted scalar's source holds a `\\u` escape of a UTF-16 surrogate, which
+/// goyaml refuses (the reader here would join a pair into one character).
+fn surrogate_escape(source: &str) -> Option<usize> {
+    let b = source.as_bytes();
+    let mut i = 0;
+    while i + 1 < b.len() {
+        if b[i] == b'\\' {
+            if b[i + 1] == b'u'
+                && b.get(i + 2).is_some_and(|c| matches!(c, b'd' | b'D'))
+                && b.get(i + 3)
+                    .is_some_and(|c| matches!(c, b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F'))
+            {
+                return Some(i);
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    None
+}
+
+fn escape_error(text: &str, at: usize) -> YamlError {
+    let line = text.get(..at).map_or(0, |t| t.matches('\n').count()) + 1;
+    let msg = "found invalid Unicode character escape code";
+    if line > 1 {
+        YamlError::yaml(format!("line {line}: {msg}"))
+    } else {
+        YamlError::yaml(msg)
     }
 }
 
@@ -221,12 +283,31 @@ fn scan_error(e: &ScanError, text: &str) -> YamlError {
         ErrorKind::UnexpectedCharacter { .. } => {
             scanner("found character that cannot start any token", line)
         }
-        ErrorKind::UnclosedQuotedScalar => scanner("found unexpected end of stream", eof_line),
-        ErrorKind::TabInPlainScalar
-        | ErrorKind::TabInBlockIndentation
-        | ErrorKind::TabNotAllowed => {
+        ErrorKind::UnclosedQuotedScalar => scanner(
+            "found unexpected end of stream",
+            text.matches('\n').count() + 1,
+        ),
+        ErrorKind::InvalidColonPlacement => {
+            parser("did not find expected ',' or ']'", line.saturating_sub(1))
+        }
+        ErrorKind::TabInPlainScalar => {
             scanner("found a tab character that violates indentation", line + 1)
         }
+        ErrorKind::TabInBlockIndentation
+        | ErrorKind::TabInIndentation
+        | ErrorKind::TabNotAllowed => scanner("found character that cannot start any token", line),
+        ErrorKind::TabAtBlockScalarStart => scanner(
+            "found a tab character where an indentation space is expected",
+            line + 1,
+        ),
+        ErrorKind::InvalidTrailingSingleQuotedScalar
+        | ErrorKind::InvalidTrailingDoubleQuotedScalar => {
+            parser("did not find expected key", line.saturating_sub(1))
+        }
+        ErrorKind::SimpleKeyExpected => scanner(
+            "could not find expected ':'",
+            text.matches('\n').count() + 1,
+        ),
         ErrorKind::UnclosedFlowCollection { .. } if awaits_node(text) => {
             parser("did not find expected node content", eof_line)
         }
@@ -248,6 +329,20 @@ fn scan_error(e: &ScanError, text: &str) -> YamlError {
             parser("did not find expected ',' or ']'", eof_line)
         }
         ErrorKind::UnknownAnchor => YamlError::yaml("unknown anchor referenced"),
+        ErrorKind::UnknownQuotedScalarEscape => scanner("found unknown escape character", line),
+        ErrorKind::InvalidQuotedScalarHexEscape | ErrorKind::InvalidLowSurrogateHexEscape => {
+            scanner("did not find expected hexadecimal number", line)
+        }
+        ErrorKind::InvalidLowSurrogate
+        | ErrorKind::MissingLowSurrogate
+        | ErrorKind::UnpairedLowSurrogate
+        | ErrorKind::InvalidUnicodeEscape => {
+            let from = e.marker().byte_offset().unwrap_or(0);
+            match text.get(from..).and_then(surrogate_escape) {
+                Some(at) => escape_error(text, from + at),
+                None => scanner("found invalid Unicode character escape code", line),
+            }
+        }
         _ => parser(&e.info(), line.saturating_sub(1)),
     }
 }
@@ -558,7 +653,7 @@ fn key_string(k: &Yaml, v: &Yaml) -> Result<String, YamlError> {
 }
 
 /// `strconv.FormatFloat(f, 'g', -1, 32)` with YAML's names for infinities and NaN.
-fn format_float32_g(f: f64) -> String {
+pub(crate) fn format_float32_g(f: f64) -> String {
     if f.is_nan() {
         return ".nan".into();
     }
@@ -569,12 +664,12 @@ fn format_float32_g(f: f64) -> String {
     if f32v.is_infinite() {
         return if f32v > 0.0 { "+Inf" } else { "-Inf" }.into();
     }
-    // Shortest digits that read back as the same float32, laid out as 'g' does.
+    // The shortest digits that read back as the same float32, laid out as %g lays them out.
     let s = format!("{:e}", f32v.abs());
     let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let digits: String = mant.chars().filter(|c| *c != '.').collect();
-    let g = if exp < -4 || exp >= 6 {
+    let body = if !(-4..6).contains(&exp) {
         let mut m = digits[..1].to_owned();
         if digits.len() > 1 {
             m.push('.');
@@ -586,9 +681,6 @@ fn format_float32_g(f: f64) -> String {
             exp.unsigned_abs()
         )
     } else {
-        // Plain decimal.
-        let v: f64 = format!("{}e{}", mant, exp).parse().unwrap_or(0.0);
-        let _ = v;
         let nd = digits.len() as i32;
         let point = exp + 1;
         if point <= 0 {
@@ -603,12 +695,10 @@ fn format_float32_g(f: f64) -> String {
             )
         }
     };
-    if f32v.is_sign_negative() && f32v != 0.0 {
-        format!("-{g}")
-    } else if f32v == 0.0 && f32v.is_sign_negative() {
-        "-0".into()
+    if f32v.is_sign_negative() {
+        format!("-{body}")
     } else {
-        g
+        body
     }
 }
 
@@ -664,10 +754,4 @@ fn json_value(y: &Yaml) -> Result<Value, YamlError> {
             Value::map(m)
         }
     })
-}
-
-/// Parses a float the way the JSON round trip does (for tests of the resolution).
-#[cfg(test)]
-pub(crate) fn float_of(s: &str) -> Option<f64> {
-    go_parse_float(s)
 }

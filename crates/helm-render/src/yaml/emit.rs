@@ -36,6 +36,62 @@ pub(crate) fn marshal(v: &Value) -> Result<String, EmitError> {
     Ok(e.out)
 }
 
+/// gopkg.in/yaml.v3's encoder with `SetIndent(2)` on the value itself (Helm's
+/// `toYamlPretty`): no JSON round trip (floats keep Go's `%g` form, NaN is `.nan`), no line
+/// folding, and sequences under a key indented.
+pub(crate) fn marshal_v3(v: &Value) -> Result<String, EmitError> {
+    let j = direct(v, 0)?;
+    let mut e = Emitter {
+        width: usize::MAX,
+        indentless_sequences: false,
+        tabs_in_blocks: true,
+        ..Emitter::default()
+    };
+    e.document(&j);
+    Ok(e.out)
+}
+
+/// The value as yaml.v3 sees it: Go's own types, no JSON in between.
+fn direct(v: &Value, depth: usize) -> Result<J, EmitError> {
+    if depth > sprig::json::MAX_ENCODE_DEPTH {
+        return Err(too_deep());
+    }
+    match v {
+        Value::List(l) => {
+            let mut items = Vec::with_capacity(l.len());
+            for x in l.iter() {
+                items.push(direct(x, depth + 1)?);
+            }
+            Ok(J::Seq(items))
+        }
+        Value::Map(m) => {
+            let m = m.try_borrow().map_err(|_| too_deep())?;
+            let mut entries = Vec::with_capacity(m.len());
+            for (k, x) in m.iter() {
+                entries.push((k.clone(), direct(x, depth + 1)?));
+            }
+            Ok(J::Map(sort_keys(entries)))
+        }
+        _ => direct_leaf(v, depth),
+    }
+}
+
+#[inline(never)]
+fn direct_leaf(v: &Value, depth: usize) -> Result<J, EmitError> {
+    Ok(match v {
+        Value::Bool(b) => J::Bool(*b),
+        Value::Int(i) | Value::Int64(i) => J::Int(i.to_string()),
+        Value::Float(f) => J::Float(*f),
+        Value::String(s) => J::Str(s.to_string()),
+        Value::Bytes(b) => J::Seq(b.iter().map(|x| J::Int(x.to_string())).collect()),
+        Value::Object(o) => match o.to_json() {
+            Some(j) => direct(&Value::from_json(&j), depth + 1)?,
+            None => J::Null,
+        },
+        Value::Nil | Value::List(_) | Value::Map(_) => J::Null,
+    })
+}
+
 fn too_deep() -> EmitError {
     "json: unsupported value: encountered a cycle via map[string]interface {}".into()
 }
@@ -83,12 +139,43 @@ fn json_string(s: &str) -> Result<String, EmitError> {
     Ok(out)
 }
 
+/// A map key after the JSON round trip: a raw NEL in it is a line break to goyaml, and a key
+/// cannot span lines, so the whole conversion fails (Helm then writes nothing).
+fn json_key(k: &str) -> Result<String, EmitError> {
+    if k.contains('\u{85}') {
+        return Err("error converting JSON to YAML: yaml: could not find expected ':'".into());
+    }
+    json_string(k)
+}
+
 fn from_value(v: &Value, depth: usize) -> Result<J, EmitError> {
-    if depth > go_template::value::MAX_DEPTH {
+    if depth > sprig::json::MAX_ENCODE_DEPTH {
         return Err(too_deep());
     }
+    match v {
+        Value::List(l) => {
+            let mut items = Vec::with_capacity(l.len());
+            for x in l.iter() {
+                items.push(from_value(x, depth + 1)?);
+            }
+            Ok(J::Seq(items))
+        }
+        Value::Map(m) => {
+            let m = m.try_borrow().map_err(|_| too_deep())?;
+            let mut entries = Vec::with_capacity(m.len());
+            for (k, x) in m.iter() {
+                entries.push((json_key(k)?, from_value(x, depth + 1)?));
+            }
+            Ok(J::Map(sort_keys(entries)))
+        }
+        _ => json_leaf(v, depth),
+    }
+}
+
+/// A value that is not a list or a map, after the JSON round trip.
+#[inline(never)]
+fn json_leaf(v: &Value, depth: usize) -> Result<J, EmitError> {
     Ok(match v {
-        Value::Nil => J::Null,
         Value::Bool(b) => J::Bool(*b),
         Value::Int(i) | Value::Int64(i) => J::Int(i.to_string()),
         Value::Float(f) => {
@@ -99,28 +186,16 @@ fn from_value(v: &Value, depth: usize) -> Result<J, EmitError> {
             use base64::Engine as _;
             J::Str(base64::engine::general_purpose::STANDARD.encode(b))
         }
-        Value::List(l) => J::Seq(
-            l.iter()
-                .map(|x| from_value(x, depth + 1))
-                .collect::<Result<_, _>>()?,
-        ),
-        Value::Map(m) => {
-            let m = m.try_borrow().map_err(|_| too_deep())?;
-            let mut entries = Vec::with_capacity(m.len());
-            for (k, x) in m.iter() {
-                entries.push((json_string(k)?, from_value(x, depth + 1)?));
-            }
-            J::Map(sort_keys(entries))
-        }
         Value::Object(o) => match o.to_json() {
             Some(j) => from_json(&j, depth)?,
             None => J::Null,
         },
+        Value::Nil | Value::List(_) | Value::Map(_) => J::Null,
     })
 }
 
 fn from_json(v: &serde_json::Value, depth: usize) -> Result<J, EmitError> {
-    if depth > go_template::value::MAX_DEPTH {
+    if depth > sprig::json::MAX_ENCODE_DEPTH {
         return Err(too_deep());
     }
     Ok(match v {
@@ -143,7 +218,7 @@ fn from_json(v: &serde_json::Value, depth: usize) -> Result<J, EmitError> {
         serde_json::Value::Object(o) => {
             let mut entries = Vec::with_capacity(o.len());
             for (k, x) in o {
-                entries.push((json_string(k)?, from_json(x, depth + 1)?));
+                entries.push((json_key(k)?, from_json(x, depth + 1)?));
             }
             J::Map(sort_keys(entries))
         }
@@ -261,6 +336,12 @@ struct Emitter {
     whitespace: bool,
     indention: bool,
     open_ended: bool,
+    /// Where long lines fold (goyaml.v2: 80; yaml.v3 as Helm uses it: never).
+    width: usize,
+    /// goyaml.v2 does not indent a sequence that is a mapping's value; yaml.v3 does.
+    indentless_sequences: bool,
+    /// yaml.v3 writes a string with tabs as a literal block where it can.
+    tabs_in_blocks: bool,
 }
 
 impl Default for Emitter {
@@ -273,6 +354,9 @@ impl Default for Emitter {
             whitespace: true,
             indention: true,
             open_ended: false,
+            width: BEST_WIDTH,
+            indentless_sequences: true,
+            tabs_in_blocks: false,
         }
     }
 }
@@ -354,6 +438,16 @@ impl Emitter {
 
     fn node(&mut self, j: &J, ctx: Ctx) {
         match j {
+            J::Seq(items) if !items.is_empty() => self.block_sequence(items, ctx),
+            J::Map(entries) if !entries.is_empty() => self.block_mapping(entries),
+            _ => self.leaf(j, ctx),
+        }
+    }
+
+    /// A scalar, or an empty collection (written in flow style).
+    #[inline(never)]
+    fn leaf(&mut self, j: &J, ctx: Ctx) {
+        match j {
             J::Null => self.scalar("null", Style::Plain, ctx),
             J::Bool(b) => self.scalar(if *b { "true" } else { "false" }, Style::Plain, ctx),
             J::Int(s) => self.scalar(s, Style::Plain, ctx),
@@ -377,63 +471,70 @@ impl Emitter {
                 };
                 self.scalar(s, style, ctx);
             }
-            J::Seq(items) if items.is_empty() => {
+            J::Seq(_) => {
                 self.indicator("[", true, true, false);
                 self.indicator("]", false, false, false);
             }
-            J::Map(entries) if entries.is_empty() => {
+            J::Map(_) => {
                 self.indicator("{", true, true, false);
                 self.indicator("}", false, false, false);
             }
-            J::Seq(items) => {
-                self.increase_indent(false, ctx.mapping && !self.indention);
-                for item in items {
-                    self.write_indent();
-                    self.indicator("-", true, false, true);
-                    self.node(item, Ctx::default());
-                }
-                self.pop_indent();
-            }
-            J::Map(entries) => {
-                self.increase_indent(false, false);
-                for (k, v) in entries {
-                    self.write_indent();
-                    let a = analyze(k);
-                    let simple = k.len() <= MAX_SIMPLE_KEY && !a.multiline;
-                    let key = J::Str(k.clone());
-                    if simple {
-                        self.node(
-                            &key,
-                            Ctx {
-                                mapping: true,
-                                simple_key: true,
-                                ..Ctx::default()
-                            },
-                        );
-                        self.indicator(":", false, false, false);
-                    } else {
-                        self.indicator("?", true, false, true);
-                        self.node(
-                            &key,
-                            Ctx {
-                                mapping: true,
-                                ..Ctx::default()
-                            },
-                        );
-                        self.write_indent();
-                        self.indicator(":", true, false, true);
-                    }
-                    self.node(
-                        v,
-                        Ctx {
-                            mapping: true,
-                            ..Ctx::default()
-                        },
-                    );
-                }
-                self.pop_indent();
-            }
         }
+    }
+
+    #[inline(never)]
+    fn block_sequence(&mut self, items: &[J], ctx: Ctx) {
+        self.increase_indent(
+            false,
+            self.indentless_sequences && ctx.mapping && !self.indention,
+        );
+        for item in items {
+            self.write_indent();
+            self.indicator("-", true, false, true);
+            self.node(item, Ctx::default());
+        }
+        self.pop_indent();
+    }
+
+    #[inline(never)]
+    fn block_mapping(&mut self, entries: &[(String, J)]) {
+        self.increase_indent(false, false);
+        for (k, v) in entries {
+            self.write_indent();
+            let a = analyze(k, self.tabs_in_blocks);
+            let simple = k.len() <= MAX_SIMPLE_KEY && !a.multiline;
+            let key = J::Str(k.clone());
+            if simple {
+                self.node(
+                    &key,
+                    Ctx {
+                        mapping: true,
+                        simple_key: true,
+                        ..Ctx::default()
+                    },
+                );
+                self.indicator(":", false, false, false);
+            } else {
+                self.indicator("?", true, false, true);
+                self.node(
+                    &key,
+                    Ctx {
+                        mapping: true,
+                        ..Ctx::default()
+                    },
+                );
+                self.write_indent();
+                self.indicator(":", true, false, true);
+            }
+            self.node(
+                v,
+                Ctx {
+                    mapping: true,
+                    ..Ctx::default()
+                },
+            );
+        }
+        self.pop_indent();
     }
 
     fn select_style(&self, value: &str, a: &Analysis, requested: Style, ctx: Ctx) -> Style {
@@ -441,10 +542,9 @@ impl Emitter {
         if ctx.simple_key && a.multiline {
             style = Style::Double;
         }
-        if style == Style::Plain {
-            if !a.block_plain_allowed || (value.is_empty() && ctx.simple_key) {
-                style = Style::Single;
-            }
+        if style == Style::Plain && (!a.block_plain_allowed || (value.is_empty() && ctx.simple_key))
+        {
+            style = Style::Single;
         }
         if style == Style::Single && !a.single_quoted_allowed {
             style = Style::Double;
@@ -456,7 +556,7 @@ impl Emitter {
     }
 
     fn scalar(&mut self, value: &str, requested: Style, ctx: Ctx) {
-        let a = analyze(value);
+        let a = analyze(value, self.tabs_in_blocks);
         let style = self.select_style(value, &a, requested, ctx);
         self.increase_indent(true, false);
         let breaks = !ctx.simple_key;
@@ -480,7 +580,7 @@ impl Emitter {
             if is_space(c) {
                 if allow_breaks
                     && !spaces
-                    && self.column > BEST_WIDTH
+                    && self.column > self.width
                     && !chars.get(i + 1).is_some_and(|n| is_space(*n))
                 {
                     self.write_indent();
@@ -530,7 +630,7 @@ impl Emitter {
             if is_space(c) {
                 if allow_breaks
                     && !spaces
-                    && self.column > BEST_WIDTH
+                    && self.column > self.width
                     && i != 0
                     && i != chars.len() - 1
                     && !chars.get(i + 1).is_some_and(|n| is_space(*n))
@@ -560,18 +660,18 @@ impl Emitter {
                 breaks = false;
             }
         }
-        if breaks {
-            self.write_indent();
-        }
         self.indicator("'", false, false, false);
     }
 
     fn write_double(&mut self, value: &str, allow_breaks: bool) {
         self.indicator("\"", true, false, false);
         let chars: Vec<char> = value.chars().collect();
+        let starts_with_bom = value.starts_with('\u{feff}');
         let mut spaces = false;
         for (i, &c) in chars.iter().enumerate() {
-            if !is_printable(c) || c == '\u{feff}' || is_break_char(c) || c == '"' || c == '\\' {
+            // goyaml's BOM test looks at the start of the value whatever the position, so a
+            // value that starts with a BOM has every character escaped.
+            if !is_printable(c) || starts_with_bom || is_break_char(c) || c == '"' || c == '\\' {
                 self.put('\\');
                 let code = c as u32;
                 match c {
@@ -608,7 +708,7 @@ impl Emitter {
             } else if is_space(c) {
                 if allow_breaks
                     && !spaces
-                    && self.column > BEST_WIDTH
+                    && self.column > self.width
                     && i != 0
                     && i != chars.len() - 1
                 {
@@ -653,11 +753,13 @@ impl Emitter {
 
     fn block_hints(&mut self, value: &str) {
         let mut chars = value.chars();
-        if let Some(first) = value.chars().next() {
-            if is_space(first) || is_break_char(first) {
-                let hint = BEST_INDENT.to_string();
-                self.indicator(&hint, false, false, false);
-            }
+        if value
+            .chars()
+            .next()
+            .is_some_and(|c| is_space(c) || is_break_char(c))
+        {
+            let hint = BEST_INDENT.to_string();
+            self.indicator(&hint, false, false, false);
         }
         self.open_ended = false;
         let last = chars.next_back();

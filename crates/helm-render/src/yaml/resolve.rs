@@ -61,10 +61,11 @@ pub(crate) fn resolve(s: &str) -> Resolved {
             if let Ok(u) = uint {
                 return Resolved::Uint(u);
             }
-            if is_yaml_float(&plain) {
-                if let Some(f) = go_parse_float(&plain) {
-                    return Resolved::Float(f);
-                }
+            if let Some(f) = is_yaml_float(&plain)
+                .then(|| go_parse_float(&plain))
+                .flatten()
+            {
+                return Resolved::Float(f);
             }
             if uint == Err(IntError::Range) {
                 return Resolved::BigInt(plain);
@@ -266,7 +267,9 @@ impl Cursor<'_> {
 
 fn days_in(month: u32, year: u32) -> u32 {
     match month {
-        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 if year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400)) => {
+            29
+        }
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,

@@ -1,6 +1,7 @@
 //! JSON encoding and decoding, checked against a table whose every row real Helm confirms.
 
 use super::*;
+use go_template::Map;
 
 /// (function, the value as JSON — it reaches Helm as `.Values.v`, so every number is a
 /// float64 —, expected output). `None` as output: an error (for the `must` forms).
@@ -139,7 +140,12 @@ fn nan_and_infinities_are_refused_as_go_refuses_them() {
         marshal_indent(&Value::Float(f64::NEG_INFINITY), "  "),
         Err("json: unsupported value: -Inf".into())
     );
-    assert_eq!(call("toJson", &[list.clone()]).unwrap().as_str(), Some(""));
+    assert_eq!(
+        call("toJson", std::slice::from_ref(&list))
+            .unwrap()
+            .as_str(),
+        Some("")
+    );
     assert_eq!(
         call("mustToJson", &[list]).unwrap_err(),
         CallError::Call("json: unsupported value: NaN".into())
