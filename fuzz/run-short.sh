@@ -7,7 +7,7 @@
 set -eu
 cd "$(dirname "$0")"
 secs="${1:-20}"
-targets="path reference challenge manifest"
+targets="path reference challenge manifest template"
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
 cargo fuzz build --sanitizer none
 for t in $targets; do
