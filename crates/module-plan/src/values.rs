@@ -333,7 +333,11 @@ impl ModuleValues {
         match after.get(&key) {
             Some(section @ Value::Object(_)) => Ok(Some((section.clone(), patch))),
             other => {
-                let what = if key == GLOBAL_KEY { "global" } else { "module" };
+                let what = if key == GLOBAL_KEY {
+                    "global"
+                } else {
+                    "module"
+                };
                 Err(ValuesError::Patch {
                     module: self.module().to_owned(),
                     kind,
@@ -436,8 +440,8 @@ fn compute(
     }
     let key = definition.key();
     if !patches.is_empty() {
-        let doc = ValuesPatch::new(patches.to_vec())
-            .apply_lenient(&patch::prefixed(&key, &values))?;
+        let doc =
+            ValuesPatch::new(patches.to_vec()).apply_lenient(&patch::prefixed(&key, &values))?;
         values = match doc.get(&key) {
             Some(section @ Value::Object(_)) => section.clone(),
             _ => Value::Object(Map::new()),
@@ -459,7 +463,9 @@ pub fn merge(dst: &mut Value, src: &Value) {
         (Value::Object(dst), Value::Object(src)) => {
             for (key, value) in src {
                 match dst.get_mut(key) {
-                    Some(existing @ Value::Object(_)) if value.is_object() => merge(existing, value),
+                    Some(existing @ Value::Object(_)) if value.is_object() => {
+                        merge(existing, value)
+                    }
                     _ => {
                         dst.insert(key.clone(), value.clone());
                     }

@@ -126,7 +126,11 @@ mod tests {
                 LogLevel::Trace,
                 Bundle::Managed,
             ),
-            (Some(json!({"logLevel": "Error"})), LogLevel::Error, Bundle::Default),
+            (
+                Some(json!({"logLevel": "Error"})),
+                LogLevel::Error,
+                Bundle::Default,
+            ),
             // Unknown words (refused by the schema anyway) fall back to the defaults.
             (
                 Some(json!({"logLevel": "debug", "bundle": 3})),
@@ -135,11 +139,7 @@ mod tests {
             ),
         ] {
             let got = DeckhouseSettings::from_settings(settings.as_ref());
-            assert_eq!(
-                got,
-                DeckhouseSettings { log_level, bundle },
-                "{settings:?}"
-            );
+            assert_eq!(got, DeckhouseSettings { log_level, bundle }, "{settings:?}");
         }
         assert_eq!(LogLevel::Debug.directive(), "debug");
         assert_eq!(Bundle::Minimal.as_str(), "Minimal");

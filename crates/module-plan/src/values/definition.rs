@@ -74,10 +74,7 @@ impl ValuesDefinition {
     }
 
     fn compile_values(&mut self, openapi: Value) -> Result<(), Error> {
-        let extended = extend(
-            openapi,
-            self.settings.schema().map(SettingsSchema::openapi),
-        );
+        let extended = extend(openapi, self.settings.schema().map(SettingsSchema::openapi));
         let helm = required_for_helm(extended.clone());
         self.values = Some(SettingsSchema::from_value(extended)?);
         self.helm = Some(SettingsSchema::from_value(helm)?);

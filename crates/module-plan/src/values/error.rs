@@ -180,10 +180,7 @@ mod tests {
 
     #[test]
     fn multierror_and_one_line() {
-        assert_eq!(
-            go_multierror(&["a".into()]),
-            "1 error occurred:\n\t* a\n\n"
-        );
+        assert_eq!(go_multierror(&["a".into()]), "1 error occurred:\n\t* a\n\n");
         assert_eq!(
             go_multierror(&["a".into(), "b".into()]),
             "2 errors occurred:\n\t* a\n\t* b\n\n"

@@ -135,7 +135,11 @@ impl GlobalFacts {
         put(&mut discovery, "serviceSubnet", &d.service_subnet);
         put(&mut discovery, "clusterDNSAddress", &d.cluster_dns_address);
         put(&mut discovery, "kubernetesCA", &d.kubernetes_ca);
-        put(&mut discovery, "defaultStorageClass", &d.default_storage_class);
+        put(
+            &mut discovery,
+            "defaultStorageClass",
+            &d.default_storage_class,
+        );
         if !d.api_versions.is_empty() {
             let mut versions = d.api_versions.clone();
             versions.sort();

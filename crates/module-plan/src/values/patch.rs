@@ -453,19 +453,25 @@ mod tests {
                 "userAuthn",
                 "add",
                 "/global/x",
-                Err("unacceptable patch operation for path 'global' (only 'userAuthn' accepted): '\"v\"'"),
+                Err(
+                    "unacceptable patch operation for path 'global' (only 'userAuthn' accepted): '\"v\"'",
+                ),
             ),
             (
                 "userAuthn",
                 "add",
                 "/certManagerEnabled",
-                Err("unacceptable patch operation for path 'certManagerEnabled' (only 'userAuthn' accepted): '\"v\"'"),
+                Err(
+                    "unacceptable patch operation for path 'certManagerEnabled' (only 'userAuthn' accepted): '\"v\"'",
+                ),
             ),
             (
                 "userAuthn",
                 "add",
                 "/user-authn/internal",
-                Err("unacceptable patch operation for path 'user-authn' (only 'userAuthn' accepted): '\"v\"'"),
+                Err(
+                    "unacceptable patch operation for path 'user-authn' (only 'userAuthn' accepted): '\"v\"'",
+                ),
             ),
             (
                 "userAuthn",
@@ -479,7 +485,9 @@ mod tests {
                 "global",
                 "add",
                 "/userAuthn/x",
-                Err("unacceptable patch operation for path 'userAuthn' (only 'global' and '*Enabled' are permitted): '\"v\"'"),
+                Err(
+                    "unacceptable patch operation for path 'userAuthn' (only 'global' and '*Enabled' are permitted): '\"v\"'",
+                ),
             ),
         ] {
             assert_eq!(
