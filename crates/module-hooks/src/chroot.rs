@@ -146,7 +146,12 @@ impl ChrootManager {
 
     /// Makes `<root>/<module>` ready for `target`: the module directory bind-mounted at its own
     /// path, then every object up to that environment.
-    pub fn assemble(&self, module: &str, module_dir: &Path, target: Environment) -> Result<(), Error> {
+    pub fn assemble(
+        &self,
+        module: &str,
+        module_dir: &Path,
+        target: Environment,
+    ) -> Result<(), Error> {
         let mut prepared = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
         let (current, mounts) = prepared
             .entry(module.to_owned())
@@ -155,16 +160,20 @@ impl ChrootManager {
             return Ok(());
         }
         let root = self.options.module_root(module);
-        let fail = |what: String| move |source| Error::Chroot {
-            module: module.to_owned(),
-            what,
-            source,
+        let fail = |what: String| {
+            move |source| Error::Chroot {
+                module: module.to_owned(),
+                what,
+                source,
+            }
         };
         if *current == Environment::None {
             let dir = inside(&root, module_dir);
-            std::fs::create_dir_all(&dir).map_err(fail(format!("make {} module's dir", module_dir.display())))?;
-            mount_bind_recursive(module_dir, &dir)
-                .map_err(|e| fail(format!("mount {} module's dir", module_dir.display()))(e.into()))?;
+            std::fs::create_dir_all(&dir)
+                .map_err(fail(format!("make {} module's dir", module_dir.display())))?;
+            mount_bind_recursive(module_dir, &dir).map_err(|e| {
+                fail(format!("mount {} module's dir", module_dir.display()))(e.into())
+            })?;
             mounts.push(dir);
         }
         std::fs::create_dir_all(&self.options.tmp_source)
@@ -179,12 +188,14 @@ impl ChrootManager {
                     if !object.source.exists() {
                         continue;
                     }
-                    std::fs::create_dir_all(&at).map_err(fail(format!("make dir {}", at.display())))?;
+                    std::fs::create_dir_all(&at)
+                        .map_err(fail(format!("make dir {}", at.display())))?;
                     mount_bind_recursive(&object.source, &at)
                         .map_err(|e| fail(format!("mount folder {}", at.display()))(e.into()))?;
                     if *read_only {
-                        mount_remount(&at, MountFlags::BIND | MountFlags::RDONLY, "")
-                            .map_err(|e| fail(format!("remount read-only {}", at.display()))(e.into()))?;
+                        mount_remount(&at, MountFlags::BIND | MountFlags::RDONLY, "").map_err(
+                            |e| fail(format!("remount read-only {}", at.display()))(e.into()),
+                        )?;
                     }
                     mounts.push(at);
                 }
@@ -193,16 +204,20 @@ impl ChrootManager {
                         continue;
                     };
                     if let Some(parent) = at.parent() {
-                        std::fs::create_dir_all(parent).map_err(fail(format!("make dir {}", parent.display())))?;
+                        std::fs::create_dir_all(parent)
+                            .map_err(fail(format!("make dir {}", parent.display())))?;
                     }
-                    std::fs::write(&at, bytes).map_err(fail(format!("write to file {}", at.display())))?;
+                    std::fs::write(&at, bytes)
+                        .map_err(fail(format!("write to file {}", at.display())))?;
                 }
                 ObjectKind::DevNull => {
                     if let Some(parent) = at.parent() {
-                        std::fs::create_dir_all(parent).map_err(fail(format!("make dir {}", parent.display())))?;
+                        std::fs::create_dir_all(parent)
+                            .map_err(fail(format!("make dir {}", parent.display())))?;
                     }
                     if !at.exists() {
-                        std::fs::write(&at, b"").map_err(fail(format!("create null file {}", at.display())))?;
+                        std::fs::write(&at, b"")
+                            .map_err(fail(format!("create null file {}", at.display())))?;
                     }
                 }
             }

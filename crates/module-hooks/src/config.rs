@@ -210,7 +210,11 @@ impl HookConfig {
                 parts.push(name.to_owned());
             }
         }
-        parts.extend(self.schedules.iter().map(|s| format!("schedule({})", s.name)));
+        parts.extend(
+            self.schedules
+                .iter()
+                .map(|s| format!("schedule({})", s.name)),
+        );
         parts.extend(
             self.kubernetes
                 .iter()
@@ -308,14 +312,15 @@ fn convert(doc: &Map<String, Value>, version: ConfigVersion) -> Result<HookConfi
                 .enumerate()
             {
                 let raw = raw.as_object().cloned().unwrap_or_default();
-                kubernetes.push(
-                    convert_kubernetes_v1(&raw)
-                        .map_err(|e| ConfigError::new(format!("invalid kubernetes config [{i}]: {e}")))?,
-                );
+                kubernetes.push(convert_kubernetes_v1(&raw).map_err(|e| {
+                    ConfigError::new(format!("invalid kubernetes config [{i}]: {e}"))
+                })?);
             }
             for (i, k) in kubernetes.iter().enumerate() {
                 check_includes(&kubernetes, &k.include_snapshots_from).map_err(|e| {
-                    ConfigError::new(format!("invalid kubernetes config [{i}]: includeSnapshots {e}"))
+                    ConfigError::new(format!(
+                        "invalid kubernetes config [{i}]: includeSnapshots {e}"
+                    ))
                 })?;
             }
             for (i, raw) in doc
@@ -394,7 +399,10 @@ fn convert_settings(s: &Map<String, Value>) -> Result<Settings, ConfigError> {
         errors.push(format!(
             "executionMinInterval is invalid: strconv.ParseInt: parsing \"{}\": invalid syntax",
             s.get("executionBurst")
-                .map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string()))
+                .map(|v| v
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| v.to_string()))
                 .unwrap_or_default()
         ));
     }
@@ -565,9 +573,7 @@ fn convert_kubernetes_v0(raw: &Map<String, Value>) -> Result<KubernetesBinding, 
             "update" => WatchEvent::Modified,
             "delete" => WatchEvent::Deleted,
             other => {
-                return Err(ConfigError::new(format!(
-                    "event '{other}' is unsupported"
-                )));
+                return Err(ConfigError::new(format!("event '{other}' is unsupported")));
             }
         });
     }
@@ -617,9 +623,7 @@ pub fn parse_crontab(crontab: &str) -> Result<croner::Cron, String> {
         .build();
     let fields = crontab.split_whitespace().count();
     if !crontab.trim_start().starts_with('@') && !(5..=6).contains(&fields) {
-        return Err(format!(
-            "Expected 5 or 6 fields, found {fields}: {crontab}"
-        ));
+        return Err(format!("Expected 5 or 6 fields, found {fields}: {crontab}"));
     }
     parser.parse(crontab).map_err(|e| e.to_string())
 }

@@ -144,7 +144,12 @@ impl BindingContext {
             let snaps: Map<String, Value> = self
                 .snapshots
                 .iter()
-                .map(|(k, v)| (k.clone(), Value::Array(v.iter().map(|o| o.to_json()).collect())))
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        Value::Array(v.iter().map(|o| o.to_json()).collect()),
+                    )
+                })
                 .collect();
             m.insert("snapshots".into(), Value::Object(snaps));
         }

@@ -42,7 +42,11 @@ pub(crate) fn parse_go_duration(s: &str) -> Result<Duration, String> {
             "m" => 60.0,
             "h" => 3600.0,
             "" => return Err(format!("time: missing unit in duration \"{s}\"")),
-            other => return Err(format!("time: unknown unit \"{other}\" in duration \"{s}\"")),
+            other => {
+                return Err(format!(
+                    "time: unknown unit \"{other}\" in duration \"{s}\""
+                ));
+            }
         };
         total += number * scale;
     }
@@ -69,7 +73,11 @@ mod tests {
             ("3x", Err("time: unknown unit \"x\" in duration \"3x\"")),
         ];
         for (input, want) in rows {
-            assert_eq!(parse_go_duration(input), want.map_err(str::to_owned), "{input}");
+            assert_eq!(
+                parse_go_duration(input),
+                want.map_err(str::to_owned),
+                "{input}"
+            );
         }
     }
 }

@@ -101,13 +101,20 @@ mod tests {
         let obj = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "data": {"k": "v"}});
         let rows = [
             (".metadata.labels", json!({"x": "1"})),
-            ("{name: .metadata.name, k: .data.k}", json!({"name": "a", "k": "v"})),
+            (
+                "{name: .metadata.name, k: .data.k}",
+                json!({"name": "a", "k": "v"}),
+            ),
             ("[.metadata.name, .data.k]", json!(["a", "v"])),
             (".metadata.name, .data.k", json!(["a", "v"])),
             ("empty", json!(null)),
         ];
         for (program, want) in rows {
-            assert_eq!(JqProgram::compile(program).unwrap().run(&obj).unwrap(), want, "{program}");
+            assert_eq!(
+                JqProgram::compile(program).unwrap().run(&obj).unwrap(),
+                want,
+                "{program}"
+            );
         }
         assert!(JqProgram::compile(".metadata.(").is_err());
     }

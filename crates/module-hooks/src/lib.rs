@@ -51,7 +51,9 @@ pub mod retry;
 pub mod runner;
 
 pub use chroot::{ChrootManager, ChrootOptions};
-pub use config::{ConfigError, HookConfig, HookScope, KubernetesBinding, ScheduleBinding, WatchEvent};
+pub use config::{
+    ConfigError, HookConfig, HookScope, KubernetesBinding, ScheduleBinding, WatchEvent,
+};
 pub use context::{BindingContext, ContextKind, Monitor, ObjectAndFilterResult};
 pub use error::Error;
 pub use metrics::MetricStore;

@@ -115,7 +115,8 @@ impl MetricStore {
 
     /// Drops every series of `group`.
     pub fn expire_group(&mut self, group: &str) {
-        self.series.retain(|(g, _, _), _| g.as_deref() != Some(group));
+        self.series
+            .retain(|(g, _, _), _| g.as_deref() != Some(group));
     }
 
     /// The number of series held.
@@ -134,10 +135,12 @@ impl MetricStore {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         want.sort();
-        self.series.iter().find_map(|((_, n, l), s)| match &s.sample {
-            Sample::Value(v) if n == name && *l == want => Some(*v),
-            _ => None,
-        })
+        self.series
+            .iter()
+            .find_map(|((_, n, l), s)| match &s.sample {
+                Sample::Value(v) if n == name && *l == want => Some(*v),
+                _ => None,
+            })
     }
 
     /// The Prometheus text exposition of every series.
@@ -176,7 +179,12 @@ impl MetricStore {
                             "{name}_bucket{} {count}",
                             fmt_labels(labels, Some("+Inf"))
                         );
-                        let _ = writeln!(out, "{name}_sum{} {}", fmt_labels(labels, None), fmt_f64(*sum));
+                        let _ = writeln!(
+                            out,
+                            "{name}_sum{} {}",
+                            fmt_labels(labels, None),
+                            fmt_f64(*sum)
+                        );
                         let _ = writeln!(out, "{name}_count{} {count}", fmt_labels(labels, None));
                     }
                 }
@@ -188,13 +196,19 @@ impl MetricStore {
 
 fn fmt_f64(v: f64) -> String {
     if v.is_infinite() {
-        return if v > 0.0 { "+Inf".into() } else { "-Inf".into() };
+        return if v > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
     }
     format!("{v}")
 }
 
 fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 fn fmt_labels(labels: &Labels, le: Option<&str>) -> String {
@@ -224,9 +238,13 @@ mod tests {
     #[test]
     fn set_add_and_render() {
         let mut s = MetricStore::new();
-        s.apply(&ops(r#"{"name":"hook_runs","add":1,"labels":{"b":"2","a":"1"}}
-{"name":"hook_value","action":"set","value":5}"#));
-        s.apply(&ops(r#"{"name":"hook_runs","action":"add","value":2,"labels":{"a":"1","b":"2"}}"#));
+        s.apply(&ops(
+            r#"{"name":"hook_runs","add":1,"labels":{"b":"2","a":"1"}}
+{"name":"hook_value","action":"set","value":5}"#,
+        ));
+        s.apply(&ops(
+            r#"{"name":"hook_runs","action":"add","value":2,"labels":{"a":"1","b":"2"}}"#,
+        ));
         assert_eq!(s.value("hook_runs", &[("a", "1"), ("b", "2")]), Some(3.0));
         assert_eq!(
             s.render(),
@@ -242,7 +260,9 @@ mod tests {
 {"name":"y","set":7}"#));
         assert_eq!(s.len(), 3);
         // The next run of the group only reports "b": "a" is gone.
-        s.apply(&ops(r#"{"name":"x","group":"g","set":2,"labels":{"n":"b"}}"#));
+        s.apply(&ops(
+            r#"{"name":"x","group":"g","set":2,"labels":{"n":"b"}}"#,
+        ));
         assert_eq!(s.value("x", &[("n", "a")]), None);
         assert_eq!(s.value("x", &[("n", "b")]), Some(2.0));
         s.apply(&ops(r#"{"action":"expire","group":"g"}"#));
@@ -253,8 +273,10 @@ mod tests {
     #[test]
     fn histogram_observations() {
         let mut s = MetricStore::new();
-        s.apply(&ops(r#"{"name":"d","action":"observe","value":0.3,"buckets":[0.1,0.5,1]}
-{"name":"d","action":"observe","value":0.7,"buckets":[0.1,0.5,1]}"#));
+        s.apply(&ops(
+            r#"{"name":"d","action":"observe","value":0.3,"buckets":[0.1,0.5,1]}
+{"name":"d","action":"observe","value":0.7,"buckets":[0.1,0.5,1]}"#,
+        ));
         let text = s.render();
         assert!(text.contains("d_bucket{le=\"0.5\"} 1\n"), "{text}");
         assert!(text.contains("d_bucket{le=\"+Inf\"} 2\n"), "{text}");

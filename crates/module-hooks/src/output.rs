@@ -189,7 +189,12 @@ fn kube_operation(doc: &Value) -> Result<KubeOperation, OutputError> {
             return Err(invalid(format!("{k} in body is a forbidden property")));
         }
     }
-    let s = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let s = |k: &str| {
+        m.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
     let subresource = m
         .get("subresource")
         .and_then(Value::as_str)
@@ -352,7 +357,14 @@ pub fn parse_metric_operations(
             .and_then(Value::as_object)
             .map(|l| {
                 l.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string())))
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            v.as_str()
+                                .map(str::to_owned)
+                                .unwrap_or_else(|| v.to_string()),
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -373,11 +385,15 @@ pub fn parse_metric_operations(
             },
             ("expire", _) if group.is_some() => MetricAction::Expire,
             ("", _) => {
-                errors.push(format!("one of: 'action', 'set' or 'add' is required: {shown}"));
+                errors.push(format!(
+                    "one of: 'action', 'set' or 'add' is required: {shown}"
+                ));
                 continue;
             }
             ("set" | "add" | "observe", None) => {
-                errors.push(format!("'value' is required for action '{action}': {shown}"));
+                errors.push(format!(
+                    "'value' is required for action '{action}': {shown}"
+                ));
                 continue;
             }
             (other, _) => {

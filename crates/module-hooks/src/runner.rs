@@ -134,7 +134,11 @@ impl Runner {
     }
 
     /// The chroot of `module` prepared for `env`, or `None` without chroot mode.
-    fn chroot_for(&self, module: Option<&ModuleRef>, env: Environment) -> Result<Option<PathBuf>, Error> {
+    fn chroot_for(
+        &self,
+        module: Option<&ModuleRef>,
+        env: Environment,
+    ) -> Result<Option<PathBuf>, Error> {
         let (Some(manager), Some(module)) = (&self.chroot, module) else {
             return Ok(None);
         };
@@ -167,7 +171,12 @@ impl Runner {
         Ok(out.stdout)
     }
 
-    fn python_exec(path: &Path, kind: &HookKind, mut args: Vec<String>, env: &mut Vec<(String, String)>) -> (PathBuf, Vec<String>) {
+    fn python_exec(
+        path: &Path,
+        kind: &HookKind,
+        mut args: Vec<String>,
+        env: &mut Vec<(String, String)>,
+    ) -> (PathBuf, Vec<String>) {
         if let HookKind::Python { venv: Some(venv) } = kind {
             env.push(("PYTHONHOME".into(), venv.display().to_string()));
             args.insert(0, path.display().to_string());
@@ -181,7 +190,8 @@ impl Runner {
     pub async fn discover_module(&self, module: &ModuleRef) -> Result<Vec<Hook>, Error> {
         let hooks_dir = module.dir.join("hooks");
         let base = module.dir.parent().unwrap_or(&module.dir).to_owned();
-        self.discover(&hooks_dir, &base, Some(module), HookScope::Module).await
+        self.discover(&hooks_dir, &base, Some(module), HookScope::Module)
+            .await
     }
 
     /// Finds and configures global hooks under `dir` (`--global-hooks-dir`).
@@ -342,27 +352,63 @@ impl Runner {
         };
         std::fs::create_dir_all(&host_dir)
             .map_err(|e| Error::io(format!("make tmp dir {}", host_dir.display()), e))?;
-        let module_name = hook.module.as_ref().map(|m| m.name.as_str()).unwrap_or("global");
+        let module_name = hook
+            .module
+            .as_ref()
+            .map(|m| m.name.as_str())
+            .unwrap_or("global");
         let safe = hook.name.replace(['/', ':', '.'], "-");
         let files = TmpFiles::new(
             &host_dir,
             &inner_dir,
             &[
-                ("BINDING_CONTEXT_PATH", self.unique(&format!("{module_name}.hook-{safe}-binding-context")) + ".json"),
-                ("VALUES_PATH", self.unique(&format!("{module_name}.module-values")) + ".json"),
-                ("CONFIG_VALUES_PATH", self.unique(&format!("{module_name}.module-config-values")) + ".json"),
-                ("VALUES_JSON_PATCH_PATH", self.unique(&format!("{safe}.module-hook-values")) + ".json-patch"),
-                ("CONFIG_VALUES_JSON_PATCH_PATH", self.unique(&format!("{safe}.module-hook-config-values")) + ".json-patch"),
-                ("METRICS_PATH", self.unique(&format!("{safe}.module-hook-metrics")) + ".json"),
-                ("KUBERNETES_PATCH_PATH", self.unique(&format!("{safe}-object-patch"))),
+                (
+                    "BINDING_CONTEXT_PATH",
+                    self.unique(&format!("{module_name}.hook-{safe}-binding-context")) + ".json",
+                ),
+                (
+                    "VALUES_PATH",
+                    self.unique(&format!("{module_name}.module-values")) + ".json",
+                ),
+                (
+                    "CONFIG_VALUES_PATH",
+                    self.unique(&format!("{module_name}.module-config-values")) + ".json",
+                ),
+                (
+                    "VALUES_JSON_PATCH_PATH",
+                    self.unique(&format!("{safe}.module-hook-values")) + ".json-patch",
+                ),
+                (
+                    "CONFIG_VALUES_JSON_PATCH_PATH",
+                    self.unique(&format!("{safe}.module-hook-config-values")) + ".json-patch",
+                ),
+                (
+                    "METRICS_PATH",
+                    self.unique(&format!("{safe}.module-hook-metrics")) + ".json",
+                ),
+                (
+                    "KUBERNETES_PATCH_PATH",
+                    self.unique(&format!("{safe}-object-patch")),
+                ),
             ],
             self.options.keep_tmp_files,
         );
         let version = hook.config.version;
         files.write("BINDING_CONTEXT_PATH", render(contexts, version).as_bytes())?;
-        files.write("VALUES_PATH", &serde_json::to_vec(values).unwrap_or_default())?;
-        files.write("CONFIG_VALUES_PATH", &serde_json::to_vec(config_values).unwrap_or_default())?;
-        for empty in ["VALUES_JSON_PATCH_PATH", "CONFIG_VALUES_JSON_PATCH_PATH", "METRICS_PATH", "KUBERNETES_PATCH_PATH"] {
+        files.write(
+            "VALUES_PATH",
+            &serde_json::to_vec(values).unwrap_or_default(),
+        )?;
+        files.write(
+            "CONFIG_VALUES_PATH",
+            &serde_json::to_vec(config_values).unwrap_or_default(),
+        )?;
+        for empty in [
+            "VALUES_JSON_PATCH_PATH",
+            "CONFIG_VALUES_JSON_PATCH_PATH",
+            "METRICS_PATH",
+            "KUBERNETES_PATCH_PATH",
+        ] {
             files.write(empty, b"")?;
         }
         let mut env = files.env();
@@ -407,8 +453,10 @@ impl Runner {
             source,
         };
         Ok(HookOutput {
-            config_values_patch: output::parse_values_patch(&files.read("CONFIG_VALUES_JSON_PATCH_PATH")?)
-                .map_err(|e| out_err("got bad json patch for config values", e))?,
+            config_values_patch: output::parse_values_patch(
+                &files.read("CONFIG_VALUES_JSON_PATCH_PATH")?,
+            )
+            .map_err(|e| out_err("got bad json patch for config values", e))?,
             values_patch: output::parse_values_patch(&files.read("VALUES_JSON_PATCH_PATH")?)
                 .map_err(|e| out_err("got bad json patch for values", e))?,
             metrics: output::parse_metric_operations(&files.read("METRICS_PATH")?, None)
@@ -442,14 +490,29 @@ impl Runner {
             &host_dir,
             &inner_dir,
             &[
-                ("CONFIG_VALUES_PATH", self.unique(&format!("{}.module-config-values", module.name)) + ".json"),
-                ("VALUES_PATH", self.unique(&format!("{}.module-values", module.name)) + ".json"),
-                ("MODULE_ENABLED_RESULT", self.unique(&format!("{}.module-enabled-result", module.name))),
+                (
+                    "CONFIG_VALUES_PATH",
+                    self.unique(&format!("{}.module-config-values", module.name)) + ".json",
+                ),
+                (
+                    "VALUES_PATH",
+                    self.unique(&format!("{}.module-values", module.name)) + ".json",
+                ),
+                (
+                    "MODULE_ENABLED_RESULT",
+                    self.unique(&format!("{}.module-enabled-result", module.name)),
+                ),
             ],
             self.options.keep_tmp_files,
         );
-        files.write("CONFIG_VALUES_PATH", &serde_json::to_vec(config_values).unwrap_or_default())?;
-        files.write("VALUES_PATH", &serde_json::to_vec(values).unwrap_or_default())?;
+        files.write(
+            "CONFIG_VALUES_PATH",
+            &serde_json::to_vec(config_values).unwrap_or_default(),
+        )?;
+        files.write(
+            "VALUES_PATH",
+            &serde_json::to_vec(values).unwrap_or_default(),
+        )?;
         files.write("MODULE_ENABLED_RESULT", b"")?;
         let exec = Exec {
             program: script.clone(),

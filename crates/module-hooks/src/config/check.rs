@@ -15,7 +15,12 @@ const TOP_V1: &[&str] = &[
     "kubernetesValidating",
     "kubernetesCustomResourceConversion",
 ];
-const TOP_V0: &[&str] = &["onStartup", "schedule", "onKubernetesEvent", "configVersion"];
+const TOP_V0: &[&str] = &[
+    "onStartup",
+    "schedule",
+    "onKubernetesEvent",
+    "configVersion",
+];
 const MODULE_ORDERS: &[&str] = &["beforeHelm", "afterHelm", "afterDeleteHelm"];
 const GLOBAL_ORDERS: &[&str] = &["beforeAll", "afterAll"];
 const SCHEDULE_KEYS: &[&str] = &[
@@ -54,7 +59,8 @@ impl Errors {
         self.0.push(format!("{path} in body is required"));
     }
     fn forbidden(&mut self, path: &str) {
-        self.0.push(format!("{path} in body is a forbidden property"));
+        self.0
+            .push(format!("{path} in body is a forbidden property"));
     }
     fn of_type(&mut self, path: &str, want: &str, got: &Value) {
         self.0.push(format!(
@@ -63,8 +69,10 @@ impl Errors {
         ));
     }
     fn enumeration(&mut self, path: &str, allowed: &[&str]) {
-        self.0
-            .push(format!("{path} in body should be one of [{}]", allowed.join(" ")));
+        self.0.push(format!(
+            "{path} in body should be one of [{}]",
+            allowed.join(" ")
+        ));
     }
 }
 
@@ -86,7 +94,9 @@ fn join(parent: &str, key: &str) -> String {
 
 fn is_integer(v: &Value) -> bool {
     match v {
-        Value::Number(n) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+        Value::Number(n) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
         _ => false,
     }
 }
@@ -174,7 +184,10 @@ pub(super) fn validate_schema(
                     }
                 }
             }
-            if let Some(fs) = item.get("fieldSelector").and_then(|f| f.get("matchExpressions")) {
+            if let Some(fs) = item
+                .get("fieldSelector")
+                .and_then(|f| f.get("matchExpressions"))
+            {
                 for (i, x) in fs.as_array().into_iter().flatten().enumerate() {
                     let op = x.get("operator").and_then(Value::as_str);
                     if !matches!(op, Some("=" | "==" | "Equals" | "!=" | "NotEquals")) {
@@ -250,6 +263,8 @@ pub(super) fn label_requirement(r: &LabelRequirement) -> Result<(), String> {
             Err("values set must be empty for exists and does not exist".to_owned())
         }
         "In" | "NotIn" | "Exists" | "DoesNotExist" => Ok(()),
-        other => Err(format!("\"{other}\" is not a valid label selector operator")),
+        other => Err(format!(
+            "\"{other}\" is not a valid label selector operator"
+        )),
     }
 }

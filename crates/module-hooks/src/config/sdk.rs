@@ -16,8 +16,8 @@ pub struct BatchHookConfig {
 
 /// Parses the output of `<binary> hook config`.
 pub fn batch_configs(output: &[u8]) -> Result<Vec<BatchHookConfig>, ConfigError> {
-    let list: Vec<Value> = serde_json::from_slice(output)
-        .map_err(|e| ConfigError::new(format!("decode: {e}")))?;
+    let list: Vec<Value> =
+        serde_json::from_slice(output).map_err(|e| ConfigError::new(format!("decode: {e}")))?;
     list.iter()
         .enumerate()
         .map(|(index, raw)| {

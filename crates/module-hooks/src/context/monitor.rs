@@ -71,7 +71,11 @@ impl Monitor {
     fn filter(&self, object: Value) -> Result<ObjectAndFilterResult, String> {
         let filter_result = match &self.binding.jq_filter {
             Some(p) => Some(p.run(&object).map_err(|e| {
-                format!("jqFilter '{}' failed on {}: {e}", p.source(), resource_id(&object))
+                format!(
+                    "jqFilter '{}' failed on {}: {e}",
+                    p.source(),
+                    resource_id(&object)
+                )
             })?),
             None => None,
         };

@@ -15,10 +15,15 @@ fn cm(name: &str, data: &str, extra: &str) -> Value {
 
 #[test]
 fn synchronization_and_events_with_filter_results() {
-    let c = config("configVersion: v1\nkubernetes:\n- name: cms\n  kind: ConfigMap\n  jqFilter: .data\n");
+    let c = config(
+        "configVersion: v1\nkubernetes:\n- name: cms\n  kind: ConfigMap\n  jqFilter: .data\n",
+    );
     let mut monitors = monitors_for(&c);
     let m = monitors.get_mut("cms").unwrap();
-    let sync = m.synchronize(vec![cm("b", "1", "a"), cm("a", "1", "a")]).unwrap().unwrap();
+    let sync = m
+        .synchronize(vec![cm("b", "1", "a"), cm("a", "1", "a")])
+        .unwrap()
+        .unwrap();
     assert_eq!(
         sync.to_json(ConfigVersion::V1),
         json!({"binding": "cms", "type": "Synchronization", "objects": [
@@ -27,31 +32,63 @@ fn synchronization_and_events_with_filter_results() {
         ]})
     );
     // Only an annotation changed: the filter result is the same, the hook does not run.
-    assert!(m.event(WatchEvent::Modified, cm("a", "1", "changed")).unwrap().is_none());
+    assert!(
+        m.event(WatchEvent::Modified, cm("a", "1", "changed"))
+            .unwrap()
+            .is_none()
+    );
     // The data changed: it runs, with the object at the moment of the event.
-    let ev = m.event(WatchEvent::Modified, cm("a", "2", "changed")).unwrap().unwrap();
+    let ev = m
+        .event(WatchEvent::Modified, cm("a", "2", "changed"))
+        .unwrap()
+        .unwrap();
     assert_eq!(
         ev.to_json(ConfigVersion::V1),
         json!({"binding": "cms", "type": "Event", "watchEvent": "Modified",
                "object": cm("a", "2", "changed"), "filterResult": {"k": "2"}})
     );
-    let del = m.event(WatchEvent::Deleted, cm("b", "1", "a")).unwrap().unwrap();
+    let del = m
+        .event(WatchEvent::Deleted, cm("b", "1", "a"))
+        .unwrap()
+        .unwrap();
     assert_eq!(del.to_json(ConfigVersion::V1)["watchEvent"], "Deleted");
     assert_eq!(m.snapshot().len(), 1);
 }
 
 #[test]
 fn without_filter_every_change_runs_and_filter_result_is_absent() {
-    let c = config("configVersion: v1\nkubernetes:\n- kind: ConfigMap\n  executeHookOnEvent: [Added, Modified]\n");
+    let c = config(
+        "configVersion: v1\nkubernetes:\n- kind: ConfigMap\n  executeHookOnEvent: [Added, Modified]\n",
+    );
     let mut monitors = monitors_for(&c);
     let m = monitors.get_mut("kubernetes").unwrap();
     let sync = m.synchronize(vec![]).unwrap().unwrap();
-    assert_eq!(sync.to_json(ConfigVersion::V1), json!({"binding": "kubernetes", "type": "Synchronization", "objects": []}));
-    let ev = m.event(WatchEvent::Added, cm("a", "1", "a")).unwrap().unwrap();
+    assert_eq!(
+        sync.to_json(ConfigVersion::V1),
+        json!({"binding": "kubernetes", "type": "Synchronization", "objects": []})
+    );
+    let ev = m
+        .event(WatchEvent::Added, cm("a", "1", "a"))
+        .unwrap()
+        .unwrap();
     assert!(ev.to_json(ConfigVersion::V1).get("filterResult").is_none());
-    assert!(m.event(WatchEvent::Added, cm("a", "1", "a")).unwrap().is_none(), "same object again");
-    assert!(m.event(WatchEvent::Modified, cm("a", "1", "b")).unwrap().is_some());
-    assert!(m.event(WatchEvent::Deleted, cm("a", "1", "b")).unwrap().is_none(), "Deleted is not executed");
+    assert!(
+        m.event(WatchEvent::Added, cm("a", "1", "a"))
+            .unwrap()
+            .is_none(),
+        "same object again"
+    );
+    assert!(
+        m.event(WatchEvent::Modified, cm("a", "1", "b"))
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        m.event(WatchEvent::Deleted, cm("a", "1", "b"))
+            .unwrap()
+            .is_none(),
+        "Deleted is not executed"
+    );
 }
 
 #[test]
@@ -76,10 +113,30 @@ kubernetes:
 "#,
     );
     let mut monitors = monitors_for(&c);
-    let pod = json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "n", "labels": {"a": "b"}}});
-    let sync = monitors.get_mut("monitor-pods").unwrap().synchronize(vec![pod]).unwrap().unwrap();
-    assert!(monitors.get_mut("settings").unwrap().synchronize(vec![cm("s", "1", "")]).unwrap().is_none());
-    assert!(monitors.get_mut("settings").unwrap().event(WatchEvent::Modified, cm("s", "2", "")).unwrap().is_none());
+    let pod =
+        json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "n", "labels": {"a": "b"}}});
+    let sync = monitors
+        .get_mut("monitor-pods")
+        .unwrap()
+        .synchronize(vec![pod])
+        .unwrap()
+        .unwrap();
+    assert!(
+        monitors
+            .get_mut("settings")
+            .unwrap()
+            .synchronize(vec![cm("s", "1", "")])
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        monitors
+            .get_mut("settings")
+            .unwrap()
+            .event(WatchEvent::Modified, cm("s", "2", ""))
+            .unwrap()
+            .is_none()
+    );
     let group = sync.with_snapshots(&monitors).to_json(ConfigVersion::V1);
     assert_eq!(
         group,
@@ -87,14 +144,21 @@ kubernetes:
     );
     let sched = BindingContext::schedule(&c.schedules[0]).with_snapshots(&monitors);
     assert_eq!(sched.to_json(ConfigVersion::V1)["type"], "Group");
-    let helm = BindingContext::helm("beforeHelm").with_snapshots(&monitors).to_json(ConfigVersion::V1);
+    let helm = BindingContext::helm("beforeHelm")
+        .with_snapshots(&monitors)
+        .to_json(ConfigVersion::V1);
     assert_eq!(helm["binding"], "beforeHelm");
     assert_eq!(helm["snapshots"]["settings"][0]["object"]["data"]["k"], "2");
     assert!(helm.get("type").is_none());
-    assert_eq!(BindingContext::on_startup().to_json(ConfigVersion::V1), json!({"binding": "onStartup"}));
+    assert_eq!(
+        BindingContext::on_startup().to_json(ConfigVersion::V1),
+        json!({"binding": "onStartup"})
+    );
     let plain = config("configVersion: v1\nschedule:\n- name: s\n  crontab: '* * * * *'\n");
     assert_eq!(
-        BindingContext::schedule(&plain.schedules[0]).with_snapshots(&BTreeMap::new()).to_json(ConfigVersion::V1),
+        BindingContext::schedule(&plain.schedules[0])
+            .with_snapshots(&BTreeMap::new())
+            .to_json(ConfigVersion::V1),
         json!({"binding": "s", "type": "Schedule"})
     );
     // Several queued group contexts compact into the last one.
@@ -109,7 +173,10 @@ fn v0_event_context() {
     let mut monitors = monitors_for(&c);
     let m = monitors.get_mut("onKubernetesEvent").unwrap();
     assert!(m.synchronize(vec![cm("a", "1", "")]).unwrap().is_none());
-    let ev = m.event(WatchEvent::Modified, cm("a", "2", "")).unwrap().unwrap();
+    let ev = m
+        .event(WatchEvent::Modified, cm("a", "2", ""))
+        .unwrap()
+        .unwrap();
     assert_eq!(
         ev.to_json(ConfigVersion::V0),
         json!({"binding": "onKubernetesEvent", "resourceEvent": "update", "resourceNamespace": "d8", "resourceKind": "ConfigMap", "resourceName": "a"})

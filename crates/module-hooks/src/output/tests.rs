@@ -30,24 +30,69 @@ fn kube_operations_in_json_and_yaml() {
 "#;
     let ops = parse_kube_operations(json_ops).unwrap();
     assert_eq!(ops.len(), 9);
-    assert!(matches!(&ops[0], KubeOperation::Create { mode: CreateMode::CreateOrUpdate, .. }));
+    assert!(matches!(
+        &ops[0],
+        KubeOperation::Create {
+            mode: CreateMode::CreateOrUpdate,
+            ..
+        }
+    ));
     match &ops[1] {
         KubeOperation::Create { object, .. } => assert_eq!(object["kind"], "Secret"),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(&ops[2], KubeOperation::Create { mode: CreateMode::CreateIfNotExists, subresource: Some(s), .. } if s == "status"));
-    assert!(matches!(&ops[3], KubeOperation::Delete { propagation: Propagation::Foreground, .. }));
-    assert!(matches!(&ops[4], KubeOperation::Delete { propagation: Propagation::Background, .. }));
-    assert!(matches!(&ops[5], KubeOperation::Delete { propagation: Propagation::Orphan, target, .. } if target.api_version == "apps/v1"));
-    assert!(matches!(&ops[6], KubeOperation::Patch { patch: Patch::Jq(_), .. }));
-    assert!(matches!(&ops[7], KubeOperation::Patch { patch: Patch::Merge(_), ignore_missing_object: true, .. }));
-    assert!(matches!(&ops[8], KubeOperation::Patch { patch: Patch::Json(_), ignore_hook_error: true, .. }));
+    assert!(
+        matches!(&ops[2], KubeOperation::Create { mode: CreateMode::CreateIfNotExists, subresource: Some(s), .. } if s == "status")
+    );
+    assert!(matches!(
+        &ops[3],
+        KubeOperation::Delete {
+            propagation: Propagation::Foreground,
+            ..
+        }
+    ));
+    assert!(matches!(
+        &ops[4],
+        KubeOperation::Delete {
+            propagation: Propagation::Background,
+            ..
+        }
+    ));
+    assert!(
+        matches!(&ops[5], KubeOperation::Delete { propagation: Propagation::Orphan, target, .. } if target.api_version == "apps/v1")
+    );
+    assert!(matches!(
+        &ops[6],
+        KubeOperation::Patch {
+            patch: Patch::Jq(_),
+            ..
+        }
+    ));
+    assert!(matches!(
+        &ops[7],
+        KubeOperation::Patch {
+            patch: Patch::Merge(_),
+            ignore_missing_object: true,
+            ..
+        }
+    ));
+    assert!(matches!(
+        &ops[8],
+        KubeOperation::Patch {
+            patch: Patch::Json(_),
+            ignore_hook_error: true,
+            ..
+        }
+    ));
 
     let yaml = b"operation: Delete\nkind: Pod\nname: p\n---\noperation: MergePatch\nkind: Pod\nname: p\nmergePatch: |\n  metadata:\n    labels: {a: b}\n";
     let ops = parse_kube_operations(yaml).unwrap();
     assert_eq!(ops.len(), 2);
     match &ops[1] {
-        KubeOperation::Patch { patch: Patch::Merge(p), .. } => assert_eq!(p["metadata"]["labels"]["a"], "b"),
+        KubeOperation::Patch {
+            patch: Patch::Merge(p),
+            ..
+        } => assert_eq!(p["metadata"]["labels"]["a"], "b"),
         other => panic!("{other:?}"),
     }
     assert!(parse_kube_operations(b"").unwrap().is_empty());
@@ -56,11 +101,23 @@ fn kube_operations_in_json_and_yaml() {
 #[test]
 fn kube_operation_errors() {
     let rows: &[(&[u8], &str)] = &[
-        (br#"{"operation":"Delete","kind":"Pod"}"#, "name in body is required"),
+        (
+            br#"{"operation":"Delete","kind":"Pod"}"#,
+            "name in body is required",
+        ),
         (br#"{"operation":"Create"}"#, "object in body is required"),
-        (br#"{"operation":"Explode","kind":"Pod","name":"p"}"#, "operation in body should be one of"),
-        (br#"{"operation":"Delete","kind":"Pod","name":"p","colour":"red"}"#, "colour in body is a forbidden property"),
-        (br#"{"operation":"JSONPatch","kind":"Pod","name":"p","jsonPatch":[]}"#, "jsonPatch in body is required"),
+        (
+            br#"{"operation":"Explode","kind":"Pod","name":"p"}"#,
+            "operation in body should be one of",
+        ),
+        (
+            br#"{"operation":"Delete","kind":"Pod","name":"p","colour":"red"}"#,
+            "colour in body is a forbidden property",
+        ),
+        (
+            br#"{"operation":"JSONPatch","kind":"Pod","name":"p","jsonPatch":[]}"#,
+            "jsonPatch in body is required",
+        ),
     ];
     for (data, want) in rows {
         let e = parse_kube_operations(data).unwrap_err().message;
@@ -85,11 +142,23 @@ fn metric_operations() {
     assert_eq!(ops[2].group.as_deref(), Some("g"));
     assert_eq!(ops[3].action, MetricAction::Expire);
     let rows: &[(&[u8], &str)] = &[
-        (br#"{"name":"a"}"#, "one of: 'action', 'set' or 'add' is required"),
+        (
+            br#"{"name":"a"}"#,
+            "one of: 'action', 'set' or 'add' is required",
+        ),
         (br#"{"set":1}"#, "'name' is required"),
-        (br#"{"name":"a","action":"set"}"#, "'value' is required for action 'set'"),
-        (br#"{"name":"a","set":1,"add":1}"#, "'set' and 'add' are mutual exclusive"),
-        (br#"{"name":"a","action":"expire"}"#, "unsupported action 'expire'"),
+        (
+            br#"{"name":"a","action":"set"}"#,
+            "'value' is required for action 'set'",
+        ),
+        (
+            br#"{"name":"a","set":1,"add":1}"#,
+            "'set' and 'add' are mutual exclusive",
+        ),
+        (
+            br#"{"name":"a","action":"expire"}"#,
+            "unsupported action 'expire'",
+        ),
     ];
     for (data, want) in rows {
         let e = parse_metric_operations(data, None).unwrap_err().message;

@@ -34,7 +34,9 @@ pub(crate) fn parse_line(stream: Stream, line: &str) -> Option<LogLine> {
     if line.starts_with('{')
         && let Ok(Value::Object(mut m)) = serde_json::from_str::<Value>(line)
     {
-        let level = m.remove("level").and_then(|v| v.as_str().map(str::to_owned));
+        let level = m
+            .remove("level")
+            .and_then(|v| v.as_str().map(str::to_owned));
         let message = m
             .remove("msg")
             .and_then(|v| v.as_str().map(str::to_owned))
@@ -76,7 +78,10 @@ pub(crate) fn tail(stderr: &str) -> String {
         start += 1;
     }
     let cut = &s[start..];
-    cut.find('\n').map(|i| &cut[i + 1..]).unwrap_or(cut).to_owned()
+    cut.find('\n')
+        .map(|i| &cut[i + 1..])
+        .unwrap_or(cut)
+        .to_owned()
 }
 
 pub(crate) enum RunError {
@@ -99,9 +104,30 @@ fn emit(hook: &str, line: &LogLine) {
         Value::Object(line.fields.clone()).to_string()
     };
     match line.level.as_deref() {
-        Some("error" | "fatal") => tracing::error!(hook, output, proxyJsonLog = line.level.is_some(), fields, "{}", line.message),
-        Some("warn" | "warning") => tracing::warn!(hook, output, proxyJsonLog = true, fields, "{}", line.message),
-        Some("debug" | "trace") => tracing::debug!(hook, output, proxyJsonLog = true, fields, "{}", line.message),
+        Some("error" | "fatal") => tracing::error!(
+            hook,
+            output,
+            proxyJsonLog = line.level.is_some(),
+            fields,
+            "{}",
+            line.message
+        ),
+        Some("warn" | "warning") => tracing::warn!(
+            hook,
+            output,
+            proxyJsonLog = true,
+            fields,
+            "{}",
+            line.message
+        ),
+        Some("debug" | "trace") => tracing::debug!(
+            hook,
+            output,
+            proxyJsonLog = true,
+            fields,
+            "{}",
+            line.message
+        ),
         _ => tracing::info!(hook, output, fields, "{}", line.message),
     }
 }
@@ -172,7 +198,11 @@ mod tests {
 
     #[test]
     fn json_and_plain_lines() {
-        let l = parse_line(Stream::Stderr, r#"{"level":"warn","msg":"careful","time":"x","n":1}"#).unwrap();
+        let l = parse_line(
+            Stream::Stderr,
+            r#"{"level":"warn","msg":"careful","time":"x","n":1}"#,
+        )
+        .unwrap();
         assert_eq!(l.level.as_deref(), Some("warn"));
         assert_eq!(l.message, "careful");
         assert_eq!(l.fields.len(), 1);
