@@ -24,6 +24,7 @@ mod patch;
 mod path;
 mod pki;
 mod resources;
+mod scale;
 mod schema;
 mod selector;
 mod server;
