@@ -60,7 +60,7 @@ async fn a_module_applies_server_side_with_kubectl() {
         out.lines()
             .filter(|l| l.ends_with(" serverside-applied"))
             .count(),
-        19,
+        20,
         "{out}"
     );
     assert!(
@@ -395,7 +395,7 @@ async fn dynamic_apply_status_and_conflicts_through_kube_rs() {
     assert!(deployments.get_opt("demo").await.unwrap().is_none());
 
     let first = apply_all(&client, &discovery, MODULE, &pp).await.unwrap();
-    assert_eq!(first.len(), 19);
+    assert_eq!(first.len(), 20);
     let second = apply_all(&client, &discovery, MODULE, &pp).await.unwrap();
     for (a, b) in first.iter().zip(&second) {
         assert_eq!(
@@ -492,6 +492,64 @@ async fn dynamic_apply_status_and_conflicts_through_kube_rs() {
         matches!(&err, kube::Error::Api(e) if e.code == 422 && e.message.contains("fieldManager: Required value")),
         "{err:?}"
     );
+
+    // A custom resource's list-map markers: items merged by key, each manager keeps its own.
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    let (ar, _) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk("deckhouse.io", "v1alpha1", "Demo"))
+        .expect("the module's CRD is served");
+    let demos: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let demo = |backends: Value| -> DynamicObject {
+        serde_json::from_value(
+            json!({"apiVersion": "deckhouse.io/v1alpha1", "kind": "Demo",
+            "metadata": {"name": "main"}, "spec": {"backends": backends}}),
+        )
+        .unwrap()
+    };
+    let names = |o: &DynamicObject| -> Vec<(String, i64)> {
+        o.data["spec"]["backends"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                (
+                    b["name"].as_str().unwrap().to_string(),
+                    b["weight"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let module = PatchParams::apply("deckhouse");
+    demos
+        .patch(
+            "main",
+            &module,
+            &Patch::Apply(demo(json!([{"name": "a"}, {"name": "b", "weight": 3}]))),
+        )
+        .await
+        .unwrap();
+    let o = demos
+        .patch(
+            "main",
+            &PatchParams::apply("ops"),
+            &Patch::Apply(demo(json!([{"name": "c"}]))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        names(&o),
+        [("a".into(), 1), ("b".into(), 3), ("c".into(), 1)]
+    );
+    let o = demos
+        .patch("main", &module, &Patch::Apply(demo(json!([{"name": "a"}]))))
+        .await
+        .unwrap();
+    assert_eq!(names(&o), [("a".into(), 1), ("c".into(), 1)]);
+    let again = demos
+        .patch("main", &module, &Patch::Apply(demo(json!([{"name": "a"}]))))
+        .await
+        .unwrap();
+    assert_eq!(again.metadata.resource_version, o.metadata.resource_version);
 
     // Every kind is listed through discovery.
     let lp = ListParams::default();
