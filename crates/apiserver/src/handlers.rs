@@ -173,9 +173,14 @@ async fn dispatch(st: &Arc<AppState>, req: Request) -> Result<Response, ApiError
     {
         return Err(ApiError::no_route());
     }
-    if rp.subresource.as_deref().is_some_and(|s| s != "status")
-        || (rp.subresource.is_some() && def.version(&rp.version).is_some_and(|v| !v.status))
-    {
+    let served = |sub: &str| {
+        def.version(&rp.version).is_some_and(|v| match sub {
+            "status" => v.status,
+            "scale" => v.scale.is_some(),
+            _ => false,
+        })
+    };
+    if rp.subresource.as_deref().is_some_and(|s| !served(s)) {
         return Err(ApiError::no_route());
     }
     resource(st, &user, def, rp, req).await
@@ -211,6 +216,47 @@ fn verb_of(
     })
 }
 
+/// The field manager of a write: `fieldManager`, else the User-Agent's first word, as
+/// kube-apiserver names managers of clients that do not say.
+fn field_manager(q: &HashMap<String, String>, user_agent: &str) -> Result<String, ApiError> {
+    let invalid = |field: &str, msg: &str| {
+        let mut e = ApiError::unprocessable(format!(
+            "PatchOptions.meta.k8s.io \"\" is invalid: {field}: {msg}"
+        ));
+        e.details = Some(
+            json!({"group": "meta.k8s.io", "kind": "PatchOptions", "name": "",
+            "causes": [{"reason": "FieldValueInvalid", "message": msg, "field": field}]}),
+        );
+        e
+    };
+    match q.get("fieldManager").filter(|m| !m.is_empty()) {
+        Some(m) if m.len() > 128 => Err(invalid(
+            "fieldManager",
+            "Too long: may not be more than 128 bytes",
+        )),
+        Some(m) if m.chars().any(|c| c.is_control()) => Err(invalid(
+            "fieldManager",
+            &format!("Invalid value: {m:?}: must only contain printable characters"),
+        )),
+        Some(m) => Ok(m.clone()),
+        None => {
+            let prefix: String = user_agent
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(128)
+                .collect();
+            Ok(if prefix.is_empty() {
+                "unknown".into()
+            } else {
+                prefix
+            })
+        }
+    }
+}
+
 fn write_opts(q: &HashMap<String, String>) -> Result<WriteOpts, ApiError> {
     let field_validation = match q.get("fieldValidation").map(String::as_str) {
         None | Some("") | Some("Warn") => FieldValidation::Warn,
@@ -234,6 +280,8 @@ fn write_opts(q: &HashMap<String, String>) -> Result<WriteOpts, ApiError> {
     Ok(WriteOpts {
         field_validation,
         dry_run,
+        manager: None,
+        force: false,
     })
 }
 
@@ -311,6 +359,12 @@ async fn resource(
         .get("includeObject")
         .cloned()
         .unwrap_or_else(|| "Metadata".into());
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let ct = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -325,6 +379,9 @@ async fn resource(
     let ns = rp.namespace.clone();
     let name = rp.name.clone().unwrap_or_default();
     let sub = rp.subresource.clone();
+    if sub.as_deref() == Some("scale") {
+        return scale(core, def, version, ns, name, verb, &q, &ct, body).await;
+    }
     match verb {
         "get" => {
             let d = def.clone();
@@ -366,13 +423,15 @@ async fn resource(
         }
         "watch" => crate::watch_http::watch(st, def, rp.version.clone(), lq, &q).await,
         "create" => {
-            let opts = write_opts(&q)?;
+            let mut opts = write_opts(&q)?;
+            opts.manager = Some(field_manager(&q, &user_agent)?);
             let obj = parse_object(&body)?;
             let w = blocking(move || core.create(&def, &version, ns.as_deref(), obj, opts)).await?;
             Ok(with_warnings(json_response(201, &w.object), &w.warnings))
         }
         "update" => {
-            let opts = write_opts(&q)?;
+            let mut opts = write_opts(&q)?;
+            opts.manager = Some(field_manager(&q, &user_agent)?);
             let obj = parse_object(&body)?;
             let w = blocking(move || {
                 core.update(
@@ -389,9 +448,41 @@ async fn resource(
             Ok(with_warnings(json_response(200, &w.object), &w.warnings))
         }
         "patch" => {
-            let opts = write_opts(&q)?;
+            let mut opts = write_opts(&q)?;
             let ty = PatchType::from_content_type(&ct)
                 .ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
+            let force = match q.get("force").map(String::as_str) {
+                None | Some("" | "false") => false,
+                Some("true") => true,
+                Some(o) => {
+                    return Err(ApiError::bad_request(format!(
+                        "force must be true or false, not {o:?}"
+                    )));
+                }
+            };
+            if ty == PatchType::Apply {
+                if q.get("fieldManager").is_none_or(String::is_empty) {
+                    let mut e = ApiError::unprocessable(
+                        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                    );
+                    e.details = Some(
+                        json!({"group": "meta.k8s.io", "kind": "PatchOptions", "name": "",
+                        "causes": [{"reason": "FieldValueRequired", "message": "Required value: is required for apply patch", "field": "fieldManager"}]}),
+                    );
+                    return Err(e);
+                }
+            } else if force {
+                let mut e = ApiError::unprocessable(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch",
+                );
+                e.details = Some(
+                    json!({"group": "meta.k8s.io", "kind": "PatchOptions", "name": "",
+                    "causes": [{"reason": "FieldValueForbidden", "message": "Forbidden: may not be specified for non-apply patch", "field": "force"}]}),
+                );
+                return Err(e);
+            }
+            opts.manager = Some(field_manager(&q, &user_agent)?);
+            opts.force = force;
             let w = blocking(move || {
                 core.patch(
                     &def,
@@ -462,6 +553,41 @@ async fn resource(
         }
         _ => Err(ApiError::method_not_allowed(verb.to_string())),
     }
+}
+
+/// `GET`, `PUT` and `PATCH` of `…/scale`.
+#[allow(clippy::too_many_arguments)]
+async fn scale(
+    core: Arc<Core>,
+    def: Arc<ResourceDef>,
+    version: String,
+    ns: Option<String>,
+    name: String,
+    verb: &str,
+    q: &HashMap<String, String>,
+    ct: &str,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let ty = match verb {
+        "get" => {
+            let s = blocking(move || core.get_scale(&def, &version, ns.as_deref(), &name)).await?;
+            return Ok(json_response(200, &s));
+        }
+        "update" => None,
+        "patch" => Some(
+            PatchType::from_content_type(ct).ok_or_else(|| ApiError::unsupported_media_type(ct))?,
+        ),
+        other => {
+            return Err(ApiError::method_not_allowed(format!(
+                "{other} is not supported on the scale subresource"
+            )));
+        }
+    };
+    let opts = write_opts(q)?;
+    let w =
+        blocking(move || core.write_scale(&def, &version, ns.as_deref(), &name, ty, &body, opts))
+            .await?;
+    Ok(with_warnings(json_response(200, &w.object), &w.warnings))
 }
 
 fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOpts, ApiError> {
