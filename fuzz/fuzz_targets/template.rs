@@ -12,6 +12,7 @@ fuzz_target!(|data: &[u8]| {
     set.set_limits(Limits {
         max_depth: 100,
         max_output: 1 << 20,
+        ..Limits::default()
     });
     if set.parse("fuzz", text).is_err() {
         return;
