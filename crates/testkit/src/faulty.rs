@@ -36,7 +36,7 @@ pub enum Fault {
     ShortBody,
     /// The whole blob, at `bytes_per_second`.
     Trickle {
-        /// Bytes sent per second (in bursts of at most 1 KiB).
+        /// Bytes sent per second (in eight bursts a second, of at most 1 KiB).
         bytes_per_second: u64,
     },
 }
@@ -340,7 +340,8 @@ async fn answer(stream: &mut TcpStream, state: &State, head: &Head) -> std::io::
                 }
                 Fault::Trickle { bytes_per_second } => {
                     count();
-                    let burst = bytes_per_second.clamp(1, 1024) as usize;
+                    // Small bursts: the trickle never looks like a stall, only like a crawl.
+                    let burst = (bytes_per_second / 8).clamp(1, 1024) as usize;
                     let pause = Duration::from_secs_f64(burst as f64 / bytes_per_second as f64);
                     for piece in chunk.chunks(burst) {
                         stream.write_all(piece).await?;
@@ -368,4 +369,51 @@ fn parse_content_range(value: &str) -> Option<(u64, u64)> {
     let (range, total) = rest.split_once('/')?;
     let (first, _) = range.split_once('-')?;
     Some((first.parse().ok()?, total.parse().ok()?))
+}
+
+/// What a client saw when it pulled a blob.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// `200` and bytes that hash to the digest.
+    Right,
+    /// A clean error status.
+    Status(u16),
+    /// The body broke off before its announced length (or the connection failed).
+    Broken,
+    /// A complete body whose bytes do not hash to the digest: never acceptable.
+    Wrong,
+}
+
+impl std::fmt::Display for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Seen::Right => write!(f, "right bytes"),
+            Seen::Status(s) => write!(f, "clean error {s}"),
+            Seen::Broken => write!(f, "broken off"),
+            Seen::Wrong => write!(f, "WRONG BYTES"),
+        }
+    }
+}
+
+impl Seen {
+    /// Classifies the answer to a blob GET against `digest` (`sha256:…`), reading the body.
+    pub async fn of(response: reqwest::Result<reqwest::Response>, digest: &str) -> Self {
+        use sha2::Digest as _;
+        let Ok(response) = response else {
+            return Seen::Broken;
+        };
+        let status = response.status().as_u16();
+        if status != 200 {
+            return Seen::Status(status);
+        }
+        let announced = response.content_length();
+        match response.bytes().await {
+            Ok(bytes) if format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes))) == digest => {
+                Seen::Right
+            }
+            Ok(bytes) if announced.is_some_and(|n| n != bytes.len() as u64) => Seen::Broken,
+            Ok(_) => Seen::Wrong,
+            Err(_) => Seen::Broken,
+        }
+    }
 }

@@ -16,7 +16,7 @@ pub mod upstream;
 
 pub use certs::{CertKey, Certs};
 pub use containerd::Containerd;
-pub use faulty::{Fault, FaultyUpstream};
+pub use faulty::{Fault, FaultyUpstream, Seen};
 pub use image::{Blob, Image, ImageBuilder, Index};
 pub use upstream::{Credentials, Upstream, UpstreamOptions};
 
