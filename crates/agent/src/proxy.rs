@@ -214,9 +214,8 @@ impl Proxy {
         let headers = forwarded_headers(client_headers, kind);
         let mut hops: Vec<Hop> = resolution.targets.iter().map(Hop::of).collect();
         // A blob verified whole: its relay can check the digest, and resume elsewhere.
-        let whole_blob = blob.filter(|_| {
-            *method == Method::GET && !client_headers.contains_key(header::RANGE)
-        });
+        let whole_blob =
+            blob.filter(|_| *method == Method::GET && !client_headers.contains_key(header::RANGE));
         if let Some(digest) = whole_blob {
             self.suspects.steer(&digest, &mut hops);
         }
@@ -429,15 +428,13 @@ fn relay_with(
         }
         headers.append(name.clone(), value.clone());
     }
-    builder
-        .body(body)
-        .unwrap_or_else(|_| {
-            oci_error(
-                StatusCode::BAD_GATEWAY,
-                ErrorCode::Unavailable,
-                "bad upstream headers",
-            )
-        })
+    builder.body(body).unwrap_or_else(|_| {
+        oci_error(
+            StatusCode::BAD_GATEWAY,
+            ErrorCode::Unavailable,
+            "bad upstream headers",
+        )
+    })
 }
 
 /// Tag-list pagination names the target's repository; the client must see its own.

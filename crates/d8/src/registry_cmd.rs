@@ -425,7 +425,7 @@ fn storage_config(args: &StorageArgs) -> anyhow::Result<storage::run::Config> {
                 ..registry_client::Config::default()
             })
             .remote(endpoint)
-                .context("--upstream")?;
+            .context("--upstream")?;
             Some(storage::Upstream {
                 remote,
                 prefix: args.upstream_prefix.trim_matches('/').to_owned(),

@@ -478,12 +478,29 @@ mod tests {
             window: Duration::from_secs(10),
         };
         // 1 byte per second never stalls (stall window 3 s) but stays far below the floor.
-        let body = Body::watched(trickle(1000, Duration::from_secs(1)), Some(1000), Duration::from_secs(3), None)
-            .with_min_throughput(Some(floor));
+        let body = Body::watched(
+            trickle(1000, Duration::from_secs(1)),
+            Some(1000),
+            Duration::from_secs(3),
+            None,
+        )
+        .with_min_throughput(Some(floor));
         let (data, err) = drain(body).await;
-        assert_eq!(data.len(), 9, "the chunk that closed the window is not handed on");
+        assert_eq!(
+            data.len(),
+            9,
+            "the chunk that closed the window is not handed on"
+        );
         assert!(
-            matches!(err, Some(Error::TooSlow { received_in_window: 10, minimum: 100, received: 10, .. })),
+            matches!(
+                err,
+                Some(Error::TooSlow {
+                    received_in_window: 10,
+                    minimum: 100,
+                    received: 10,
+                    ..
+                })
+            ),
             "{err:?}"
         );
         assert_eq!(started.elapsed(), Duration::from_secs(10));
@@ -497,13 +514,23 @@ mod tests {
             window: Duration::from_secs(10),
         };
         // 10 bytes per 10 s: above the floor of 5 in every window.
-        let body = Body::watched(trickle(40, Duration::from_secs(1)), Some(40), Duration::from_secs(3), None)
-            .with_min_throughput(Some(floor));
+        let body = Body::watched(
+            trickle(40, Duration::from_secs(1)),
+            Some(40),
+            Duration::from_secs(3),
+            None,
+        )
+        .with_min_throughput(Some(floor));
         let (data, err) = drain(body).await;
         assert_eq!((data.len(), err.map(|e| e.to_string())), (40, None));
         // A consumer that takes a minute per byte: its own pace never counts against the upstream.
-        let mut body = Body::watched(chunks(&[b"a", b"b", b"c"]), Some(3), Duration::from_secs(1), None)
-            .with_min_throughput(Some(floor));
+        let mut body = Body::watched(
+            chunks(&[b"a", b"b", b"c"]),
+            Some(3),
+            Duration::from_secs(1),
+            None,
+        )
+        .with_min_throughput(Some(floor));
         let mut got = Vec::new();
         while let Some(chunk) = body.next().await {
             got.extend_from_slice(&chunk.unwrap());

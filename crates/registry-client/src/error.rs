@@ -139,7 +139,9 @@ pub enum Error {
         received: u64,
     },
     /// The response body arrived slower than the minimum throughput.
-    #[error("response body too slow: {received_in_window} bytes in {window:?}, below the minimum of {minimum} ({received} bytes in all)")]
+    #[error(
+        "response body too slow: {received_in_window} bytes in {window:?}, below the minimum of {minimum} ({received} bytes in all)"
+    )]
     TooSlow {
         /// Bytes received in the window that fell short.
         received_in_window: u64,

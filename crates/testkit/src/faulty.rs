@@ -252,8 +252,8 @@ async fn answer(stream: &mut TcpStream, state: &State, head: &Head) -> std::io::
             return Ok(true);
         }
     }
-    let method = reqwest::Method::from_bytes(head.method.as_bytes())
-        .unwrap_or(reqwest::Method::GET);
+    let method =
+        reqwest::Method::from_bytes(head.method.as_bytes()).unwrap_or(reqwest::Method::GET);
     let mut request = state
         .http
         .request(method.clone(), format!("{}{}", state.upstream, head.target));
@@ -268,7 +268,8 @@ async fn answer(stream: &mut TcpStream, state: &State, head: &Head) -> std::io::
         return Ok(true);
     };
     let status = response.status();
-    let length: Option<u64> = header(response.headers(), "content-length").and_then(|v| v.parse().ok());
+    let length: Option<u64> =
+        header(response.headers(), "content-length").and_then(|v| v.parse().ok());
     let mut out = format!(
         "HTTP/1.1 {} {}\r\n",
         status.as_u16(),
@@ -408,7 +409,9 @@ impl Seen {
         }
         let announced = response.content_length();
         match response.bytes().await {
-            Ok(bytes) if format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes))) == digest => {
+            Ok(bytes)
+                if format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes))) == digest =>
+            {
                 Seen::Right
             }
             Ok(bytes) if announced.is_some_and(|n| n != bytes.len() as u64) => Seen::Broken,

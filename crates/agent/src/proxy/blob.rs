@@ -287,10 +287,10 @@ impl Stream {
                     self.contributors.push(index);
                 }
                 let relay = &self.relay;
-                relay.proxy.metrics.failover(
-                    relay.hops[broken].name(),
-                    FailoverReason::interrupted,
-                );
+                relay
+                    .proxy
+                    .metrics
+                    .failover(relay.hops[broken].name(), FailoverReason::interrupted);
                 relay.proxy.metrics.resumed(relay.hops[index].name());
                 tracing::info!(
                     target = %relay.hops[index].name(),
@@ -332,15 +332,13 @@ impl Stream {
             }
         };
         let fits = match answer.status {
-            StatusCode::PARTIAL_CONTENT => content_range(&answer.headers).is_some_and(
-                |(first, total)| {
+            StatusCode::PARTIAL_CONTENT => {
+                content_range(&answer.headers).is_some_and(|(first, total)| {
                     first == self.hashed && self.total.is_none_or(|t| Some(t) == total)
-                },
-            ),
-            // A registry that ignores Range sends the whole blob: skip what was relayed.
-            StatusCode::OK => {
-                self.total.is_none() || content_length(&answer.headers) == self.total
+                })
             }
+            // A registry that ignores Range sends the whole blob: skip what was relayed.
+            StatusCode::OK => self.total.is_none() || content_length(&answer.headers) == self.total,
             _ => false,
         };
         if !fits {

@@ -92,8 +92,14 @@ impl AgentUnderTest {
             stall: Duration::from_secs(5),
             total: Some(Duration::from_secs(60)),
         };
-        Self::start_configured(layout, dropin_dir, trust_pem, timeouts, MinThroughput::DEFAULT)
-            .await
+        Self::start_configured(
+            layout,
+            dropin_dir,
+            trust_pem,
+            timeouts,
+            MinThroughput::DEFAULT,
+        )
+        .await
     }
 
     /// With these timeouts towards registries.
