@@ -1,9 +1,10 @@
 //! Whole-blob relays: the digest is in the path, so the agent checks it.
 //!
 //! A `GET …/blobs/<digest>` without a client `Range` is relayed through [`Relay`], which
-//! - hashes every byte as it passes, and holds back the last chunk received until the next one
-//!   arrives or the digest has verified: a client never receives the whole announced length of
-//!   a blob that does not match its name;
+//! - hashes every byte as it passes and holds back the blob's last byte (without an announced
+//!   length: the last chunk received, until the next one arrives) until the digest has verified:
+//!   a client never receives the whole announced length of a blob that does not match its name,
+//!   and nothing else is delayed or kept in memory;
 //! - on a mismatch ends the response as broken (the connection is closed short of the announced
 //!   `Content-Length`, never with a clean end of body), logs it with the target, counts it in
 //!   `d8_registry_agent_digest_mismatches_total`, and remembers the target as a suspect for that
@@ -149,7 +150,7 @@ struct Stream {
     body: registry_client::Body,
     /// The blob's size, when announced.
     total: Option<u64>,
-    /// Bytes hashed so far: handed on, plus the held chunk.
+    /// Bytes hashed so far: handed on, plus the held tail.
     hashed: u64,
     verifier: Option<oci::Verifier>,
     held: Option<Bytes>,
@@ -195,9 +196,28 @@ impl Stream {
                         verifier.update(&chunk);
                     }
                     self.hashed += chunk.len() as u64;
-                    if let Some(previous) = self.held.replace(chunk) {
-                        return Some(Ok(previous));
+                    match self.total {
+                        // The announced length: everything but the blob's last byte goes out as
+                        // it comes; the last byte waits for the digest.
+                        Some(total) if self.hashed == total => {
+                            let tail = chunk.split_off(chunk.len() - 1);
+                            self.held = Some(tail);
+                            if !chunk.is_empty() {
+                                return Some(Ok(chunk));
+                            }
+                        }
+                        Some(_) => return Some(Ok(chunk)),
+                        // No length announced: the last chunk received waits for the next.
+                        None => {
+                            if let Some(previous) = self.held.replace(chunk) {
+                                return Some(Ok(previous));
+                            }
+                        }
                     }
+                }
+                Some(Err(_)) if self.total.is_some_and(|total| self.hashed == total) => {
+                    // Every byte is in: what broke after them does not matter.
+                    return self.finish();
                 }
                 Some(Err(error)) => {
                     if let Some(broken) = self.resume(&error.to_string()).await {
