@@ -176,3 +176,141 @@ async fn two_targets_end_every_fault_in_the_right_bytes() {
     })
     .await;
 }
+
+/// A registry of the test's own serving `blob` at every `…/blobs/…` path: `ranges` says whether
+/// it honours `Range` (else it always sends the whole blob with a `200`), `chunked` whether it
+/// leaves out `Content-Length`, `flip` whether it flips the byte in the middle.
+async fn own_registry(blob: Vec<u8>, ranges: bool, chunked: bool, flip: bool) -> Endpoint {
+    use axum::body::Body;
+    use axum::http::{HeaderMap, StatusCode, Uri, header};
+    let mut blob = blob;
+    if flip {
+        let half = blob.len() / 2;
+        blob[half] ^= 1;
+    }
+    let blob = bytes::Bytes::from(blob);
+    let app = axum::Router::new().fallback(move |uri: Uri, headers: HeaderMap| {
+        let blob = blob.clone();
+        async move {
+            if !uri.path().contains("/blobs/") {
+                return axum::http::Response::builder()
+                    .status(StatusCode::OK)
+                    .body(Body::from("{}"))
+                    .unwrap();
+            }
+            let start = headers
+                .get(header::RANGE)
+                .and_then(|v| {
+                    v.to_str()
+                        .ok()?
+                        .strip_prefix("bytes=")?
+                        .strip_suffix('-')?
+                        .parse()
+                        .ok()
+                })
+                .filter(|_| ranges)
+                .unwrap_or(0usize);
+            let part = blob.slice(start..);
+            let mut response = axum::http::Response::builder().status(if start > 0 {
+                StatusCode::PARTIAL_CONTENT
+            } else {
+                StatusCode::OK
+            });
+            if start > 0 {
+                response = response.header(
+                    header::CONTENT_RANGE,
+                    format!("bytes {start}-{}/{}", blob.len() - 1, blob.len()),
+                );
+            }
+            let body = if chunked {
+                let pieces: Vec<Result<bytes::Bytes, std::io::Error>> = part
+                    .chunks(8192)
+                    .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+                    .collect();
+                Body::from_stream(futures_util::stream::iter(pieces))
+            } else {
+                response = response.header(header::CONTENT_LENGTH, part.len());
+                Body::from(part)
+            };
+            response.body(body).unwrap()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Endpoint {
+        scheme: Scheme::Http,
+        host: address.to_string(),
+        path: "/own".into(),
+        ca: None,
+        auth: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_that_ignores_range_still_finishes_a_broken_blob() {
+    let (upstream, image) = upstream_with_blobs().await;
+    let blob = &image.layers[0];
+    let faulty = FaultyUpstream::start(&upstream, Fault::ResetAtHalf).await;
+    let whole_only = own_registry(blob.read(), false, false, false).await;
+    let whole_only_host = whole_only.host.clone();
+    let layout = layout(
+        vec![
+            backend(BackendName::Storage, faulty_endpoint(&faulty)),
+            backend(BackendName::Upstream, whole_only),
+        ],
+        vec![],
+    );
+    let dropin = tempfile::tempdir().unwrap();
+    let agent = agent_for(&layout, dropin.path()).await;
+    let client = testkit::http_client(Some(&agent.running.ca_pem));
+    let url = format!(
+        "https://{}/v2/system/deckhouse/faults/blobs/{}",
+        agent.address(),
+        blob.digest
+    );
+    assert_eq!(fetch(&client, &url, &blob.digest).await, Seen::Right);
+    assert_eq!(
+        agent.sample(&format!(
+            "d8_registry_agent_resumes_total{{target=\"{whole_only_host}\"}}"
+        )),
+        1,
+        "{}",
+        agent.metrics()
+    );
+    agent.running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_content_length_a_wrong_blob_is_still_broken_off() {
+    let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i * 7 + i / 13) as u8).collect();
+    let digest = oci::Digest::sha256(&data).to_string();
+    let right = own_registry(data.clone(), true, true, false).await;
+    let flipped = own_registry(data, true, true, true).await;
+    let flipped_host = flipped.host.clone();
+    let dropin = tempfile::tempdir().unwrap();
+    let agent = agent_for(
+        &layout(vec![backend(BackendName::Upstream, flipped)], vec![]),
+        dropin.path(),
+    )
+    .await;
+    let client = testkit::http_client(Some(&agent.running.ca_pem));
+    let url = format!(
+        "https://{}/v2/system/deckhouse/x/blobs/{digest}",
+        agent.address()
+    );
+    assert_eq!(fetch(&client, &url, &digest).await, Seen::Broken);
+    assert_eq!(
+        agent.sample(&format!(
+            "d8_registry_agent_digest_mismatches_total{{target=\"{flipped_host}\"}}"
+        )),
+        1
+    );
+    // The same registry serving the right bytes, chunked: relayed whole.
+    agent.running.layout.set(Some(registry_plan::Layout {
+        backends: vec![backend(BackendName::Upstream, right)],
+        ..Default::default()
+    }));
+    assert_eq!(fetch(&client, &url, &digest).await, Seen::Right);
+    agent.running.stop().await;
+}
