@@ -232,6 +232,9 @@ mod tests {
         metrics.request("Primary", Outcome::served);
         metrics.request("Primary", Outcome::served);
         metrics.failover("Storage", FailoverReason::unauthorized);
+        metrics.failover("Storage", FailoverReason::interrupted);
+        metrics.digest_mismatch("mirror:5000");
+        metrics.resumed("upstream:443");
         let calls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let seen = calls.clone();
         metrics.count_tokens_from(Box::new(move || {
@@ -247,6 +250,13 @@ mod tests {
         assert!(text.contains(
             r#"d8_registry_agent_failovers_total{target="Storage",reason="unauthorized"} 1"#
         ));
+        assert!(text.contains(
+            r#"d8_registry_agent_failovers_total{target="Storage",reason="interrupted"} 1"#
+        ));
+        assert!(
+            text.contains(r#"d8_registry_agent_digest_mismatches_total{target="mirror:5000"} 1"#)
+        );
+        assert!(text.contains(r#"d8_registry_agent_resumes_total{target="upstream:443"} 1"#));
         assert!(text.contains(r#"d8_registry_agent_token_exchanges_total{result="ok"} 1"#));
         let text = metrics.encode();
         assert!(
