@@ -12,8 +12,9 @@
 //! The last target's answer is relayed as it is, a 5xx included (as Deckhouse's agent does); a
 //! 502 naming the last failure only when no target answered usably. Whole-blob GETs are
 //! verified against their digest while relayed and resumed elsewhere when they break mid-body
-//! (`blob`). Only `Accept`, `Accept-Encoding`, `Range` and `User-Agent` are forwarded; the client's `Authorization` only on PassThrough, where the
-//! target's challenge also comes back untouched so imagePullSecrets keep working.
+//! (`blob`). Only `Accept`, `Accept-Encoding`, `Range` and `User-Agent` are forwarded; the
+//! client's `Authorization` only on PassThrough, where the target's challenge also comes back
+//! untouched so imagePullSecrets keep working.
 
 use std::sync::{Arc, RwLock};
 
