@@ -692,4 +692,19 @@ mod tests {
         assert!(credential_lines(":nouser", "f").is_err());
         assert!(credential_lines("nopassword:", "f").is_err());
     }
+
+    #[test]
+    fn min_throughput_is_bytes_per_window_or_zero() {
+        let default = parse_min_throughput("32Ki/30s").unwrap().0;
+        assert_eq!(default, Some(registry_client::MinThroughput::DEFAULT));
+        let fast = parse_min_throughput("1Mi / 1m").unwrap().0.unwrap();
+        assert_eq!(
+            (fast.bytes, fast.window),
+            (1 << 20, Duration::from_secs(60))
+        );
+        assert_eq!(parse_min_throughput("0").unwrap().0, None);
+        for wrong in ["32Ki", "32Ki/0s", "lots/30s", "32Ki/soon"] {
+            assert!(parse_min_throughput(wrong).is_err(), "{wrong}");
+        }
+    }
 }
