@@ -314,3 +314,65 @@ async fn without_a_content_length_a_wrong_blob_is_still_broken_off() {
     assert_eq!(fetch(&client, &url, &digest).await, Seen::Right);
     agent.running.stop().await;
 }
+
+/// containerd itself, pulling a 4 MiB-layer image through the agent: a registry that resets
+/// every layer download at half (the only target: resumed from it, reconnected) and one that
+/// stalls at half in front of a healthy one (resumed from the healthy one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_pulls_through_registries_that_break_mid_layer() {
+    let upstream = Upstream::start_plain().await;
+    let images = ImageLayout::new(&upstream.scratch_dir().join("images")).unwrap();
+    let image = ImageBuilder::new("install")
+        .layers(&[4 << 20, 4 << 20])
+        .build(&images);
+    Registry::of(&upstream)
+        .push_image("dkp/install", Some("v1"), &image)
+        .await
+        .unwrap();
+    let containerd = testkit::Containerd::start().await;
+    let resetting = FaultyUpstream::start(&upstream, Fault::ResetAtHalf).await;
+    let agent = agent_for(
+        &layout(
+            vec![backend(BackendName::Upstream, faulty_endpoint(&resetting))],
+            vec![],
+        ),
+        &containerd.hosts_dir(),
+    )
+    .await;
+    containerd
+        .pull("registry.d8-system.svc:5001/system/deckhouse/install:v1")
+        .await
+        .expect_success("pull through a registry that resets every layer at half");
+    assert!(resetting.injected() >= 2, "every layer was reset once");
+    assert!(
+        agent.sample(&format!(
+            "d8_registry_agent_resumes_total{{target=\"{}\"}}",
+            resetting.host()
+        )) >= 2,
+        "{}",
+        agent.metrics()
+    );
+
+    let stalling = FaultyUpstream::start(&upstream, Fault::StallAtHalf).await;
+    agent.running.layout.set(Some(layout(
+        vec![
+            backend(BackendName::Storage, faulty_endpoint(&stalling)),
+            backend(BackendName::Upstream, endpoint(&upstream, "/dkp", None)),
+        ],
+        vec![],
+    )));
+    // A fresh image, so that containerd must download its layers again.
+    let second = ImageBuilder::new("install-2")
+        .layers(&[4 << 20, 4 << 20])
+        .build(&images);
+    Registry::of(&upstream)
+        .push_image("dkp/install", Some("v2"), &second)
+        .await
+        .unwrap();
+    containerd
+        .pull("registry.d8-system.svc:5001/system/deckhouse/install:v2")
+        .await
+        .expect_success("pull with the first target stalling at half of every layer");
+    assert!(stalling.injected() >= 2, "every layer stalled once");
+    agent.running.stop().await;
+}
