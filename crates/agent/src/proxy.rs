@@ -219,8 +219,10 @@ impl Proxy {
         // A blob verified whole: its relay can check the digest, and resume elsewhere.
         let whole_blob =
             blob.filter(|_| *method == Method::GET && !client_headers.contains_key(header::RANGE));
-        if let Some(digest) = whole_blob {
-            self.suspects.steer(&digest, &mut hops);
+        // A target caught serving this blob wrong goes last, for parts of it too (a client
+        // resuming its own download with Range).
+        if let Some(digest) = &blob {
+            self.suspects.steer(digest, &mut hops);
         }
         let mut last_failure = String::new();
         let count = hops.len();

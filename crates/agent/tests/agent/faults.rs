@@ -376,3 +376,57 @@ async fn containerd_pulls_through_registries_that_break_mid_layer() {
     assert!(stalling.injected() >= 2, "every layer stalled once");
     agent.running.stop().await;
 }
+
+/// containerd past a registry that flips a byte in the middle of every blob, in front of a
+/// healthy one. containerd never commits the wrong content: the agent breaks each blob off one
+/// byte short, containerd resumes it with a `Range` request of its own — which the agent sends to
+/// the healthy registry, the flipping one now last for that digest — and then refuses to commit
+/// what hashes wrong. (containerd 1.6 keeps that failed download and commits the same bytes again
+/// on the next pull: a flipped byte upstream is a failed pull for it, never a wrong image.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_never_commits_a_flipped_layer() {
+    let upstream = Upstream::start_plain().await;
+    let images = ImageLayout::new(&upstream.scratch_dir().join("images")).unwrap();
+    let image = ImageBuilder::new("flipped").layer(4 << 20).build(&images);
+    Registry::of(&upstream)
+        .push_image("dkp/install", Some("v1"), &image)
+        .await
+        .unwrap();
+    let containerd = testkit::Containerd::start().await;
+    let flipping = FaultyUpstream::start(&upstream, Fault::FlipByte).await;
+    let agent = agent_for(
+        &layout(
+            vec![
+                backend(BackendName::Storage, faulty_endpoint(&flipping)),
+                backend(BackendName::Upstream, endpoint(&upstream, "/dkp", None)),
+            ],
+            vec![],
+        ),
+        &containerd.hosts_dir(),
+    )
+    .await;
+    let pulled = containerd
+        .pull("registry.d8-system.svc:5001/system/deckhouse/install:v1")
+        .await;
+    assert!(
+        !pulled.success,
+        "containerd took a flipped blob: {pulled:?}"
+    );
+    assert!(
+        pulled.stderr.contains("unexpected commit digest"),
+        "{}",
+        pulled.stderr
+    );
+    // Two blobs (config and layer), each broken off once; containerd's resumes went elsewhere.
+    let mismatches = agent.sample(&format!(
+        "d8_registry_agent_digest_mismatches_total{{target=\"{}\"}}",
+        flipping.host()
+    ));
+    assert!(mismatches >= 1, "{}", agent.metrics());
+    assert_eq!(
+        flipping.blob_gets(),
+        mismatches,
+        "a client's Range resume of a blob went back to the registry that served it wrong"
+    );
+    agent.running.stop().await;
+}
