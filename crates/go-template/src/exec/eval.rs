@@ -355,6 +355,7 @@ impl Ctx {
         let sig = func.signature;
         let fixed = sig.params.len();
         self.check_arity(f, name, fixed, sig.variadic.is_some(), args, &fin)?;
+        self.step(f)?;
         let rest = args.get(1..).unwrap_or(&[]);
         let mut argv = Vec::with_capacity(rest.len() + 1);
         for (i, a) in rest.iter().enumerate() {
@@ -558,6 +559,7 @@ impl Ctx {
     ) -> R<Rv> {
         let (fixed, variadic) = b.arity();
         self.check_arity(f, name, fixed, variadic, args, &fin)?;
+        self.step(f)?;
         let rest = args.get(1..).unwrap_or(&[]);
         if matches!(b, Builtin::And | Builtin::Or) {
             let want = b == Builtin::Or;
