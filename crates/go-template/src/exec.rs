@@ -489,7 +489,7 @@ impl Env for EnvImpl<'_> {
     fn execute_text(&mut self, name: &str, text: &str, data: &Value) -> Result<String, CallError> {
         let mut copy = self.ctx.set.clone();
         copy.parse(name, text)
-            .map_err(|e| CallError::Call(e.message))?;
+            .map_err(|e| CallError::Parse(e.message))?;
         let saved = std::mem::replace(&mut self.ctx.set, copy);
         let r = self.nested(name, data);
         self.ctx.set = saved;

@@ -287,7 +287,9 @@ impl Ctx {
 
     fn call_error(&self, f: &Frame<'_>, name: &str, e: CallError) -> Error {
         match e {
-            CallError::Call(m) => self.err(f, format!("error calling {name}: {m}")),
+            CallError::Call(m) | CallError::Parse(m) => {
+                self.err(f, format!("error calling {name}: {m}"))
+            }
             CallError::Exec(m) => self.err(f, m),
         }
     }
