@@ -34,6 +34,7 @@ pub mod fmt;
 mod lex;
 mod parse;
 mod template;
+pub mod typed;
 pub mod value;
 
 pub use error::{Error, ErrorKind};

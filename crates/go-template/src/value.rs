@@ -289,6 +289,13 @@ pub trait Object: fmt::Debug {
         None
     }
 
+    /// For a map or slice type ([`Object::as_value`]): the zero value of its element type,
+    /// which `index` gives for a missing map key (`""` for a `map[string]string`). Nil for
+    /// `interface{}` elements.
+    fn elem_zero(&self) -> Value {
+        Value::Nil
+    }
+
     /// Equality for `eq` between two objects of the same type (Go compares comparable structs
     /// field by field). `None`: not comparable.
     fn equals(&self, other: &dyn Object) -> Option<bool> {

@@ -314,6 +314,18 @@ const ROWS: &[Row] = &[
         ),
     },
     Row {
+        name: "toYaml of sprig's typed results (map[string]string, []string)",
+        files: &[(
+            "templates/b.yaml",
+            "a: {{ toYaml (split \".\" \"a.b\") | nindent 2 }}\nb: {{ dict \"a\" (splitList \",\" \"x,y\") | toYaml | nindent 2 }}\nc: {{ until 2 | toJson }}\n",
+        )],
+        values: "",
+        args: &[],
+        want: Ok(
+            "---\n# Source: t/templates/b.yaml\na: \n  _0: a\n  _1: b\nb: \n  a:\n  - x\n  - \"y\"\nc: [0,1]\n",
+        ),
+    },
+    Row {
         name: "tpl parse error",
         files: &[("templates/b.yaml", "b: {{ tpl \"{{ .x \" . }}\n")],
         values: "",

@@ -101,7 +101,7 @@ fn mistyped(want: &str, got: &Value) -> CallError {
 
 /// A `[]string` result.
 pub(crate) fn string_list(items: impl IntoIterator<Item = String>) -> Value {
-    Value::list(items.into_iter().map(Value::from).collect())
+    go_template::typed::string_list(items)
 }
 
 /// Sprig's `strval`: strings as they are, `[]byte` as text, everything else as `fmt`'s `%v`
