@@ -28,7 +28,6 @@ pub mod strvals;
 pub mod toml;
 pub mod values;
 pub mod yaml;
-mod yaml_read;
 
 pub use chart::{Chart, Dependency, File, Metadata};
 pub use funcs_encoding::encoding_funcs;
