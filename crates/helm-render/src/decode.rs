@@ -197,4 +197,3 @@ pub(crate) fn scalar_string(val: &serde_json::Value) -> Option<String> {
         _ => None,
     }
 }
-

@@ -48,9 +48,10 @@ pub fn load_files(files: Vec<(String, Vec<u8>)>) -> Result<Chart, LoadError> {
             }
             "values.schema.json" => c.schema = Some(data),
             "requirements.yaml" => {
-                let doc = crate::yaml::parse_typed(&String::from_utf8_lossy(&data)).map_err(|e| {
-                    LoadError(format!("cannot load requirements.yaml: {}", e.message()))
-                })?;
+                let doc =
+                    crate::yaml::parse_typed(&String::from_utf8_lossy(&data)).map_err(|e| {
+                        LoadError(format!("cannot load requirements.yaml: {}", e.message()))
+                    })?;
                 let mut md = std::mem::take(&mut c.metadata);
                 md.decode_into(&doc)
                     .map_err(|e| LoadError(format!("cannot load requirements.yaml: {e}")))?;

@@ -3,7 +3,6 @@
 //! `metadata.name`, annotations) read, hooks (`helm.sh/hook`) set apart, and both lists
 //! sorted by kind in install order (stable: file path, then position in the file).
 
-
 /// The order Helm installs kinds in; unknown kinds come last, alphabetically by kind.
 pub const INSTALL_ORDER: &[&str] = &[
     "PriorityClass",

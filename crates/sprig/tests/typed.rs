@@ -5,7 +5,10 @@
 //! `[]interface{}`, and the parameters that refuse them. Each row checked against helm 3.17.3
 //! and against go-template with sprig's functions.
 
-use go_template::{Func, MissingKey, Signature, Templates, Ty, Value};
+use go_template::Value;
+
+#[path = "support/engine.rs"]
+mod engine;
 
 const OUTPUTS: &[(&str, &str)] = &[
     (
@@ -122,23 +125,6 @@ fn typed_results_render_as_helm_renders_them() {
     }
 }
 
-/// As Helm's engine runs a snippet inside `include`: `missingkey=zero`, `<no value>` kept,
-/// with sprig's functions and a `toJson` stand-in (the real one lives in helm-render).
 fn render(snippet: &str) -> Result<String, String> {
-    let mut funcs = sprig::funcs();
-    funcs.insert(
-        "toJson".into(),
-        Func::new(Signature::fixed(&[Ty::Any]), |a| {
-            let json = a.first().and_then(Value::to_json).unwrap_or_default();
-            Ok(Value::from(
-                serde_json::to_string(&json).unwrap_or_default(),
-            ))
-        }),
-    );
-    let mut t = Templates::new(funcs);
-    t.set_missing_key(MissingKey::Zero);
-    let name = "t/templates/case.yaml";
-    t.parse(name, snippet).map_err(|e| e.to_string())?;
-    t.execute(name, &Value::map(Default::default()))
-        .map_err(|e| e.to_string())
+    engine::render_with(snippet, &Value::map(Default::default()))
 }
