@@ -199,7 +199,7 @@ async fn auto_mode_applies_only_inside_the_update_window() {
         c.phase("v1.67.0").await,
         (
             "Pending".into(),
-            "Release is waiting for the update window until 01 Jan 2024 10:00 UTC".into()
+            "Release is waiting for the update window until 01 Jan 24 10:00 UTC".into()
         )
     );
     assert_eq!(c.running().await, "v1.66.3");
@@ -316,7 +316,7 @@ async fn notification_is_posted_once_with_the_documented_body() {
         c.phase("v1.67.0").await,
         (
             "Pending".into(),
-            "Release is postponed by notification until 01 Jan 2024 09:00 UTC".into()
+            "Release is postponed by notification until 01 Jan 24 09:00 UTC".into()
         )
     );
     let release = c.release("v1.67.0").await;
@@ -339,7 +339,7 @@ async fn notification_is_posted_once_with_the_documented_body() {
         c.phase("v1.67.0").await,
         (
             "Pending".into(),
-            "Release is postponed until 01 Jan 2024 09:00 UTC".into()
+            "Release is postponed until 01 Jan 24 09:00 UTC".into()
         )
     );
     assert_eq!(c.running().await, "v1.66.3");
