@@ -82,11 +82,19 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         (webhooks::ValidationWebhook::crd(), DeckhouseModule, false),
         (packages::Application::crd(), Plain, false),
         (packages::ApplicationPackage::crd(), Plain, false),
-        (packages::ApplicationPackageVersion::crd(), Plain, false),
+        (
+            optional_spec(packages::ApplicationPackageVersion::crd()),
+            Plain,
+            false,
+        ),
         (packages::PackageRepository::crd(), Plain, false),
         (packages::PackageRepositoryOperation::crd(), Plain, false),
-        (network::CNIMigration::crd(), Plain, false),
-        (network::CNINodeMigration::crd(), Plain, false),
+        (optional_spec(network::CNIMigration::crd()), Plain, false),
+        (
+            optional_spec(network::CNINodeMigration::crd()),
+            Plain,
+            false,
+        ),
         (registry::RegistryConfig::crd(), Registry, false),
         (registry::RegistryUpstream::crd(), Registry, false),
         (registry::RegistryNode::crd(), Registry, false),
@@ -95,6 +103,26 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     .into_iter()
     .map(|(crd, owner, backup)| finish(crd, owner, backup))
     .collect()
+}
+
+/// Drops `spec` from the root `required` list: Deckhouse's schema of these kinds accepts an
+/// object without `spec` (the derive always requires it).
+fn optional_spec(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        let root = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut());
+        if let Some(root) = root
+            && let Some(required) = root.required.as_mut()
+        {
+            required.retain(|r| r != "spec");
+            if required.is_empty() {
+                root.required = None;
+            }
+        }
+    }
+    crd
 }
 
 fn finish(

@@ -198,10 +198,12 @@ pub struct PackageInstance {
     status = "ApplicationPackageVersionStatus",
     doc = "A version of an application package. Without loaded metadata it is a draft and is never deployed.",
     printcolumn(name = "Package", type_ = "string", json_path = ".spec.packageName"),
+    // Deckhouse's column reads `.spec.packageRepository` (not the `packageRepositoryName`
+    // field), so it shows an empty cell; kept as Deckhouse ships it.
     printcolumn(
         name = "Repository",
         type_ = "string",
-        json_path = ".spec.packageRepositoryName"
+        json_path = ".spec.packageRepository"
     ),
     printcolumn(
         name = "TransitionTime",

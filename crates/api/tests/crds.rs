@@ -308,13 +308,40 @@ fn unknown_fields_are_preserved_only_where_deckhouse_preserves_them() {
     }
 }
 
+/// Columns Deckhouse ships pointing at a field its schema does not declare (kind, column, path).
+const DECKHOUSE_DANGLING_COLUMNS: &[(&str, &str, &str)] = &[(
+    "ApplicationPackageVersion",
+    "Repository",
+    ".spec.packageRepository",
+)];
+
+#[test]
+fn deckhouses_dangling_columns_are_kept_as_shipped() {
+    for (kind, column, path) in DECKHOUSE_DANGLING_COLUMNS {
+        let crd = crds::find("deckhouse.io", kind).expect("kind");
+        let col = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .find(|c| c.name == *column)
+            .expect("column");
+        assert_eq!(col.json_path, *path, "{kind} {column}");
+    }
+}
+
 #[test]
 fn printer_columns_point_at_declared_fields() {
     for crd in crds::all() {
         for v in &crd.spec.versions {
             let schema = schema_of(&crd, &v.name);
             for col in v.additional_printer_columns.iter().flatten() {
-                if col.json_path.starts_with(".metadata.") {
+                if col.json_path.starts_with(".metadata.")
+                    || DECKHOUSE_DANGLING_COLUMNS.contains(&(
+                        crd.spec.names.kind.as_str(),
+                        col.name.as_str(),
+                        col.json_path.as_str(),
+                    ))
+                {
                     continue;
                 }
                 // `.status.conditions[?(@.type=='X')].status`: the filter selects items.

@@ -180,6 +180,14 @@ impl Engine {
             }
             Err(e) => return Err(e.into()),
         };
+        // Deckhouse checks `force` before acting on the verdict: a forced release is applied
+        // even when the task calculator says Skip or Await (step-by-step).
+        let forced = flag(release, keys::RELEASE_FORCE);
+        if forced {
+            let how = Applied::forced(settings);
+            self.apply(release, releases, &task, &how).await?;
+            return Ok(Outcome::changed());
+        }
         match task.task_type {
             TaskType::Skip => {
                 changed |= self
@@ -197,13 +205,6 @@ impl Engine {
                 return Ok(Outcome::requeue(changed, REQUEUE_BLOCKED));
             }
             TaskType::Process => {}
-        }
-
-        let forced = flag(release, keys::RELEASE_FORCE);
-        if forced {
-            let how = Applied::forced(settings);
-            self.apply(release, releases, &task, &how).await?;
-            return Ok(Outcome::changed());
         }
 
         let state = ReleaseState {

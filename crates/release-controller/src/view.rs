@@ -230,7 +230,7 @@ mod tests {
         assert!(
             hint(
                 "v1",
-                "Release is waiting for the update window until 01 Jan 2024 10:00 UTC"
+                "Release is waiting for the update window until 01 Jan 24 10:00 UTC"
             )
             .unwrap()
             .contains("d8 release apply-now v1")

@@ -153,7 +153,7 @@ impl DelayReasons {
     }
 
     /// Deckhouse's status message: `Release is <r1, r2…>[. After approval the release will be
-    /// delayed][ until 02 Jan 2006 15:04 UTC]`. `apply_time` `None` leaves the time out.
+    /// delayed][ until 02 Jan 06 15:04 UTC]`. `apply_time` `None` leaves the time out.
     pub fn message(self, kind: ReleaseKind, apply_time: Option<Timestamp>) -> String {
         let mut reasons: Vec<String> = Vec::new();
         if self.contains(Self::COOLDOWN) {
@@ -189,9 +189,10 @@ impl DelayReasons {
     }
 }
 
-/// `02 Jan 2006 15:04 UTC`: the time in delay messages (always UTC).
+/// `02 Jan 06 15:04 UTC`: the time in delay messages, as Go's `time.RFC822` layout prints it
+/// (a two-digit year; the time is always UTC).
 pub fn format_until(at: Timestamp) -> String {
-    at.strftime("%d %b %Y %H:%M UTC").to_string()
+    at.strftime("%d %b %y %H:%M UTC").to_string()
 }
 
 /// The apply time computed by the patch or minor rules.

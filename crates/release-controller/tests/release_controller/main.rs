@@ -199,7 +199,7 @@ async fn auto_mode_applies_only_inside_the_update_window() {
         c.phase("v1.67.0").await,
         (
             "Pending".into(),
-            "Release is waiting for the update window until 01 Jan 2024 10:00 UTC".into()
+            "Release is waiting for the update window until 01 Jan 24 10:00 UTC".into()
         )
     );
     assert_eq!(c.running().await, "v1.66.3");
@@ -316,7 +316,7 @@ async fn notification_is_posted_once_with_the_documented_body() {
         c.phase("v1.67.0").await,
         (
             "Pending".into(),
-            "Release is postponed by notification until 01 Jan 2024 09:00 UTC".into()
+            "Release is postponed by notification until 01 Jan 24 09:00 UTC".into()
         )
     );
     let release = c.release("v1.67.0").await;
@@ -339,7 +339,7 @@ async fn notification_is_posted_once_with_the_documented_body() {
         c.phase("v1.67.0").await,
         (
             "Pending".into(),
-            "Release is postponed until 01 Jan 2024 09:00 UTC".into()
+            "Release is postponed until 01 Jan 24 09:00 UTC".into()
         )
     );
     assert_eq!(c.running().await, "v1.66.3");
@@ -447,6 +447,42 @@ async fn apply_now_and_force_behave_as_documented() {
     let annotations = Cluster::annotations(&c.release("v1.68.0").await);
     assert!(!annotations.contains_key("release.deckhouse.io/force"));
     assert!(!annotations.contains_key("release.deckhouse.io/apply-now"));
+}
+
+/// Deckhouse checks `force` before acting on the task calculator's verdict: a forced release
+/// that the step-by-step rule would hold ("awaiting for v… release to be deployed") is applied
+/// at once, and the release it skipped over is marked Skipped.
+#[tokio::test]
+async fn a_forced_release_is_applied_even_when_step_by_step_would_make_it_wait() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    for v in ["v1.67.11", "v1.68.5"] {
+        c.publish_version(v).await;
+    }
+    c.publish_channel("stable", json!({"version": "v1.68.5"}))
+        .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Manual"}}))
+        .await;
+    let s = synced(c.engine.sync_channel().await.unwrap());
+    assert_eq!(s.created, names(&["v1.67.11", "v1.68.5"]));
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(
+        c.phase("v1.68.5").await,
+        (
+            "Pending".into(),
+            "awaiting for v1.67.11 release to be deployed".into()
+        )
+    );
+
+    c.annotate("v1.68.5", "release.deckhouse.io/force", "true")
+        .await;
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.running().await, "v1.68.5");
+    assert_eq!(c.phase("v1.68.5").await.0, "Deployed");
+    assert!(
+        !Cluster::annotations(&c.release("v1.68.5").await)
+            .contains_key("release.deckhouse.io/force")
+    );
+    assert_eq!(c.phase("v1.67.11").await.0, "Skipped");
 }
 
 /// `blockOnAlerts`: a firing alert at the threshold or more critical holds the release; a less

@@ -33,15 +33,15 @@ fn release() -> ReleaseState {
     }
 }
 
-/// Deckhouse's `TestDeployDelayReason` (deploy_delay_reason_test.go) with this project's time
-/// format, and every single reason.
+/// Deckhouse's `TestDeployDelayReason` (deploy_delay_reason_test.go) and every single reason. The
+/// time is Go's `time.RFC822` layout (`02 Jan 06 15:04 MST`): a two-digit year.
 #[test]
 fn delay_reason_messages() {
     let when = Some(now());
     let window = DelayReasons::NONE.with(DelayReasons::OUT_OF_WINDOW);
     assert_eq!(
         window.message(Deckhouse, when),
-        "Release is waiting for the update window until 17 Oct 2019 15:33 UTC"
+        "Release is waiting for the update window until 17 Oct 19 15:33 UTC"
     );
     let both = window.with(DelayReasons::MANUAL_APPROVAL);
     assert_eq!(
@@ -54,28 +54,28 @@ fn delay_reason_messages() {
     );
     assert_eq!(
         both.message(Deckhouse, when),
-        "Release is waiting for the update window, waiting for the 'release.deckhouse.io/approved: \"true\"' annotation. After approval the release will be delayed until 17 Oct 2019 15:33 UTC"
+        "Release is waiting for the update window, waiting for the 'release.deckhouse.io/approved: \"true\"' annotation. After approval the release will be delayed until 17 Oct 19 15:33 UTC"
     );
     assert_eq!(
         both.message(Module, when),
-        "Release is waiting for the update window, waiting for the 'modules.deckhouse.io/approved: \"true\"' annotation. After approval the release will be delayed until 17 Oct 2019 15:33 UTC"
+        "Release is waiting for the update window, waiting for the 'modules.deckhouse.io/approved: \"true\"' annotation. After approval the release will be delayed until 17 Oct 19 15:33 UTC"
     );
     let cases = [
         (
             DelayReasons::COOLDOWN,
-            "Release is in cooldown until 17 Oct 2019 15:33 UTC",
+            "Release is in cooldown until 17 Oct 19 15:33 UTC",
         ),
         (
             DelayReasons::CANARY,
-            "Release is postponed until 17 Oct 2019 15:33 UTC",
+            "Release is postponed until 17 Oct 19 15:33 UTC",
         ),
         (
             DelayReasons::NOTIFICATION,
-            "Release is postponed by notification until 17 Oct 2019 15:33 UTC",
+            "Release is postponed by notification until 17 Oct 19 15:33 UTC",
         ),
         (
             DelayReasons::CANARY.with(DelayReasons::OUT_OF_WINDOW),
-            "Release is postponed, waiting for the update window until 17 Oct 2019 15:33 UTC",
+            "Release is postponed, waiting for the update window until 17 Oct 19 15:33 UTC",
         ),
     ];
     for (reasons, expected) in cases {
@@ -84,7 +84,7 @@ fn delay_reason_messages() {
     assert_eq!(DelayReasons::NONE.message(Deckhouse, when), "noDelay");
     assert_eq!(
         format_until(at("2021-01-02T08:00:00Z")),
-        "02 Jan 2021 08:00 UTC"
+        "02 Jan 21 08:00 UTC"
     );
 }
 
@@ -139,7 +139,7 @@ fn patch_rules() {
                 settings: windowed(Auto, "8:00", "10:00"),
                 release: release(),
                 delay: Some((
-                    "Release is waiting for the update window until 18 Oct 2019 08:00 UTC",
+                    "Release is waiting for the update window until 18 Oct 19 08:00 UTC",
                     None,
                 )),
             },
@@ -148,7 +148,7 @@ fn patch_rules() {
                 settings: windowed(AutoPatch, "8:00", "10:00"),
                 release: release(),
                 delay: Some((
-                    "Release is waiting for the update window until 18 Oct 2019 08:00 UTC",
+                    "Release is waiting for the update window until 18 Oct 19 08:00 UTC",
                     None,
                 )),
             },
@@ -174,20 +174,20 @@ fn patch_rules() {
                 name: "auto, canary in the future",
                 settings: settings(Auto),
                 release: canary(release()),
-                delay: Some(("Release is postponed until 17 Oct 2019 16:33 UTC", None)),
+                delay: Some(("Release is postponed until 17 Oct 19 16:33 UTC", None)),
             },
             Case {
                 name: "manual approved, canary still applies to patches",
                 settings: settings(Manual),
                 release: approved(canary(release())),
-                delay: Some(("Release is postponed until 17 Oct 2019 16:33 UTC", None)),
+                delay: Some(("Release is postponed until 17 Oct 19 16:33 UTC", None)),
             },
             Case {
                 name: "canary then window: the window after the canary time",
                 settings: windowed(Auto, "20:00", "22:00"),
                 release: canary(release()),
                 delay: Some((
-                    "Release is postponed, waiting for the update window until 17 Oct 2019 20:00 UTC",
+                    "Release is postponed, waiting for the update window until 17 Oct 19 20:00 UTC",
                     None,
                 )),
             },
@@ -237,7 +237,7 @@ fn minor_rules() {
                 settings: windowed(Auto, "8:00", "10:00"),
                 release: release(),
                 delay: Some((
-                    "Release is waiting for the update window until 18 Oct 2019 08:00 UTC",
+                    "Release is waiting for the update window until 18 Oct 19 08:00 UTC",
                     None,
                 )),
             },
@@ -269,7 +269,7 @@ fn minor_rules() {
                 name: "autopatch approved: canary applies",
                 settings: settings(AutoPatch),
                 release: approved(canary(release())),
-                delay: Some(("Release is postponed until 17 Oct 2019 16:33 UTC", None)),
+                delay: Some(("Release is postponed until 17 Oct 19 16:33 UTC", None)),
             },
             Case {
                 name: "autopatch not approved with canary: approval replaces the canary reason",
@@ -282,7 +282,7 @@ fn minor_rules() {
                 settings: windowed(Auto, "20:00", "22:00"),
                 release: canary(release()),
                 delay: Some((
-                    "Release is postponed, waiting for the update window until 17 Oct 2019 20:00 UTC",
+                    "Release is postponed, waiting for the update window until 17 Oct 19 20:00 UTC",
                     None,
                 )),
             },
@@ -314,7 +314,7 @@ fn notification_delay() {
                 settings: notifying(Auto),
                 release: release(),
                 delay: Some((
-                    "Release is postponed by notification until 17 Oct 2019 16:33 UTC",
+                    "Release is postponed by notification until 17 Oct 19 16:33 UTC",
                     Some("2019-10-17T16:33:00Z"),
                 )),
             },
@@ -326,7 +326,7 @@ fn notification_delay() {
                     ..release()
                 },
                 delay: Some((
-                    "Release is postponed by notification until 17 Oct 2019 20:33 UTC",
+                    "Release is postponed by notification until 17 Oct 19 20:33 UTC",
                     Some("2019-10-17T20:33:00Z"),
                 )),
             },
@@ -338,7 +338,7 @@ fn notification_delay() {
                 },
                 release: release(),
                 delay: Some((
-                    "Release is postponed by notification until 17 Oct 2019 18:00 UTC",
+                    "Release is postponed by notification until 17 Oct 19 18:00 UTC",
                     Some("2019-10-17T16:33:00Z"),
                 )),
             },
@@ -511,7 +511,7 @@ fn plan_order_and_messages() {
         Plan::DeployTime {
             notify: None,
             delay: Some(Delay {
-                message: "Release is waiting for the update window until 18 Oct 2019 08:00 UTC"
+                message: "Release is waiting for the update window until 18 Oct 19 08:00 UTC"
                     .into(),
                 reasons: DelayReasons::OUT_OF_WINDOW,
                 apply_after: None,
@@ -591,7 +591,7 @@ fn plan_notifications() {
     let delay = delay.unwrap();
     assert_eq!(
         delay.message,
-        "Release is postponed by notification until 17 Oct 2019 23:33 UTC"
+        "Release is postponed by notification until 17 Oct 19 23:33 UTC"
     );
 
     // A failed notification blocks with the error and records notified=false.
