@@ -241,6 +241,7 @@ async fn a_bundle_pushed_over_mtls_serves_containerd_through_the_agent_alone() {
                 stall: Duration::from_secs(5),
                 total: Some(Duration::from_secs(60)),
             },
+            min_throughput: None,
         },
         agent::run::NoApi,
     )
