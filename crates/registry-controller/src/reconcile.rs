@@ -213,6 +213,10 @@ impl Controller {
                 ])
                 .set(1);
         }
+        // The suggestion is what D8RegistryMigrationPending sends the operator to, so it is
+        // written while the gate blocks too.
+        self.suggest(parsed.as_ref().is_ok_and(|s| s.primary.is_some()))
+            .await?;
         if let Gate::Blocked(reason) = &gate {
             tracing::info!(%reason, "the previous registry implementation keeps the pull path");
             metrics
@@ -247,7 +251,6 @@ impl Controller {
                 });
             }
         };
-        self.suggest(settings.primary.is_some()).await?;
         let rendered = settings::render(&settings);
         let wanted_managed = enabled && rendered.mode == RegistryMode::Managed;
 
