@@ -1,8 +1,10 @@
 //! The migration gate on the embedded API server (issue #19, point 3): while the previous
 //! implementation keeps the pull path, the controller still writes `registry-suggested-config`
 //! (the page `D8RegistryMigrationPending` sends the operator to) and emits
-//! `d8_registry_migration_pending{reason}` and, for a mode that must be brought to Unmanaged
-//! first, `d8_registry_migration_preflight{blocking="true"}` — and takes nothing over.
+//! `d8_registry_migration_pending{reason}`, probes the registry the cluster would pull from
+//! after the switch (`upstream_reachable` fires before it), and for a mode that must be brought
+//! to Unmanaged first emits `d8_registry_migration_preflight{blocking="true"}` — and takes
+//! nothing over.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -67,18 +69,22 @@ async fn a_blocked_gate_still_suggests_the_config_and_reports_blocking_preflight
     let admin = client(&server).await;
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), "d8-system");
     // The previous implementation in Direct mode, the cluster installed from an external
-    // registry, no `registry` ModuleConfig yet.
-    let dockercfg = r#"{"auths":{"registry.example.com":{"auth":"dTpw"}}}"#;
+    // registry (nothing listens there), no `registry` ModuleConfig yet.
+    let address = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let dockercfg = format!(r#"{{"auths":{{"{address}":{{"auth":"dTpw"}}}}}}"#);
     secrets
         .create(
             &PostParams::default(),
             &secret(
                 "deckhouse-registry",
                 &[
-                    ("address", "registry.example.com"),
+                    ("address", &address),
                     ("path", "/deckhouse/ee"),
-                    ("scheme", "https"),
-                    (".dockerconfigjson", dockercfg),
+                    ("scheme", "http"),
+                    (".dockerconfigjson", &dockercfg),
                 ],
             ),
         )
@@ -96,6 +102,7 @@ async fn a_blocked_gate_still_suggests_the_config_and_reports_blocking_preflight
         admin.clone(),
         Options {
             interval: Duration::from_millis(200),
+            probe_timeout: Duration::from_secs(5),
             ..Options::default()
         },
     );
@@ -112,7 +119,7 @@ async fn a_blocked_gate_still_suggests_the_config_and_reports_blocking_preflight
     let yaml = suggested.data.unwrap()[SUGGESTED_CONFIG_KEY].0.clone();
     let yaml = String::from_utf8(yaml).unwrap();
     assert!(
-        yaml.contains("registry.example.com") && yaml.contains("Managed"),
+        yaml.contains(&address) && yaml.contains("Managed"),
         "{yaml}"
     );
     let text = metrics::encode(&registry);
@@ -120,6 +127,14 @@ async fn a_blocked_gate_still_suggests_the_config_and_reports_blocking_preflight
         text.contains(
             "d8_registry_migration_pending{reason=\"the cluster is in the \\\"Direct\\\" mode"
         ),
+        "{text}"
+    );
+    // The registry the cluster would pull from after the switch is probed before it.
+    assert!(
+        text.lines().any(|l| l
+            .starts_with("d8_registry_migration_preflight{check=\"upstream_reachable\"")
+            && l.contains("blocking=\"false\"")
+            && l.ends_with(" 1")),
         "{text}"
     );
     assert!(
