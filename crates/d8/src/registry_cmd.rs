@@ -488,8 +488,7 @@ fn sync_config(
         ),
         None => running.read_address.to_string(),
     };
-    let mut election =
-        storage_kube::election::Config::new(&args.node_name, args.upstream.is_some());
+    let mut election = storage_kube::election::Config::new(&args.node_name);
     election.lease.lease_duration = args.lease_duration;
     election.lease.renew_deadline = args.renew_deadline;
     election.lease.retry_period = args.retry_period;

@@ -141,6 +141,27 @@ pub fn suggested_config(
     if operator_names_primary {
         return None;
     }
+    let upstream = suggested_upstream(install, legacy)?;
+    let config = json!({
+        "apiVersion": "deckhouse.io/v1alpha1",
+        "kind": "ModuleConfig",
+        "metadata": {"name": "registry"},
+        "spec": {
+            "version": 1,
+            "enabled": true,
+            "settings": {"mode": "Managed", "primary": {"upstream": upstream}},
+        },
+    });
+    serde_saphyr::to_string(&config).ok()
+}
+
+/// The `primary.upstream` the suggestion names (the registry the cluster pulls from now, as the
+/// install Secret or the legacy section records it), or `None` when that is the in-cluster
+/// registry or nothing names one.
+pub fn suggested_upstream(
+    install: Option<&InstallRegistry>,
+    legacy: Option<&LegacySettings>,
+) -> Option<Value> {
     let (host, path, scheme, ca, auth) = if let Some(install) = install {
         let auth = install
             .credentials
@@ -183,17 +204,7 @@ pub fn suggested_config(
     if let Some(auth) = auth {
         upstream["auth"] = auth;
     }
-    let config = json!({
-        "apiVersion": "deckhouse.io/v1alpha1",
-        "kind": "ModuleConfig",
-        "metadata": {"name": "registry"},
-        "spec": {
-            "version": 1,
-            "enabled": true,
-            "settings": {"mode": "Managed", "primary": {"upstream": upstream}},
-        },
-    });
-    serde_saphyr::to_string(&config).ok()
+    Some(upstream)
 }
 
 #[cfg(test)]

@@ -196,14 +196,30 @@ impl Controller {
         let gate = migration::gate(switched, &legacy, module_configured);
         metrics.migration_pending.clear();
         metrics.migration_preflight.clear();
-        let probe_failed_before = self
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .last_probe
-            .as_ref()
-            .map(|(_, outcome, _)| *outcome == Outcome::Accepted);
-        for check in migration::preflight(switched, &legacy, probe_failed_before) {
+        // The suggestion is what D8RegistryMigrationPending sends the operator to, so it is
+        // written while the gate blocks too.
+        let suggested = self
+            .suggest(parsed.as_ref().is_ok_and(|s| s.primary.is_some()))
+            .await?;
+        let upstream_reachable = if switched {
+            None
+        } else if matches!(gate, Gate::Blocked(_)) {
+            // Before the switch: probe the registry the cluster will pull from after it (the
+            // configured primary, else the suggested one), so the operator learns of a
+            // registry that would not serve before switching to it.
+            match pre_switch_target(&parsed, suggested.as_ref()) {
+                Some(target) => Some(self.probe_outcome(target, false).await == Outcome::Accepted),
+                None => None,
+            }
+        } else {
+            self.state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .last_probe
+                .as_ref()
+                .map(|(_, outcome, _)| *outcome == Outcome::Accepted)
+        };
+        for check in migration::preflight(switched, &legacy, upstream_reachable) {
             metrics
                 .migration_preflight
                 .get_or_create(&vec![
@@ -247,7 +263,6 @@ impl Controller {
                 });
             }
         };
-        self.suggest(settings.primary.is_some()).await?;
         let rendered = settings::render(&settings);
         let wanted_managed = enabled && rendered.mode == RegistryMode::Managed;
 
@@ -638,7 +653,11 @@ impl Controller {
         Ok(count as u64)
     }
 
-    async fn suggest(&self, operator_names_primary: bool) -> Result<(), Error> {
+    /// Writes (or removes) `registry-suggested-config`; returns the upstream it names.
+    async fn suggest(
+        &self,
+        operator_names_primary: bool,
+    ) -> Result<Option<serde_json::Value>, Error> {
         let install = self
             .secret(INSTALL_REGISTRY_SECRET)
             .await?
@@ -657,6 +676,7 @@ impl Controller {
                 None
             }
         };
+        let upstream = legacy::suggested_upstream(install.as_ref(), legacy_settings.as_ref());
         let suggestion = legacy::suggested_config(
             install.as_ref(),
             legacy_settings.as_ref(),
@@ -680,7 +700,7 @@ impl Controller {
             }
             None => {}
         }
-        Ok(())
+        Ok(upstream)
     }
 
     async fn probe_outcome(&self, target: probe::Target, accepted_before: bool) -> Outcome {
@@ -1214,4 +1234,31 @@ impl From<Error> for LayoutError {
     fn from(error: Error) -> Self {
         LayoutError::Api(error)
     }
+}
+
+/// The registry the cluster will pull from after the switch: the primary upstream the `registry`
+/// ModuleConfig names, else the one the suggestion names.
+fn pre_switch_target<E>(
+    parsed: &Result<api::registry::RegistrySettings, E>,
+    suggested: Option<&serde_json::Value>,
+) -> Option<probe::Target> {
+    let settings = match parsed {
+        Ok(s) if s.primary.as_ref().is_some_and(|p| p.upstream.is_some()) => s.clone(),
+        _ => settings::parse(Some(&serde_json::json!({
+            "mode": "Managed",
+            "primary": {"upstream": suggested?},
+        })))
+        .ok()?,
+    };
+    let rendered = settings::render(&settings);
+    let upstream = rendered.primary.as_ref()?.upstream.as_ref()?;
+    let credentials =
+        settings::credentials(upstream.auth.as_ref(), "primary.upstream.auth").ok()?;
+    Some(probe::Target {
+        scheme: upstream.scheme,
+        host: upstream.host.clone(),
+        path: upstream.path.clone(),
+        ca: upstream.ca.clone(),
+        credentials,
+    })
 }

@@ -1,14 +1,24 @@
 //! Who may lead the cache replicas (`MayLead`), and the phase of `RegistryStorage`.
 //!
 //! Every replica runs for Lease `registry-storage` only while [`may_lead`] says it may, and a
-//! leader that may no longer lead steps aside (releases the lease). The rules, first match wins:
+//! leader that may no longer lead steps aside (releases the lease). The seed's rule: only a
+//! replica that already holds the whole expected set may become leader, and the lease holder
+//! yields when the expected set appears on another replica. First match wins:
 //!
-//! 1. someone is full and the incumbent is live, can fill (an upstream exists), has no error
-//!    and a writable store ⇒ only the incumbent;
-//! 2. else, if someone is full ⇒ only full replicas;
-//! 3. else, if there is an incumbent ⇒ it keeps the lease;
-//! 4. else ⇒ the replica with the most verified digests and no error (ties go to the lowest node
+//! 1. someone is full ⇒ only full replicas (a non-full incumbent steps aside, with or without an
+//!    upstream);
+//! 2. else (nobody full), if there is an incumbent ⇒ it keeps the lease;
+//! 3. else ⇒ the replica with the most verified digests and no error (ties go to the lowest node
 //!    name); if none qualifies, anyone.
+//!
+//! Rules 2 and 3 are the bootstrap case: while *nobody* holds the set, no replica can satisfy
+//! the seed's condition, yet someone has to receive it — from the upstream (the leader fills
+//! the expected roots; followers copy only from a full leader) or, in air gap, through
+//! `d8 mirror push` on the publish endpoint, which routes to the lease holder. A stand-in
+//! therefore leads only while nobody is full, and yields at its next eligibility check once any
+//! replica reports full. The seed's hazard — an isolated cluster stuck behind a leader that
+//! lacks the set while another replica has it — cannot arise: with someone full, rule 1 admits
+//! only full replicas.
 //!
 //! "Full" means `full && !error && verifiedSet matches the current set (or either is unknown)`.
 
@@ -51,8 +61,6 @@ pub struct Observed<'a> {
     pub reports: &'a [Report],
     /// The current expected-set fingerprint, if known.
     pub current_set: Option<&'a str>,
-    /// An upstream is held, so a leader can fill.
-    pub upstream: bool,
 }
 
 /// Who may hold the lease.
@@ -85,17 +93,7 @@ pub fn eligible(observed: &Observed<'_>) -> Eligible {
         .iter()
         .filter(|r| r.is_full(observed.current_set))
         .collect();
-    let incumbent_report = observed
-        .incumbent
-        .and_then(|i| observed.reports.iter().find(|r| r.node == i));
     if !full.is_empty() {
-        if let Some(report) = incumbent_report
-            && observed.upstream
-            && !report.error
-            && report.writable
-        {
-            return only([report.node.as_str()]);
-        }
         return only(full.iter().map(|r| r.node.as_str()));
     }
     if let Some(incumbent) = observed.incumbent {
@@ -209,48 +207,57 @@ mod tests {
             incumbent: Option<&'static str>,
             reports: Vec<Report>,
             set: Option<&'static str>,
-            upstream: bool,
             expect: &'static str,
         }
         let cases = vec![
             Case {
-                what: "rule 1: an incumbent that can fill keeps the lease though another is full",
+                what: "rule 1: a non-full incumbent yields to a full replica (it could fill from \
+                       the upstream, and still yields: the seed's rule, issue #19)",
                 incumbent: Some("a"),
-                reports: vec![r("a").verified(3), r("b").full()],
+                reports: vec![r("a").verified(9), r("b").full()],
                 set: None,
-                upstream: true,
-                expect: "a",
+                expect: "b",
             },
             Case {
-                what: "rule 2: air gap (no upstream): a non-full incumbent steps aside",
+                what: "rule 1: a non-full incumbent yields to every full replica",
                 incumbent: Some("a"),
                 reports: vec![r("a").verified(3), r("b").full(), r("c").full()],
                 set: None,
-                upstream: false,
                 expect: "b,c",
             },
             Case {
-                what: "rule 2: an incumbent with an error steps aside",
+                what: "rule 1: a full incumbent stays eligible (the lease keeps it)",
+                incumbent: Some("b"),
+                reports: vec![r("a").verified(3), r("b").full(), r("c").full()],
+                set: None,
+                expect: "b,c",
+            },
+            Case {
+                what: "rule 1: an incumbent with an error steps aside",
                 incumbent: Some("a"),
                 reports: vec![r("a").error(), r("b").full()],
                 set: None,
-                upstream: true,
                 expect: "b",
             },
             Case {
-                what: "rule 2: an incumbent with an unwritable store steps aside",
+                what: "rule 1: an incumbent with an unwritable store and no full set steps aside",
                 incumbent: Some("a"),
                 reports: vec![r("a").readonly(), r("b").full()],
                 set: None,
-                upstream: true,
                 expect: "b",
             },
             Case {
-                what: "rule 2: an incumbent without a report steps aside",
+                what: "rule 1: an incumbent without a report steps aside",
                 incumbent: Some("x"),
                 reports: vec![r("b").full()],
                 set: None,
-                upstream: true,
+                expect: "b",
+            },
+            Case {
+                what: "rule 1: the best non-full replica never takes a vacant lease from a full one",
+                incumbent: None,
+                reports: vec![r("a").verified(9), r("b").full().verified(2)],
+                set: None,
                 expect: "b",
             },
             Case {
@@ -258,15 +265,13 @@ mod tests {
                 incumbent: None,
                 reports: vec![r("a").full().error(), r("b").verified(1)],
                 set: None,
-                upstream: true,
                 expect: "b",
             },
             Case {
                 what: "full about another set does not count",
-                incumbent: None,
+                incumbent: Some("a"),
                 reports: vec![r("a").full().set("old"), r("b").full().set("new")],
                 set: Some("new"),
-                upstream: false,
                 expect: "b",
             },
             Case {
@@ -274,47 +279,41 @@ mod tests {
                 incumbent: None,
                 reports: vec![r("a").full().set("old"), r("b").full()],
                 set: None,
-                upstream: false,
                 expect: "a,b",
             },
             Case {
-                what: "rule 3: nobody full, the incumbent keeps it",
+                what: "bootstrap, rule 2: nobody full, the incumbent keeps it",
                 incumbent: Some("c"),
                 reports: vec![r("a").verified(9), r("c").verified(1)],
                 set: None,
-                upstream: true,
                 expect: "c",
             },
             Case {
-                what: "rule 4: most verified wins",
+                what: "bootstrap, rule 3: most verified wins",
                 incumbent: None,
                 reports: vec![r("a").verified(1), r("b").verified(5), r("c").verified(4)],
                 set: None,
-                upstream: true,
                 expect: "b",
             },
             Case {
-                what: "rule 4: ties go to the lowest node name",
+                what: "bootstrap, rule 3: ties go to the lowest node name",
                 incumbent: None,
                 reports: vec![r("c").verified(5), r("b").verified(5), r("d").verified(5)],
                 set: None,
-                upstream: true,
                 expect: "b",
             },
             Case {
-                what: "rule 4: replicas with errors do not qualify",
+                what: "bootstrap, rule 3: replicas with errors do not qualify",
                 incumbent: None,
                 reports: vec![r("a").verified(9).error(), r("b").verified(1)],
                 set: None,
-                upstream: true,
                 expect: "b",
             },
             Case {
-                what: "rule 4: nobody qualifies, anyone",
+                what: "bootstrap, rule 3: nobody qualifies, anyone",
                 incumbent: None,
                 reports: vec![r("a").error()],
                 set: None,
-                upstream: true,
                 expect: "*",
             },
             Case {
@@ -322,7 +321,6 @@ mod tests {
                 incumbent: None,
                 reports: vec![],
                 set: None,
-                upstream: false,
                 expect: "*",
             },
         ];
@@ -331,9 +329,27 @@ mod tests {
                 incumbent: c.incumbent,
                 reports: &c.reports,
                 current_set: c.set,
-                upstream: c.upstream,
             };
             assert_eq!(names(&eligible(&observed)), c.expect, "{}", c.what);
+        }
+    }
+
+    /// The bootstrap stand-in, round by round: it leads while nobody is full and loses
+    /// eligibility in the very round another replica first reports full.
+    #[test]
+    fn the_bootstrap_stand_in_yields_in_the_round_someone_becomes_full() {
+        let rounds = [
+            (vec![r("a").verified(2), r("b").verified(1)], "a"),
+            (vec![r("a").verified(4), r("b").verified(6)], "a"),
+            (vec![r("a").verified(5), r("b").verified(10).full()], "b"),
+        ];
+        for (i, (reports, expect)) in rounds.into_iter().enumerate() {
+            let observed = Observed {
+                incumbent: Some("a"),
+                reports: &reports,
+                current_set: None,
+            };
+            assert_eq!(names(&eligible(&observed)), expect, "round {i}");
         }
     }
 
@@ -382,20 +398,18 @@ mod tests {
     }
 
     proptest! {
-        /// Once someone is full, only a full replica or a live incumbent able to fill may lead;
-        /// the eligible set is never empty when there are reports.
+        /// Once someone is full, only a full replica may lead (the incumbent included); the
+        /// eligible set is never empty when there are reports.
         #[test]
         fn never_an_unfit_leader(reports in proptest::collection::vec(report(), 0..6),
                                  incumbent in proptest::option::of(0u8..6),
-                                 set in proptest::option::of(0u8..2),
-                                 upstream in any::<bool>()) {
+                                 set in proptest::option::of(0u8..2)) {
             let incumbent = incumbent.map(|i| format!("n{i}"));
             let set = set.map(|s| format!("s{s}"));
             let observed = Observed {
                 incumbent: incumbent.as_deref(),
                 reports: &reports,
                 current_set: set.as_deref(),
-                upstream,
             };
             let e = eligible(&observed);
             let someone_full = reports.iter().any(|r| r.is_full(set.as_deref()));
@@ -403,11 +417,8 @@ mod tests {
                 prop_assert!(!nodes.is_empty());
                 if someone_full {
                     for n in nodes {
-                        let fit_incumbent = incumbent.as_deref() == Some(n.as_str())
-                            && upstream
-                            && reports.iter().any(|r| &r.node == n && !r.error && r.writable);
                         let full = reports.iter().any(|r| &r.node == n && r.is_full(set.as_deref()));
-                        prop_assert!(fit_incumbent || full, "{} may lead: {:?}", n, reports);
+                        prop_assert!(full, "{} may lead: {:?}", n, reports);
                     }
                 }
             } else {

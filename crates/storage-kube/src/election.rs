@@ -27,14 +27,12 @@ pub struct Config {
     pub namespace: String,
     /// How often eligibility is re-checked (the entry is published as often).
     pub recheck: Duration,
-    /// An upstream is held, so a leader can fill.
-    pub upstream: bool,
 }
 
 impl Config {
     /// Deckhouse's settings: Lease `d8-system/registry-storage`, 30 s / 20 s / 5 s, eligibility
-    /// re-checked every 15 s.
-    pub fn new(node: &str, upstream: bool) -> Self {
+    /// re-checked every 15 s. The rules are the same with or without an upstream.
+    pub fn new(node: &str) -> Self {
         Self {
             lease: leader::Config {
                 lease_duration: Duration::from_secs(30),
@@ -44,7 +42,6 @@ impl Config {
             },
             namespace: api::registry::NAMESPACE.to_owned(),
             recheck: Duration::from_secs(15),
-            upstream,
         }
     }
 }
@@ -209,7 +206,6 @@ async fn check(
         incumbent: incumbent.as_deref(),
         reports: &reports,
         current_set,
-        upstream: config.upstream,
     };
     Ok(may_lead(&entry.node, &observed))
 }
@@ -244,7 +240,7 @@ mod tests {
 
     #[test]
     fn deckhouse_timings() {
-        let c = Config::new("m-0", true);
+        let c = Config::new("m-0");
         assert_eq!(c.lease.name, "registry-storage");
         assert_eq!(c.lease.identity, "m-0");
         assert_eq!(

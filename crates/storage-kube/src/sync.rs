@@ -32,7 +32,7 @@ pub struct LeaderAccess {
 /// Sync loop settings.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Election settings (node name, lease, timings, whether an upstream is held).
+    /// Election settings (node name, lease, timings).
     pub election: election::Config,
     /// This replica's read address as others reach it (`host:port`).
     pub address: String,

@@ -1,6 +1,6 @@
 //! Three replicas campaigning for Lease `registry-storage` on the embedded API server, with
-//! short timings: the best replica leads while none is full; in air gap a non-full leader steps
-//! aside for the first full replica; when the leader dies without releasing, a full follower
+//! short timings: the best replica leads while none is full; a non-full leader steps aside for
+//! the first full replica (the rules are the same with or without an upstream); when the leader dies without releasing, a full follower
 //! takes over after the lease expires.
 
 use std::time::Duration;
@@ -42,7 +42,7 @@ async fn client(server: &apiserver::RunningServer) -> Client {
 }
 
 fn config(node: &str) -> Config {
-    let mut config = Config::new(node, false);
+    let mut config = Config::new(node);
     config.lease.lease_duration = LEASE;
     config.lease.renew_deadline = Duration::from_millis(1500);
     config.lease.retry_period = Duration::from_millis(200);
@@ -116,7 +116,7 @@ async fn the_first_full_replica_leads_and_a_full_follower_takes_over_from_a_dead
     // None is full: the one with the most verified digests leads.
     wait_leader(&all, "master-a", Duration::from_secs(10)).await;
 
-    // C becomes full: in air gap the non-full leader steps aside and C leads.
+    // C becomes full: the non-full leader steps aside and C leads.
     full(&c);
     wait_leader(&all, "master-c", Duration::from_secs(10)).await;
     let rstor = Api::<RegistryStorage>::all(admin.clone());

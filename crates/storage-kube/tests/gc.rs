@@ -210,7 +210,7 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
         remote: own.clone(),
         repository: REPO.into(),
     };
-    let mut election = storage_kube::election::Config::new("master-0", true);
+    let mut election = storage_kube::election::Config::new("master-0");
     election.lease.lease_duration = Duration::from_secs(2);
     election.lease.renew_deadline = Duration::from_millis(1500);
     election.lease.retry_period = Duration::from_millis(200);

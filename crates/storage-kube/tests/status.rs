@@ -118,7 +118,6 @@ async fn the_returned_list_feeds_election_and_a_missing_object_is_a_clear_error(
         incumbent: None,
         reports: &reports,
         current_set: None,
-        upstream: true,
     };
     assert!(registry_plan::election::may_lead("master-1", &observed));
     assert!(!registry_plan::election::may_lead("master-0", &observed));

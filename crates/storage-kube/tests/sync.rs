@@ -68,7 +68,7 @@ async fn replica(
     })
     .await
     .unwrap();
-    let mut election = storage_kube::election::Config::new(node, true);
+    let mut election = storage_kube::election::Config::new(node);
     election.lease.lease_duration = LEASE;
     election.lease.renew_deadline = Duration::from_millis(1500);
     election.lease.retry_period = Duration::from_millis(200);

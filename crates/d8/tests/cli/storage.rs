@@ -721,6 +721,169 @@ async fn three_replicas_the_full_one_leads_and_kill_9_mid_fill_loses_no_pull_and
     assert!(took < Duration::from_secs(10), "takeover took {took:?}");
 }
 
+/// Issue #19, the seed's election rule with an upstream configured: two replica processes start
+/// with empty disks behind a slow upstream (16 KiB/s), so one of them leads as the bootstrap
+/// stand-in and fills for minutes. A third starts with the whole expected set already on its
+/// disk (pulled earlier through it as a standalone cache): within one lease period (2 s) of
+/// reporting full it holds the lease — the non-full leader yielded though it could still fill —
+/// and the replica that never led copies from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_replica_takes_the_lease_from_a_non_full_leader_within_one_lease_period() {
+    const LEASE: Duration = Duration::from_secs(2);
+    let upstream = Upstream::start(UpstreamOptions::default().token_auth("up", "up-pw")).await;
+    let layout = testkit::image::Layout::new(&upstream.scratch_dir().join("images")).unwrap();
+    let platform = ImageBuilder::new("platform")
+        .uncompressed()
+        .layers(&[2 << 20, 50_000])
+        .build(&layout);
+    testkit::push::Registry::of(&upstream)
+        .push_image("deckhouse/ee", Some("v1.70.0"), &platform)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+
+    // master-a's disk gets the set through the replica running alone, as a pull-through cache.
+    let a_dir = dir.path().join("master-a");
+    std::fs::create_dir_all(&a_dir).unwrap();
+    std::fs::write(a_dir.join("pull"), "node:node-pw\n").unwrap();
+    std::fs::write(a_dir.join("upstream"), "up:up-pw\n").unwrap();
+    let (mut standalone, url, _) = start_replica(&a_dir, Some(&upstream), "prefill.log").await;
+    let http = testkit::http_client(None);
+    let manifest = http
+        .get(format!(
+            "{url}/v2/system/deckhouse/manifests/{}",
+            platform.digest()
+        ))
+        .header("authorization", basic("node", "node-pw"))
+        .header("accept", platform.manifest.media_type.as_str())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(manifest.status(), 200);
+    for blob in platform.blobs() {
+        let response = http
+            .get(format!("{url}/v2/system/deckhouse/blobs/{}", blob.digest))
+            .header("authorization", basic("node", "node-pw"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let bytes = response.bytes().await.unwrap();
+        assert_eq!(oci::Digest::sha256(&bytes).to_string(), blob.digest);
+    }
+    standalone.stop();
+
+    // The cluster: the others reach the upstream through a 16 KiB/s link, so a fill of the
+    // 2 MiB layer lasts two minutes.
+    let upstream_address: std::net::SocketAddr = upstream.host().parse().unwrap();
+    let throttle = Throttle::start(upstream_address, 16 << 10).await;
+    let slow_upstream = format!("http://{}", throttle.address);
+    let server = crate::Apiserver::start(&[]).await;
+    let admin = server.admin();
+    std::fs::write(
+        dir.path().join("rstor.yaml"),
+        "apiVersion: deckhouse.io/v1alpha1\nkind: RegistryStorage\nmetadata:\n  name: registry\nspec: {}\n",
+    )
+    .unwrap();
+    crate::kubectl_ok(
+        &admin,
+        &[
+            "apply",
+            "-f",
+            &dir.path().join("rstor.yaml").display().to_string(),
+        ],
+    );
+    let mut members = Vec::new();
+    for node in ["master-b", "master-c"] {
+        let (service, _) = start_member(
+            &dir.path().join(node),
+            node,
+            &admin,
+            &slow_upstream,
+            platform.digest(),
+        );
+        members.push(service);
+    }
+    // Nobody is full: one of them leads as the stand-in and fills from the upstream.
+    until("a non-full leader", Duration::from_secs(20), || {
+        let r = replicas(&admin);
+        r.len() == 2
+            && r.iter()
+                .filter(|(_, role, full, _)| role == "Leader" && !*full)
+                .count()
+                == 1
+    })
+    .await;
+    let stand_in = replicas(&admin)
+        .into_iter()
+        .find(|(_, role, _, _)| role == "Leader")
+        .unwrap()
+        .0;
+    let other = if stand_in == "master-b" {
+        "master-c"
+    } else {
+        "master-b"
+    };
+    until("the stand-in is filling", Duration::from_secs(20), || {
+        throttle.forwarded() > 0
+    })
+    .await;
+
+    // master-a joins with the set on its disk.
+    let (a, _) = start_member(
+        &a_dir,
+        "master-a",
+        &admin,
+        &slow_upstream,
+        platform.digest(),
+    );
+    members.push(a);
+    until("master-a reports full", Duration::from_secs(30), || {
+        replicas(&admin)
+            .iter()
+            .any(|(node, _, full, _)| node == "master-a" && *full)
+    })
+    .await;
+    let reported_full = std::time::Instant::now();
+    until("master-a leads", LEASE * 3, || {
+        replicas(&admin)
+            .iter()
+            .any(|(node, role, _, _)| node == "master-a" && role == "Leader")
+    })
+    .await;
+    let took = reported_full.elapsed();
+    assert!(
+        took < LEASE,
+        "master-a took the lease {took:?} after reporting full, more than one lease period"
+    );
+    until("the stand-in follows, still not full", LEASE, || {
+        replicas(&admin)
+            .iter()
+            .any(|(node, role, full, _)| *node == stand_in && role == "Follower" && !*full)
+    })
+    .await;
+
+    // The replica that never led copies from the new leader, not from the upstream.
+    until(
+        "the other follower full from master-a",
+        Duration::from_secs(30),
+        || {
+            replicas(&admin).iter().any(|(node, role, full, source)| {
+                node == other && role == "Follower" && *full && source == "master-a"
+            })
+        },
+    )
+    .await;
+    assert!(
+        throttle.forwarded() < 2 << 20,
+        "the upstream served a whole fill: {}",
+        throttle.forwarded()
+    );
+    for member in &mut members {
+        member.stop();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn air_gap_push_over_mtls_then_containerd_pulls_through_the_agent_and_the_budget_refuses() {
     use testkit::Credentials;
