@@ -98,6 +98,7 @@ async fn start_agent(cluster: &Cluster, containerd: &Containerd, state: &Path) -
         layout_cache: state.join("cache/layout.json"),
         interval: Duration::from_millis(200),
         timeouts: registry_client::Timeouts::default(),
+        min_throughput: None,
     };
     let api = KubeNodeApi::new(NODE, Connection::Kubeconfig(kubeconfig));
     start(config, api).await.unwrap()

@@ -69,6 +69,7 @@ async fn start_agent(cluster: &Cluster, containerd: &Containerd, state: &Path) -
         layout_cache: state.join("cache/layout.json"),
         interval: Duration::from_millis(200),
         timeouts: registry_client::Timeouts::default(),
+        min_throughput: None,
     };
     start(
         config,
