@@ -9,9 +9,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use jaq_core::load::{Arena, File, Loader};
-use jaq_core::{Compiler, Ctx, Vars, data, unwrap_valr};
-use jaq_json::Val;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -79,7 +76,7 @@ impl Conversions {
             file: file.to_owned(),
             expressions: raw.conversions,
         };
-        compile_check(&step.program()).map_err(bad)?;
+        jq::compile(&step.program()).map_err(bad)?;
         self.steps.insert(raw.version, step);
         Ok(())
     }
@@ -88,7 +85,7 @@ impl Conversions {
     pub fn add_step(&mut self, version: i64, expressions: Vec<String>) -> Result<(), Error> {
         let file = format!("openapi/conversions/v{version}.yaml");
         let step = Step { file, expressions };
-        compile_check(&step.program()).map_err(|reason| Error::ConversionFile {
+        jq::compile(&step.program()).map_err(|reason| Error::ConversionFile {
             file: step.file.clone(),
             reason,
         })?;
@@ -148,78 +145,12 @@ impl Conversions {
     }
 }
 
-fn compile_errors<E: std::fmt::Debug>(errors: &[E]) -> String {
-    errors
-        .iter()
-        .map(|e| format!("{e:?}"))
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// Compiles `program` and runs `f` with the filter; `Err` carries a readable reason.
-fn with_filter<T>(
-    program: &str,
-    f: impl FnOnce(&jaq_core::compile::Filter<jaq_core::Native<data::JustLut<Val>>>) -> T,
-) -> Result<T, String> {
-    let defs = jaq_core::defs()
-        .chain(jaq_std::defs())
-        .chain(jaq_json::defs());
-    let funs = jaq_core::funs()
-        .chain(jaq_std::funs())
-        .chain(jaq_json::funs());
-    let loader = Loader::new(defs);
-    let arena = Arena::default();
-    let modules = loader
-        .load(
-            &arena,
-            File {
-                code: program,
-                path: (),
-            },
-        )
-        .map_err(|errors| {
-            let detail: Vec<String> = errors
-                .iter()
-                .map(|(_, e)| match e {
-                    jaq_core::load::Error::Io(list) => compile_errors(list),
-                    jaq_core::load::Error::Lex(list) => compile_errors(list),
-                    jaq_core::load::Error::Parse(list) => compile_errors(list),
-                })
-                .collect();
-            format!("cannot parse {program:?}: {}", detail.join("; "))
-        })?;
-    let filter = Compiler::default()
-        .with_funs(funs)
-        .compile(modules)
-        .map_err(|errors| {
-            let detail: Vec<String> = errors.iter().map(|(_, e)| compile_errors(e)).collect();
-            format!("cannot compile {program:?}: {}", detail.join("; "))
-        })?;
-    Ok(f(&filter))
-}
-
-/// Definitions put before every program so that jaq behaves as gojq where conversions rely on
-/// it: `del` of a path through a missing (null) parent is a no-op in gojq and an error in jaq.
-const GOJQ_PRELUDE: &str = "def del(f): . as $r | delpaths([path(f) | select(. as $p | length < 2 or ($r | getpath($p[:-1])) != null)] | sort | reverse);";
-
-fn compile_check(program: &str) -> Result<(), String> {
-    with_filter(program, |_| ())
-}
-
 /// Runs a jq program on `input` and returns its first output.
 pub fn run_program(program: &str, input: &Value) -> Result<Value, String> {
-    let text = serde_json::to_vec(input).map_err(|e| e.to_string())?;
-    let input = jaq_json::read::parse_single(&text).map_err(|e| e.to_string())?;
-    let output = with_filter(&format!("{GOJQ_PRELUDE} {program}"), |filter| {
-        let ctx = Ctx::<data::JustLut<Val>>::new(&filter.lut, Vars::new([]));
-        let mut outputs = filter.id.run((ctx, input)).map(unwrap_valr);
-        match outputs.next() {
-            None => Err("the conversion produced no value".to_owned()),
-            Some(Err(e)) => Err(e.to_string()),
-            Some(Ok(v)) => Ok(v.to_string()),
-        }
-    })??;
-    serde_json::from_str(&output).map_err(|e| format!("{MSG_NOT_AN_OBJECT}: {e}"))
+    jq::run(program, input)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| "the conversion produced no value".to_owned())
 }
 
 #[cfg(test)]
