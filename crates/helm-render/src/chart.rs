@@ -4,7 +4,7 @@
 use go_template::Map;
 
 use crate::decode::{self, Decoder};
-use crate::semver;
+use sprig::semver;
 
 /// `apiVersion: v1` (Helm 2 charts: dependencies in `requirements.yaml`).
 pub const API_VERSION_V1: &str = "v1";
@@ -232,7 +232,7 @@ impl Metadata {
         if self.version.is_empty() {
             return err("chart.metadata.version is required".into());
         }
-        if semver::Version::parse(&self.version).is_none() {
+        if semver::Version::parse(&self.version).is_err() {
             return err(format!(
                 "chart.metadata.version {:?} is invalid",
                 self.version

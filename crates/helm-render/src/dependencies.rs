@@ -5,8 +5,8 @@
 use go_template::{Map, Value};
 
 use crate::chart::{Chart, Dependency};
-use crate::semver;
 use crate::values::{self, coalesce_values, merge_values, path_to_map, path_value, table};
+use sprig::semver;
 
 /// Applies aliases, conditions and tags to `chart`'s subcharts (recursively) given the user's
 /// values, then imports values from children into parents.

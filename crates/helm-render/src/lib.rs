@@ -23,7 +23,6 @@ pub mod loader;
 pub mod manifests;
 pub mod objects;
 pub mod schema;
-pub mod semver;
 pub mod strvals;
 pub mod toml;
 pub mod values;
@@ -181,7 +180,7 @@ pub fn render(
     let top = render_values(&chart, user_values, opts)?;
     let kube = opts.kube_version.clone().unwrap_or_default();
     if !chart.metadata.kube_version.is_empty()
-        && !semver::compatible(&chart.metadata.kube_version, &kube.version)
+        && !sprig::semver::compatible(&chart.metadata.kube_version, &kube.version)
     {
         return Err(RenderError::Render(format!(
             "chart requires kubeVersion: {} which is incompatible with Kubernetes {}",

@@ -620,7 +620,7 @@ impl KubeVersion {
     /// Helm's `ParseKubeVersion` (`--kube-version`): a loose semver, printed back as
     /// `v<major>.<minor>.<patch>[-pre][+build]`.
     pub fn parse(s: &str) -> Option<KubeVersion> {
-        let v = crate::semver::Version::parse(s)?;
+        let v = sprig::semver::Version::parse(s).ok()?;
         Some(KubeVersion {
             version: format!("v{v}"),
             major: v.major.to_string(),

@@ -32,7 +32,7 @@ mod hash;
 pub mod network;
 mod path;
 mod random;
-mod semver;
+pub mod semver;
 mod url;
 // end sprig2
 

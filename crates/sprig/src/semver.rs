@@ -37,14 +37,19 @@ pub(crate) fn register(m: &mut FuncMap) {
     );
 }
 
-/// A Masterminds `Version`.
+/// A Masterminds `Version` (`semver.NewVersion`: loose, `v1.2` and `1` parse too).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Version {
-    major: u64,
-    minor: u64,
-    patch: u64,
-    pre: String,
-    metadata: String,
+pub struct Version {
+    /// Major.
+    pub major: u64,
+    /// Minor.
+    pub minor: u64,
+    /// Patch.
+    pub patch: u64,
+    /// Prerelease identifiers (after `-`), empty when none.
+    pub pre: String,
+    /// Build metadata (after `+`), empty when none.
+    pub metadata: String,
     original: String,
 }
 
@@ -53,8 +58,8 @@ fn ident_ok(s: &str) -> bool {
 }
 
 impl Version {
-    /// `semver.NewVersion`.
-    pub(crate) fn parse(text: &str) -> Result<Version, String> {
+    /// `semver.NewVersion`; the error is Masterminds' text.
+    pub fn parse(text: &str) -> Result<Version, String> {
         const INVALID: &str = "Invalid Semantic Version";
         let body = text.strip_prefix('v').unwrap_or(text);
         let core_end = body.find(['-', '+']).unwrap_or(body.len());
@@ -132,6 +137,23 @@ impl Version {
                 (false, true) => Ordering::Less,
                 (false, false) => compare_pre(&self.pre, &o.pre),
             })
+    }
+}
+
+impl std::fmt::Display for Version {
+    /// `Version.String()`: `major.minor.patch[-pre][+metadata]`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.string())
+    }
+}
+
+/// Whether `version` is within `range` (Masterminds constraints, as Helm's
+/// `IsCompatibleRange` checks `kubeVersion` and dependency versions): false when either does
+/// not parse.
+pub fn compatible(range: &str, version: &str) -> bool {
+    match (Constraints::parse(range), Version::parse(version)) {
+        (Ok(c), Ok(v)) => c.check(&v),
+        _ => false,
     }
 }
 
