@@ -760,7 +760,7 @@ async fn autopatch_windows_canary_and_notification() {
     );
     assert_eq!(
         c.release("echo-v1.1.0").await.status.unwrap().message,
-        "Release is postponed until 30 Nov 2026 13:00 UTC"
+        "Release is postponed until 30 Nov 26 13:00 UTC"
     );
     c.clock.advance(jiff::SignedDuration::from_mins(61));
     c.pass().await;
@@ -796,7 +796,7 @@ async fn autopatch_windows_canary_and_notification() {
     let message = c.release("hello-v0.2.1").await.status.unwrap().message;
     assert_eq!(
         message,
-        "Release is waiting for the update window until 01 Dec 2026 01:00 UTC"
+        "Release is waiting for the update window until 01 Dec 26 01:00 UTC"
     );
     assert_eq!(
         c.downloaded.active_version("hello").as_deref(),
