@@ -102,7 +102,7 @@ fn checksum_label(digest: &oci::Digest) -> String {
     crate::install::md5_hex(digest.to_string().as_bytes())
 }
 
-fn condition(
+pub(crate) fn condition(
     type_: ModuleConditionType,
     status: bool,
     reason: Option<ModuleConditionReason>,
@@ -120,7 +120,7 @@ fn condition(
 }
 
 /// Merges `new` into `conditions` by type; keeps the transition time when the status holds.
-fn merge_conditions(
+pub(crate) fn merge_conditions(
     conditions: &[ModuleCondition],
     new: Vec<ModuleCondition>,
 ) -> Vec<ModuleCondition> {
