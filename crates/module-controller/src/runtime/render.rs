@@ -34,9 +34,12 @@ const MAX_DEPTH: usize = 32;
 /// The whole chart read from a module directory, at most.
 const MAX_CHART_BYTES: u64 = 100 * 1024 * 1024;
 
+/// A chart's files: `(path in the chart, contents)`.
+pub type ChartFiles = Vec<(String, Vec<u8>)>;
+
 /// The files of a module's chart, ready for `helm_render::load_files`; `None` when the module
 /// is not a Helm module (neither `Chart.yaml` nor `templates/`).
-pub fn read_chart(module: &str, dir: &Path) -> Result<Option<Vec<(String, Vec<u8>)>>, Error> {
+pub fn read_chart(module: &str, dir: &Path) -> Result<Option<ChartFiles>, Error> {
     let has_chart = dir.join("Chart.yaml").is_file();
     let has_templates = dir.join("templates").is_dir();
     if !has_chart && !has_templates {
@@ -162,7 +165,7 @@ pub struct Rendered {
 /// thread with the engine's stack.
 pub async fn render(
     module: &str,
-    files: Vec<(String, Vec<u8>)>,
+    files: ChartFiles,
     values: &Value,
     namespace: &str,
 ) -> Result<Rendered, Error> {
