@@ -4,6 +4,8 @@
 //! Everything here is synchronous (redb is); the HTTP layer calls it on blocking threads.
 
 use crate::error::ApiError;
+use crate::fields::Shape;
+use crate::managed;
 use crate::meta;
 use crate::patch::{self, PatchType};
 use crate::resources::{self, Registry, ResourceDef};
@@ -35,10 +37,15 @@ pub(crate) enum FieldValidation {
 }
 
 /// Options of a write.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct WriteOpts {
     pub(crate) field_validation: FieldValidation,
     pub(crate) dry_run: bool,
+    /// The field manager recorded in `managedFields` (`None`: the server's own writes, not
+    /// recorded).
+    pub(crate) manager: Option<String>,
+    /// `force` of a server-side apply: take over conflicting fields.
+    pub(crate) force: bool,
 }
 
 /// A completed write.
@@ -313,7 +320,7 @@ impl Core {
         version: &str,
         old: Option<&Value>,
         mut new: Value,
-        opts: WriteOpts,
+        opts: &WriteOpts,
         warnings: &mut Vec<String>,
     ) -> Result<Change, ApiError> {
         if def.group.is_empty() && def.plural == "secrets" {
@@ -454,14 +461,42 @@ impl Core {
         Ok(())
     }
 
+    /// The merge rules of `def` at `version` for server-side apply and `managedFields`.
+    fn shape<'a>(def: &'a ResourceDef, version: &str) -> Shape<'a> {
+        if def.custom {
+            Shape::custom(
+                &def.group,
+                &def.kind,
+                def.version(version)
+                    .and_then(|v| v.schema.as_ref())
+                    .map(|s| s.raw()),
+            )
+        } else {
+            Shape::builtin(&def.group, &def.kind)
+        }
+    }
+
     /// Creates an object (`generateName` supported).
     pub(crate) fn create(
         &self,
         def: &ResourceDef,
         version: &str,
         ns: Option<&str>,
+        body: Value,
+        opts: WriteOpts,
+    ) -> Result<Written, ApiError> {
+        self.create_with(def, version, ns, body, opts, None)
+    }
+
+    /// Creates an object; `applied_fields` are the `managedFields` a server-side apply computed.
+    fn create_with(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        ns: Option<&str>,
         mut body: Value,
         opts: WriteOpts,
+        applied_fields: Option<Value>,
     ) -> Result<Written, ApiError> {
         Self::check_body(def, version, &body)?;
         let m = meta::meta_mut(&mut body);
@@ -543,13 +578,31 @@ impl Core {
             body["status"] = resources::crd_status(&body, &meta::now());
             meta::set_finalizers(&mut body, &[CRD_CLEANUP.to_string()]);
         }
+        match (applied_fields, &opts.manager) {
+            (Some(fields), _) => {
+                meta::meta_mut(&mut body).insert("managedFields".into(), fields);
+            }
+            (None, Some(manager)) => {
+                let api_version = def.api_version(version);
+                let now = meta::now();
+                let w = managed::Writer {
+                    manager,
+                    api_version: &api_version,
+                    subresource: None,
+                    has_status: def.version(version).is_some_and(|v| v.status),
+                    now: &now,
+                };
+                managed::update(None, &mut body, &Self::shape(def, version), &w);
+            }
+            (None, None) => {}
+        }
         let key = Self::key(def, ns_value.as_deref(), &name);
         let mut warnings = Vec::new();
         let committed = self.commit(def, &key, opts.dry_run, |current| {
             if current.is_some() {
                 return Err(ApiError::already_exists(&def.group, &def.plural, &name));
             }
-            self.admit(def, version, None, body, opts, &mut warnings)
+            self.admit(def, version, None, body, &opts, &mut warnings)
         })?;
         Ok(Written {
             object: Self::to_version(def, version, committed.object),
@@ -568,7 +621,8 @@ impl Core {
         old: Value,
         mut new: Value,
         subresource: Option<&str>,
-        opts: WriteOpts,
+        opts: &WriteOpts,
+        applied_fields: Option<Value>,
         warnings: &mut Vec<String>,
     ) -> Result<Change, ApiError> {
         Self::check_body(def, version, &new)?;
@@ -664,6 +718,31 @@ impl Core {
                 new["status"]["conditions"] = old_conds.clone();
             }
         }
+        match (applied_fields, &opts.manager) {
+            (Some(fields), _) => {
+                meta::meta_mut(&mut new).insert("managedFields".into(), fields);
+            }
+            (None, Some(manager)) => {
+                let api_version = def.api_version(version);
+                let now = meta::now();
+                let w = managed::Writer {
+                    manager,
+                    api_version: &api_version,
+                    subresource,
+                    has_status,
+                    now: &now,
+                };
+                managed::update(Some(&old), &mut new, &Self::shape(def, version), &w);
+            }
+            (None, None) => match old.pointer("/metadata/managedFields") {
+                Some(f) => {
+                    meta::meta_mut(&mut new).insert("managedFields".into(), f.clone());
+                }
+                None => {
+                    meta::meta_mut(&mut new).remove("managedFields");
+                }
+            },
+        }
         self.admit(def, version, Some(&old), new, opts, warnings)
     }
 
@@ -690,7 +769,8 @@ impl Core {
                 old,
                 body,
                 subresource,
-                opts,
+                &opts,
+                None,
                 &mut warnings,
             )
         })?;
@@ -714,16 +794,10 @@ impl Core {
         subresource: Option<&str>,
         opts: WriteOpts,
     ) -> Result<Written, ApiError> {
-        let key = Self::key(def, ns, name);
-        if ty == PatchType::Apply && subresource.is_none() && self.store.get(&key)?.is_none() {
-            let mut obj = patch::parse_apply(body).map_err(ApiError::bad_request)?;
-            let m = meta::meta_mut(&mut obj);
-            m.insert("name".into(), Value::String(name.into()));
-            match self.create(def, version, ns, obj, opts) {
-                Err(e) if e.reason == "AlreadyExists" => {} // lost a race: patch it below
-                other => return other,
-            }
+        if ty == PatchType::Apply {
+            return self.server_side_apply(def, version, ns, name, body, subresource, opts);
         }
+        let key = Self::key(def, ns, name);
         let mut warnings = Vec::new();
         let committed = self.commit(def, &key, opts.dry_run, |current| {
             let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
@@ -743,7 +817,79 @@ impl Core {
                 old,
                 doc,
                 subresource,
-                opts,
+                &opts,
+                None,
+                &mut warnings,
+            )
+        })?;
+        Ok(Written {
+            object: Self::to_version(def, version, committed.object),
+            warnings,
+            created: false,
+        })
+    }
+
+    /// Server-side apply (`application/apply-patch+yaml`): see [`managed`].
+    #[allow(clippy::too_many_arguments)]
+    fn server_side_apply(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        ns: Option<&str>,
+        name: &str,
+        body: &[u8],
+        subresource: Option<&str>,
+        opts: WriteOpts,
+    ) -> Result<Written, ApiError> {
+        let manager = opts.manager.clone().unwrap_or_default();
+        let config = patch::parse_apply(body).map_err(ApiError::bad_request)?;
+        Self::check_body(def, version, &config)?;
+        if let Some(n) = meta::get(&config, "name")
+            && n != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        let api_version = def.api_version(version);
+        let shape = Self::shape(def, version);
+        let has_status = def.version(version).is_some_and(|v| v.status);
+        let key = Self::key(def, ns, name);
+        let now = meta::now();
+        let w = managed::Writer {
+            manager: &manager,
+            api_version: &api_version,
+            subresource,
+            has_status,
+            now: &now,
+        };
+        if subresource.is_none() && self.store.get(&key)?.is_none() {
+            let mut obj = managed::apply(&json!({}), &config, &shape, &w, opts.force)?;
+            let fields = meta::meta_mut(&mut obj).remove("managedFields");
+            let m = meta::meta_mut(&mut obj);
+            m.insert("name".into(), Value::String(name.into()));
+            obj["apiVersion"] = json!(api_version);
+            obj["kind"] = json!(def.kind);
+            match self.create_with(def, version, ns, obj, opts.clone(), fields) {
+                Err(e) if e.reason == "AlreadyExists" => {} // lost a race: apply below
+                other => return other,
+            }
+        }
+        let mut warnings = Vec::new();
+        let committed = self.commit(def, &key, opts.dry_run, |current| {
+            let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            let live = Self::to_version(def, version, old.clone());
+            let mut doc = managed::apply(&live, &config, &shape, &w, opts.force)?;
+            let fields = meta::meta_mut(&mut doc).remove("managedFields");
+            self.update_from(
+                def,
+                version,
+                name,
+                old,
+                doc,
+                subresource,
+                &opts,
+                fields,
                 &mut warnings,
             )
         })?;

@@ -174,6 +174,14 @@ impl ApiError {
         e
     }
 
+    /// 409 Conflict of a server-side apply: fields owned by other managers (`causes` of type
+    /// `FieldManagerConflict`).
+    pub(crate) fn apply_conflict(message: String, causes: Vec<Value>) -> Self {
+        let mut e = Self::new(409, "Conflict", message);
+        e.details = Some(json!({ "causes": causes }));
+        e
+    }
+
     /// 410 Gone / Expired (a watch or continue token older than the retained history).
     pub fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)

@@ -211,6 +211,47 @@ fn verb_of(
     })
 }
 
+/// The field manager of a write: `fieldManager`, else the User-Agent's first word, as
+/// kube-apiserver names managers of clients that do not say.
+fn field_manager(q: &HashMap<String, String>, user_agent: &str) -> Result<String, ApiError> {
+    let invalid = |field: &str, msg: &str| {
+        let mut e = ApiError::unprocessable(format!(
+            "PatchOptions.meta.k8s.io \"\" is invalid: {field}: {msg}"
+        ));
+        e.details = Some(
+            json!({"group": "meta.k8s.io", "kind": "PatchOptions", "name": "",
+            "causes": [{"reason": "FieldValueInvalid", "message": msg, "field": field}]}),
+        );
+        e
+    };
+    match q.get("fieldManager").filter(|m| !m.is_empty()) {
+        Some(m) if m.len() > 128 => Err(invalid(
+            "fieldManager",
+            "Too long: may not be more than 128 bytes",
+        )),
+        Some(m) if m.chars().any(|c| c.is_control()) => Err(invalid(
+            "fieldManager",
+            &format!("Invalid value: {m:?}: must only contain printable characters"),
+        )),
+        Some(m) => Ok(m.clone()),
+        None => {
+            let prefix: String = user_agent
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(128)
+                .collect();
+            Ok(if prefix.is_empty() {
+                "unknown".into()
+            } else {
+                prefix
+            })
+        }
+    }
+}
+
 fn write_opts(q: &HashMap<String, String>) -> Result<WriteOpts, ApiError> {
     let field_validation = match q.get("fieldValidation").map(String::as_str) {
         None | Some("") | Some("Warn") => FieldValidation::Warn,
@@ -234,6 +275,8 @@ fn write_opts(q: &HashMap<String, String>) -> Result<WriteOpts, ApiError> {
     Ok(WriteOpts {
         field_validation,
         dry_run,
+        manager: None,
+        force: false,
     })
 }
 
@@ -311,6 +354,12 @@ async fn resource(
         .get("includeObject")
         .cloned()
         .unwrap_or_else(|| "Metadata".into());
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let ct = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -366,13 +415,15 @@ async fn resource(
         }
         "watch" => crate::watch_http::watch(st, def, rp.version.clone(), lq, &q).await,
         "create" => {
-            let opts = write_opts(&q)?;
+            let mut opts = write_opts(&q)?;
+            opts.manager = Some(field_manager(&q, &user_agent)?);
             let obj = parse_object(&body)?;
             let w = blocking(move || core.create(&def, &version, ns.as_deref(), obj, opts)).await?;
             Ok(with_warnings(json_response(201, &w.object), &w.warnings))
         }
         "update" => {
-            let opts = write_opts(&q)?;
+            let mut opts = write_opts(&q)?;
+            opts.manager = Some(field_manager(&q, &user_agent)?);
             let obj = parse_object(&body)?;
             let w = blocking(move || {
                 core.update(
@@ -389,9 +440,41 @@ async fn resource(
             Ok(with_warnings(json_response(200, &w.object), &w.warnings))
         }
         "patch" => {
-            let opts = write_opts(&q)?;
+            let mut opts = write_opts(&q)?;
             let ty = PatchType::from_content_type(&ct)
                 .ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
+            let force = match q.get("force").map(String::as_str) {
+                None | Some("" | "false") => false,
+                Some("true") => true,
+                Some(o) => {
+                    return Err(ApiError::bad_request(format!(
+                        "force must be true or false, not {o:?}"
+                    )));
+                }
+            };
+            if ty == PatchType::Apply {
+                if q.get("fieldManager").is_none_or(String::is_empty) {
+                    let mut e = ApiError::unprocessable(
+                        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                    );
+                    e.details = Some(
+                        json!({"group": "meta.k8s.io", "kind": "PatchOptions", "name": "",
+                        "causes": [{"reason": "FieldValueRequired", "message": "Required value: is required for apply patch", "field": "fieldManager"}]}),
+                    );
+                    return Err(e);
+                }
+            } else if force {
+                let mut e = ApiError::unprocessable(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch",
+                );
+                e.details = Some(
+                    json!({"group": "meta.k8s.io", "kind": "PatchOptions", "name": "",
+                    "causes": [{"reason": "FieldValueForbidden", "message": "Forbidden: may not be specified for non-apply patch", "field": "force"}]}),
+                );
+                return Err(e);
+            }
+            opts.manager = Some(field_manager(&q, &user_agent)?);
+            opts.force = force;
             let w = blocking(move || {
                 core.patch(
                     &def,

@@ -6,6 +6,9 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod builtins;
+pub(crate) use builtins::age;
+
 /// A printer column (`additionalPrinterColumns` or a built-in's `kubectl get` columns).
 #[derive(Debug, Clone)]
 pub(crate) struct Column {
@@ -24,9 +27,33 @@ pub(crate) struct VersionDef {
     pub(crate) name: String,
     pub(crate) storage: bool,
     pub(crate) status: bool,
+    /// The `scale` subresource, if served.
+    pub(crate) scale: Option<ScalePaths>,
     pub(crate) schema: Option<Structural>,
     pub(crate) columns: Vec<Column>,
     pub(crate) deprecation_warning: Option<String>,
+}
+
+/// Where a `scale` subresource reads and writes (`subresources.scale` of a CRD).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ScalePaths {
+    /// `.spec.replicas`.
+    pub(crate) spec_replicas: String,
+    /// `.status.replicas`.
+    pub(crate) status_replicas: String,
+    /// `.status.selector` (a label selector in string form), if any.
+    pub(crate) label_selector: Option<String>,
+}
+
+impl ScalePaths {
+    /// The paths of the built-in workloads.
+    pub(crate) fn workload() -> Self {
+        Self {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: Some(".status.selector".into()),
+        }
+    }
 }
 
 /// A resource: a kind under a group, with its served versions.
@@ -97,194 +124,6 @@ pub(crate) fn version_priority(a: &str, b: &str) -> Ordering {
         (Some(_), None) => Ordering::Less,
         (None, Some(_)) => Ordering::Greater,
         (None, None) => a.cmp(b),
-    }
-}
-
-fn col(name: &str, type_: &str, json_path: &str) -> Column {
-    Column {
-        name: name.into(),
-        type_: type_.into(),
-        format: String::new(),
-        description: String::new(),
-        priority: 0,
-        json_path: json_path.into(),
-    }
-}
-
-fn age() -> Column {
-    col("Age", "date", ".metadata.creationTimestamp")
-}
-
-struct Builtin {
-    group: &'static str,
-    version: &'static str,
-    plural: &'static str,
-    kind: &'static str,
-    namespaced: bool,
-    short: &'static [&'static str],
-    status: bool,
-    generation: bool,
-}
-
-const BUILTINS: &[Builtin] = &[
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "namespaces",
-        kind: "Namespace",
-        namespaced: false,
-        short: &["ns"],
-        status: true,
-        generation: false,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "nodes",
-        kind: "Node",
-        namespaced: false,
-        short: &["no"],
-        status: true,
-        generation: false,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "secrets",
-        kind: "Secret",
-        namespaced: true,
-        short: &[],
-        status: false,
-        generation: false,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "configmaps",
-        kind: "ConfigMap",
-        namespaced: true,
-        short: &["cm"],
-        status: false,
-        generation: false,
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        plural: "events",
-        kind: "Event",
-        namespaced: true,
-        short: &["ev"],
-        status: false,
-        generation: false,
-    },
-    Builtin {
-        group: "events.k8s.io",
-        version: "v1",
-        plural: "events",
-        kind: "Event",
-        namespaced: true,
-        short: &["ev"],
-        status: false,
-        generation: false,
-    },
-    Builtin {
-        group: "coordination.k8s.io",
-        version: "v1",
-        plural: "leases",
-        kind: "Lease",
-        namespaced: true,
-        short: &[],
-        status: false,
-        generation: false,
-    },
-    Builtin {
-        group: "apps",
-        version: "v1",
-        plural: "deployments",
-        kind: "Deployment",
-        namespaced: true,
-        short: &["deploy"],
-        status: true,
-        generation: true,
-    },
-    Builtin {
-        group: "apiextensions.k8s.io",
-        version: "v1",
-        plural: "customresourcedefinitions",
-        kind: "CustomResourceDefinition",
-        namespaced: false,
-        short: &["crd", "crds"],
-        status: true,
-        generation: true,
-    },
-];
-
-fn builtin_columns(kind: &str, group: &str) -> Vec<Column> {
-    match (group, kind) {
-        ("", "Namespace") => vec![col("Status", "string", ".status.phase"), age()],
-        ("", "Node") => vec![
-            col(
-                "Status",
-                "string",
-                r#".status.conditions[?(@.type=="Ready")].status"#,
-            ),
-            age(),
-            col("Version", "string", ".status.nodeInfo.kubeletVersion"),
-        ],
-        ("", "Secret") => vec![
-            col("Type", "string", ".type"),
-            col("Data", "integer", "#count .data"),
-            age(),
-        ],
-        ("", "ConfigMap") => vec![col("Data", "integer", "#count .data"), age()],
-        ("", "Event") => vec![
-            col("Last Seen", "date", ".lastTimestamp"),
-            col("Type", "string", ".type"),
-            col("Reason", "string", ".reason"),
-            col("Object", "string", "#object .involvedObject"),
-            col("Message", "string", ".message"),
-        ],
-        ("events.k8s.io", "Event") => vec![
-            col("Type", "string", ".type"),
-            col("Reason", "string", ".reason"),
-            col("Object", "string", "#object .regarding"),
-            col("Message", "string", ".note"),
-            age(),
-        ],
-        (_, "Lease") => vec![col("Holder", "string", ".spec.holderIdentity"), age()],
-        (_, "Deployment") => vec![
-            col("Ready", "string", "#ready"),
-            col("Up-to-date", "integer", ".status.updatedReplicas"),
-            col("Available", "integer", ".status.availableReplicas"),
-            age(),
-        ],
-        (_, "CustomResourceDefinition") => {
-            vec![col("Created At", "date", ".metadata.creationTimestamp")]
-        }
-        _ => vec![age()],
-    }
-}
-
-fn builtin(b: &Builtin) -> ResourceDef {
-    ResourceDef {
-        group: b.group.into(),
-        plural: b.plural.into(),
-        singular: b.kind.to_lowercase(),
-        kind: b.kind.into(),
-        list_kind: format!("{}List", b.kind),
-        namespaced: b.namespaced,
-        short_names: b.short.iter().map(|s| (*s).to_string()).collect(),
-        categories: Vec::new(),
-        versions: vec![VersionDef {
-            name: b.version.into(),
-            storage: true,
-            status: b.status,
-            schema: None,
-            columns: builtin_columns(b.kind, b.group),
-            deprecation_warning: None,
-        }],
-        generation: b.generation,
-        custom: false,
     }
 }
 
@@ -393,6 +232,15 @@ pub(crate) fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
             name: vname.into(),
             storage: is_storage,
             status: v.pointer("/subresources/status").is_some(),
+            scale: v.pointer("/subresources/scale").map(|sc| {
+                let p = |k: &str| sc.get(k).and_then(Value::as_str).map(str::to_string);
+                ScalePaths {
+                    spec_replicas: p("specReplicasPath").unwrap_or_else(|| ".spec.replicas".into()),
+                    status_replicas: p("statusReplicasPath")
+                        .unwrap_or_else(|| ".status.replicas".into()),
+                    label_selector: p("labelSelectorPath"),
+                }
+            }),
             schema,
             columns,
             deprecation_warning: (v.get("deprecated").and_then(Value::as_bool) == Some(true)).then(
@@ -453,11 +301,8 @@ impl Registry {
         crds: impl IntoIterator<Item = &'a Value>,
     ) -> (Self, Vec<(String, String)>) {
         let mut by_gr = BTreeMap::new();
-        for b in BUILTINS {
-            by_gr.insert(
-                (b.group.to_string(), b.plural.to_string()),
-                Arc::new(builtin(b)),
-            );
+        for def in builtins::all() {
+            by_gr.insert((def.group.clone(), def.plural.clone()), Arc::new(def));
         }
         let mut errors = Vec::new();
         for crd in crds {
@@ -521,12 +366,7 @@ impl Registry {
             })
             .collect();
         // Built-in groups first, as Kubernetes lists them.
-        out.sort_by_key(|(g, _)| {
-            (
-                !(g.is_empty() || g.ends_with("k8s.io") || g == "apps"),
-                g.clone(),
-            )
-        });
+        out.sort_by_key(|(g, _)| (!(g.is_empty() || builtins::is_builtin_group(g)), g.clone()));
         out
     }
 

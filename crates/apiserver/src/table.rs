@@ -4,32 +4,14 @@
 use crate::resources::{Column, ResourceDef};
 use serde_json::{Value, json};
 
+mod builtin;
+
 /// Evaluates the JSONPath subset printer columns use: `.a.b`, `.a[0]`, `.a[*].b`,
 /// `.a[?(@.k=="v")].b`; plus `#count .path`, `#object .path` and `#ready` for built-ins.
 pub(crate) fn eval(obj: &Value, path: &str) -> Option<Value> {
-    if let Some(p) = path.strip_prefix("#count ") {
-        return eval(obj, p).map(|v| json!(v.as_object().map(|m| m.len()).unwrap_or(0)));
-    }
-    if let Some(p) = path.strip_prefix("#object ") {
-        let o = eval(obj, p)?;
-        let kind = o
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_lowercase();
-        let name = o.get("name").and_then(Value::as_str).unwrap_or_default();
-        return Some(json!(format!("{kind}/{name}")));
-    }
-    if path == "#ready" {
-        let ready = obj
-            .pointer("/status/readyReplicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        let want = obj
-            .pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(1);
-        return Some(json!(format!("{ready}/{want}")));
+    if let Some(special) = path.strip_prefix('#') {
+        let (name, arg) = special.split_once(' ').unwrap_or((special, ""));
+        return builtin::eval(obj, name, arg);
     }
     let path = path
         .trim()
