@@ -11,18 +11,20 @@
 
 pub mod apply;
 pub mod converge;
+pub mod queue;
 pub mod readiness;
 pub mod release;
 pub mod render;
 pub mod status;
+pub mod worker;
 
 use std::path::PathBuf;
 
-use api::module::{Module, ModuleConditionType, ModulePhase};
+use api::module::{Module, ModulePhase};
 use api::module_config::{Maintenance, ModuleConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use self::apply::Applier;
@@ -90,6 +92,8 @@ pub struct Runtime {
     dirs: ModuleDirs,
     global: Value,
     clock: std::sync::Arc<dyn release_controller::Clock>,
+    queue_view: worker::QueueView,
+    queue_metrics: worker::QueueMetrics,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -113,6 +117,8 @@ impl Runtime {
             dirs,
             global: json!({}),
             clock,
+            queue_view: worker::QueueView::new(),
+            queue_metrics: worker::QueueMetrics::default(),
         }
     }
 
@@ -165,29 +171,42 @@ impl Runtime {
         conditions: Vec<status::Condition>,
     ) -> Result<(), Error> {
         let api: Api<Module> = Api::all(self.client.clone());
-        let old = api
-            .get_opt(module)
-            .await
-            .map_err(|e| Error::kube(format!("get Module {module}"), e))?
-            .and_then(|m| m.status)
-            .map(|s| s.conditions)
-            .unwrap_or_default();
         let now = Time(self.clock.now());
-        let new = conditions
+        let new: Vec<_> = conditions
             .into_iter()
             .map(|(t, ok, reason, message)| {
                 crate::manager::condition(t, ok, reason, &message, &now)
             })
             .collect();
-        let merged = crate::manager::merge_conditions(&old, new);
-        api.patch_status(
-            module,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": phase, "conditions": merged}})),
-        )
-        .await
-        .map_err(|e| Error::kube(format!("patch Module {module} status"), e))?;
-        Ok(())
+        // Read, merge, write with the resourceVersion read: the module manager writes other
+        // conditions of the same list, and a stale write must not undo its.
+        for _ in 0..8 {
+            let Some(current) = api
+                .get_opt(module)
+                .await
+                .map_err(|e| Error::kube(format!("get Module {module}"), e))?
+            else {
+                return Ok(());
+            };
+            let old = current.status.map(|s| s.conditions).unwrap_or_default();
+            let merged = crate::manager::merge_conditions(&old, new.clone());
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "status": {"phase": phase, "conditions": merged},
+            });
+            match api
+                .patch_status(module, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                Err(e) => return Err(Error::kube(format!("patch Module {module} status"), e)),
+            }
+        }
+        Err(Error::Render {
+            module: module.to_owned(),
+            message: "the Module status kept changing while it was written".into(),
+        })
     }
 
     /// Render → apply → release → readiness, without the status.
@@ -458,41 +477,28 @@ impl Runtime {
         Ok(deleted)
     }
 
-    /// A converge: every enabled module in weight order is run, every disabled module that
-    /// still has a release is removed. Returns each module's result.
+    /// A converge done at once (without the queues): every disabled module that still has a
+    /// release is removed, then every enabled module is run in weight order. Returns each
+    /// module's result.
     pub async fn converge(&self) -> Result<Vec<(String, Result<Outcome, Error>)>, Error> {
-        let modules = Api::<Module>::all(self.client.clone())
-            .list(&Default::default())
-            .await
-            .map_err(|e| Error::kube("list Modules", e))?;
-        let mut enabled: Vec<(i64, String)> = Vec::new();
-        let mut disabled = Vec::new();
-        for m in &modules {
-            let on = m.status.as_ref().is_some_and(|s| {
-                s.conditions.iter().any(|c| {
-                    c.type_ == ModuleConditionType::EnabledByModuleManager.as_str()
-                        && c.status == "True"
-                })
-            });
-            if on && self.dirs.find(&m.name_any())?.is_some() {
-                enabled.push((m.spec.properties.weight.unwrap_or(900), m.name_any()));
-            } else {
-                disabled.push(m.name_any());
-            }
-        }
-        enabled.sort();
+        let (enabled, to_delete) = self.converge_plan().await?;
         let mut out = Vec::new();
-        for name in disabled {
-            if let Err(e) = self.delete_module(&name).await {
-                out.push((name, Err(e)));
+        for kind in queue::converge_tasks(&enabled, &to_delete) {
+            match kind {
+                queue::TaskKind::ModuleDelete { module } => {
+                    if let Err(e) = self.delete_module(&module).await {
+                        out.push((module, Err(e)));
+                    }
+                }
+                queue::TaskKind::ModuleRun { module } => {
+                    let result = self.run_module(&module).await;
+                    if let Err(e) = &result {
+                        tracing::warn!(module = %module, error = %e, "module run failed");
+                    }
+                    out.push((module, result));
+                }
+                _ => {}
             }
-        }
-        for (_, name) in enabled {
-            let result = self.run_module(&name).await;
-            if let Err(e) = &result {
-                tracing::warn!(module = %name, error = %e, "module run failed");
-            }
-            out.push((name, result));
         }
         Ok(out)
     }

@@ -27,7 +27,7 @@ struct Cluster {
     kubeconfig: PathBuf,
     client: Client,
     manager: Manager,
-    runtime: Runtime,
+    runtime: Arc<Runtime>,
     module_dir: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -37,7 +37,7 @@ const SCHEMA: &str = "type: object\nproperties:\n  message:\n    type: string\n 
 const NAMESPACE: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: d8-echo\n";
 const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: echo\n  namespace: d8-echo\n  labels:\n    heritage: deckhouse\n    module: {{ .Chart.Name }}\ndata:\n  message: {{ .Values.echo.message | quote }}\n";
 const SECRET: &str =
-    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: echo-token\nstringData:\n  token: t0k3n\n";
+    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: echo-token\ndata:\n  token: dDBrM24=\n";
 const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: echo\nspec:\n  replicas: {{ .Values.echo.replicas }}\n  selector:\n    matchLabels: {app: echo}\n  template:\n    metadata:\n      labels: {app: echo}\n    spec:\n      containers:\n      - name: echo\n        image: registry.example.com/echo:1.0\n";
 
 fn write(dir: &Path, files: &[(&str, &str)]) {
@@ -102,15 +102,17 @@ async fn cluster() -> Cluster {
         facts,
     )
     .with_embedded(embedded.clone());
-    let runtime = Runtime::new(
-        client.clone(),
-        ModuleDirs {
-            embedded,
-            downloaded: Some(downloaded),
-        },
-        Arc::new(clock),
-    )
-    .with_global(json!({"clusterConfiguration": {"clusterDomain": "cluster.local"}}));
+    let runtime = Arc::new(
+        Runtime::new(
+            client.clone(),
+            ModuleDirs {
+                embedded,
+                downloaded: Some(downloaded),
+            },
+            Arc::new(clock),
+        )
+        .with_global(json!({"clusterConfiguration": {"clusterDomain": "cluster.local"}})),
+    );
     Cluster {
         _server: server,
         kubeconfig,
@@ -348,7 +350,10 @@ async fn a_module_runs_changes_and_is_removed() {
     let after = c.versions().await;
     assert_ne!(after["configmap"], before["configmap"]);
     for kind in ["secret", "deployment", "namespace"] {
-        assert_eq!(after[kind], before[kind], "{kind} was written");
+        assert_eq!(
+            after[kind], before[kind],
+            "{kind} was written: {before:?} {after:?}"
+        );
     }
     let releases = c.releases().await;
     let statuses: Vec<(&str, &str)> = releases
@@ -431,4 +436,90 @@ async fn a_module_runs_changes_and_is_removed() {
     let gone = c.versions().await;
     assert!(gone.values().all(Option::is_none), "{gone:?}");
     assert!(c.releases().await.is_empty());
+}
+
+/// Waits (up to `secs`) until `check` holds.
+async fn eventually<F, Fut>(secs: u64, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while tokio::time::Instant::now() < until {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn queues_run_modules_retry_failures_and_export_metrics() {
+    let c = cluster().await;
+    c.manager.sync_modules().await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(c.runtime.clone().run(async move {
+        let _ = stopped.await;
+    }));
+    // Enabling queues a converge, which runs the module.
+    write(
+        &c.module_dir,
+        &[("templates/broken.yaml", "{{ .Values.echo.nope.deeper }}\n")],
+    );
+    c.config(json!({"enabled": true, "version": 1})).await;
+    let view = c.runtime.queue_view();
+    assert!(
+        eventually(10, || async { view.render().contains("failed 1 times") }).await,
+        "{}",
+        view.render()
+    );
+    let list = view.render();
+    assert!(
+        list.contains("Queue 'main': length 1, head: ModuleRun:echo (queued "),
+        "{list}"
+    );
+    assert!(
+        list.contains("module echo: template: echo/templates/broken.yaml:1:"),
+        "{list}"
+    );
+    let mut registry = prometheus_client::registry::Registry::default();
+    c.runtime.queue_metrics().register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(
+        text.contains("deckhouse_tasks_queue_length{queue=\"main\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("deckhouse_tasks_queue_head_info{queue=\"main\",module=\"echo\",task_type=\"ModuleRun\",hook=\"\"} 1"),
+        "{text}"
+    );
+    assert_eq!(c.module().await.0, "Error");
+    // Fixed: the retry (after shell-operator's 5 s) deploys it and the queue drains.
+    std::fs::remove_file(c.module_dir.join("templates/broken.yaml")).unwrap();
+    let cm: Api<ConfigMap> = Api::namespaced(c.client.clone(), "d8-echo");
+    assert!(
+        eventually(15, || async { cm.get_opt("echo").await.unwrap().is_some() }).await,
+        "{}",
+        view.render()
+    );
+    assert!(
+        eventually(5, || async {
+            view.render().starts_with("Summary: 1 queues, 0 tasks")
+        })
+        .await,
+        "{}",
+        view.render()
+    );
+    // Disabling converges again: everything removed.
+    c.config(json!({"enabled": false})).await;
+    assert!(
+        eventually(10, || async { cm.get_opt("echo").await.unwrap().is_none() }).await,
+        "{}",
+        view.render()
+    );
+    assert!(eventually(5, || async { c.releases().await.is_empty() }).await);
+    let _ = stop.send(());
+    worker.await.unwrap();
 }
