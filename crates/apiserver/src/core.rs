@@ -541,7 +541,13 @@ impl Core {
                 }],
             ));
         }
-        if let Some(c) = meta::validate_name(&name, def.plural == "namespaces") {
+        let checked = if def.group == "rbac.authorization.k8s.io" {
+            // RBAC objects are named by path segments (`d8:module:role`), as in Kubernetes.
+            meta::validate_path_segment(&name)
+        } else {
+            meta::validate_name(&name, def.plural == "namespaces")
+        };
+        if let Some(c) = checked {
             return Err(ApiError::invalid(&def.group, &def.kind, &name, &[c]));
         }
         let ns_value = m
@@ -895,6 +901,95 @@ impl Core {
         })?;
         Ok(Written {
             object: Self::to_version(def, version, committed.object),
+            warnings,
+            created: false,
+        })
+    }
+
+    /// The `scale` subresource of an object.
+    pub(crate) fn get_scale(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        let paths = def
+            .version(version)
+            .and_then(|v| v.scale.clone())
+            .ok_or_else(ApiError::no_route)?;
+        let obj = self.get(def, version, ns, name)?;
+        Ok(crate::scale::to_scale(&paths, &obj, !def.custom))
+    }
+
+    /// Replaces (`ty` = `None`) or patches the `scale` subresource: sets the replicas.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn write_scale(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        ns: Option<&str>,
+        name: &str,
+        ty: Option<PatchType>,
+        body: &[u8],
+        opts: WriteOpts,
+    ) -> Result<Written, ApiError> {
+        let paths = def
+            .version(version)
+            .and_then(|v| v.scale.clone())
+            .ok_or_else(ApiError::no_route)?;
+        let key = Self::key(def, ns, name);
+        let mut warnings = Vec::new();
+        let committed = self.commit(def, &key, opts.dry_run, |current| {
+            let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            let mut scale = crate::scale::to_scale(&paths, &old, !def.custom);
+            match ty {
+                None => {
+                    scale = serde_json::from_slice(body).map_err(|e| {
+                        ApiError::bad_request(format!("the request body is not a valid Scale: {e}"))
+                    })?;
+                    match meta::get(&scale, "resourceVersion") {
+                        Some(rv)
+                            if !rv.is_empty() && Some(rv) != meta::get(&old, "resourceVersion") =>
+                        {
+                            return Err(conflict(def, name));
+                        }
+                        _ => {}
+                    }
+                }
+                Some(t) => {
+                    patch::apply(t, &mut scale, body, true).map_err(ApiError::bad_request)?
+                }
+            }
+            let mut new = Self::to_version(def, version, old.clone());
+            crate::scale::set_replicas(&paths, &mut new, &scale).map_err(|m| {
+                let (field, message) = m.split_once(": ").unwrap_or(("", &m));
+                ApiError::invalid(
+                    "autoscaling",
+                    "Scale",
+                    name,
+                    &[Cause {
+                        reason: "FieldValueInvalid".into(),
+                        field: field.into(),
+                        message: message.into(),
+                    }],
+                )
+            })?;
+            meta::meta_mut(&mut new).remove("resourceVersion");
+            self.update_from(
+                def,
+                version,
+                name,
+                old,
+                new,
+                None,
+                &opts,
+                None,
+                &mut warnings,
+            )
+        })?;
+        Ok(Written {
+            object: crate::scale::to_scale(&paths, &committed.object, !def.custom),
             warnings,
             created: false,
         })

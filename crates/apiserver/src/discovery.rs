@@ -91,6 +91,12 @@ fn resource_entries(d: &ResourceDef, version: &str) -> Vec<Value> {
             "kind": d.kind, "verbs": ["get", "patch", "update"],
         }));
     }
+    if d.version(version).is_some_and(|v| v.scale.is_some()) {
+        out.push(json!({
+            "name": format!("{}/scale", d.plural), "singularName": "", "namespaced": d.namespaced,
+            "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
+        }));
+    }
     out
 }
 

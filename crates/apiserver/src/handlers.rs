@@ -173,9 +173,14 @@ async fn dispatch(st: &Arc<AppState>, req: Request) -> Result<Response, ApiError
     {
         return Err(ApiError::no_route());
     }
-    if rp.subresource.as_deref().is_some_and(|s| s != "status")
-        || (rp.subresource.is_some() && def.version(&rp.version).is_some_and(|v| !v.status))
-    {
+    let served = |sub: &str| {
+        def.version(&rp.version).is_some_and(|v| match sub {
+            "status" => v.status,
+            "scale" => v.scale.is_some(),
+            _ => false,
+        })
+    };
+    if rp.subresource.as_deref().is_some_and(|s| !served(s)) {
         return Err(ApiError::no_route());
     }
     resource(st, &user, def, rp, req).await
@@ -374,6 +379,9 @@ async fn resource(
     let ns = rp.namespace.clone();
     let name = rp.name.clone().unwrap_or_default();
     let sub = rp.subresource.clone();
+    if sub.as_deref() == Some("scale") {
+        return scale(core, def, version, ns, name, verb, &q, &ct, body).await;
+    }
     match verb {
         "get" => {
             let d = def.clone();
@@ -545,6 +553,41 @@ async fn resource(
         }
         _ => Err(ApiError::method_not_allowed(verb.to_string())),
     }
+}
+
+/// `GET`, `PUT` and `PATCH` of `…/scale`.
+#[allow(clippy::too_many_arguments)]
+async fn scale(
+    core: Arc<Core>,
+    def: Arc<ResourceDef>,
+    version: String,
+    ns: Option<String>,
+    name: String,
+    verb: &str,
+    q: &HashMap<String, String>,
+    ct: &str,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let ty = match verb {
+        "get" => {
+            let s = blocking(move || core.get_scale(&def, &version, ns.as_deref(), &name)).await?;
+            return Ok(json_response(200, &s));
+        }
+        "update" => None,
+        "patch" => Some(
+            PatchType::from_content_type(ct).ok_or_else(|| ApiError::unsupported_media_type(ct))?,
+        ),
+        other => {
+            return Err(ApiError::method_not_allowed(format!(
+                "{other} is not supported on the scale subresource"
+            )));
+        }
+    };
+    let opts = write_opts(q)?;
+    let w =
+        blocking(move || core.write_scale(&def, &version, ns.as_deref(), &name, ty, &body, opts))
+            .await?;
+    Ok(with_warnings(json_response(200, &w.object), &w.warnings))
 }
 
 fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOpts, ApiError> {

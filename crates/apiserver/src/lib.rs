@@ -1,7 +1,9 @@
 //! The embedded Kubernetes API server (`d8 apiserver`).
 //!
 //! Role: serve the Kubernetes REST subset the platform needs — discovery, CRUD, the `status`
-//! subresource, `resourceVersion` conflicts, `generation`, label and field selectors, watch
+//! and `scale` subresources, every built-in kind a module chart holds (stored, not run: no
+//! kubelet or controller manager), server-side apply with `managedFields` ownership and
+//! conflicts, `resourceVersion` conflicts, `generation`, label and field selectors, watch
 //! with "too old" errors, finalizers, `ownerReferences` garbage collection, structural-schema
 //! validation and defaulting of custom resources, an injected validation hook, per-component
 //! credentials with RBAC-like rules — persisted in one redb file, so kube-rs clients and
@@ -24,6 +26,7 @@ mod patch;
 mod path;
 mod pki;
 mod resources;
+mod scale;
 mod schema;
 mod selector;
 mod server;

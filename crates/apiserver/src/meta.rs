@@ -132,6 +132,22 @@ pub(crate) fn validate_name(name: &str, label_only: bool) -> Option<Cause> {
     })
 }
 
+/// Checks a name that only has to be a URL path segment (RBAC objects).
+pub(crate) fn validate_path_segment(name: &str) -> Option<Cause> {
+    let message = if name == "." || name == ".." {
+        format!("Invalid value: {name:?}: may not be '{name}'")
+    } else if let Some(bad) = ["/", "%"].iter().find(|c| name.contains(*c)) {
+        format!("Invalid value: {name:?}: may not contain '{bad}'")
+    } else {
+        return None;
+    };
+    Some(Cause {
+        reason: "FieldValueInvalid".into(),
+        field: "metadata.name".into(),
+        message,
+    })
+}
+
 /// Checks labels and annotations are maps of strings.
 pub(crate) fn validate_maps(obj: &Value) -> Vec<Cause> {
     let mut out = Vec::new();

@@ -1,5 +1,6 @@
-//! PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902), strategic merge patch,
-//! and server-side apply approximated as a merge patch.
+//! PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and strategic merge patch.
+//! Server-side apply of objects is `managed::apply` (field ownership); here an apply body is
+//! only parsed, or merged as a merge patch where no ownership is kept (the `scale` view).
 //!
 //! Strategic merge patch is implemented for built-in kinds with a fixed table of list merge
 //! keys (`containers` by `name`, `ports` by `containerPort`, `conditions` by `type`, …) and the

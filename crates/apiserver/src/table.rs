@@ -4,7 +4,7 @@
 use crate::resources::{Column, ResourceDef};
 use serde_json::{Value, json};
 
-mod builtin;
+pub(crate) mod builtin;
 
 /// Evaluates the JSONPath subset printer columns use: `.a.b`, `.a[0]`, `.a[*].b`,
 /// `.a[?(@.k=="v")].b`; plus `#count .path`, `#object .path` and `#ready` for built-ins.

@@ -2,50 +2,10 @@
 
 #[path = "support/common.rs"]
 mod common;
+#[path = "support/kubectl.rs"]
+mod kubectl;
 
-use std::path::Path;
-use std::time::Duration;
-
-struct Kubectl<'a> {
-    kubeconfig: &'a Path,
-    home: &'a Path,
-}
-
-impl Kubectl<'_> {
-    /// Runs kubectl with `args` and `stdin`; returns (success, stdout, stderr).
-    async fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-        use tokio::io::AsyncWriteExt as _;
-        let mut cmd = tokio::process::Command::new("kubectl");
-        cmd.args(args)
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.home.join("cache"))
-            .env("HOME", self.home)
-            .env_remove("KUBECONFIG")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().expect("kubectl is installed");
-        let mut input = child.stdin.take().unwrap();
-        if let Some(s) = stdin {
-            input.write_all(s.as_bytes()).await.unwrap();
-        }
-        drop(input);
-        let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
-            .await
-            .expect("kubectl finished in time")
-            .unwrap();
-        let r = (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        );
-        eprintln!("$ kubectl {}\n{}{}", args.join(" "), r.1, r.2);
-        r
-    }
-}
+use kubectl::Kubectl;
 
 const WIDGET: &str = r#"
 apiVersion: example.io/v1

@@ -168,7 +168,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         ],
         ("", "Service") => vec![
             s("Type", "#or ClusterIP|.spec.type"),
-            s("Cluster-IP", ".spec.clusterIP"),
+            s("Cluster-IP", "#or <none>|.spec.clusterIP"),
             s("External-IP", "#svcexternal"),
             s("Port(s)", "#svcports"),
             age(),
@@ -190,7 +190,10 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             s("Capacity", ".status.capacity.storage"),
             s("Access Modes", "#accessmodes .status.accessModes"),
             s("StorageClass", ".spec.storageClassName"),
-            s("VolumeAttributesClass", ".spec.volumeAttributesClassName"),
+            s(
+                "VolumeAttributesClass",
+                "#or <unset>|.spec.volumeAttributesClassName",
+            ),
             age(),
         ],
         ("", "PersistentVolume") => vec![
@@ -200,7 +203,10 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             s("Status", ".status.phase"),
             s("Claim", "#claim"),
             s("StorageClass", ".spec.storageClassName"),
-            s("VolumeAttributesClass", ".spec.volumeAttributesClassName"),
+            s(
+                "VolumeAttributesClass",
+                "#or <unset>|.spec.volumeAttributesClassName",
+            ),
             s("Reason", ".status.reason"),
             age(),
         ],
@@ -266,7 +272,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
         }
         ("batch", "CronJob") => vec![
             s("Schedule", ".spec.schedule"),
-            s("Timezone", ".spec.timeZone"),
+            s("Timezone", "#or <none>|.spec.timeZone"),
             s("Suspend", "#bool .spec.suspend"),
             int("Active", "#count .status.active"),
             s("Last Schedule", "#date .status.lastScheduleTime"),
@@ -296,7 +302,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             age(),
         ],
         (NET, "Ingress") => vec![
-            s("Class", ".spec.ingressClassName"),
+            s("Class", "#or <none>|.spec.ingressClassName"),
             s("Hosts", "#ingresshosts"),
             s("Address", "#lbaddress"),
             s("Ports", "#ingressports"),

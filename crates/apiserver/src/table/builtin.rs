@@ -5,6 +5,9 @@
 use super::{eval as path, human_duration};
 use serde_json::{Value, json};
 
+/// What Kubernetes' printers show for an unset value.
+const NONE: &str = "<none>";
+
 fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -36,7 +39,7 @@ fn map_text(m: Option<&Value>) -> Option<String> {
 }
 
 /// A label selector as `kubectl` prints it (`app=web,tier in (a,b)`).
-fn selector_text(sel: &Value) -> Option<String> {
+pub(crate) fn selector_text(sel: &Value) -> Option<String> {
     let mut parts: Vec<String> = sel
         .get("matchLabels")
         .and_then(Value::as_object)
@@ -108,11 +111,15 @@ pub(super) fn eval(obj: &Value, name: &str, arg: &str) -> Option<Value> {
         } else {
             "False"
         })),
-        "date" => date(obj, arg),
-        "map" => map_text(path(obj, arg).as_ref()).map(Value::String),
-        "selector" => path(obj, arg)
-            .and_then(|s| selector_text(&s))
-            .map(Value::String),
+        "date" => date(obj, arg).or_else(|| Some(json!(NONE))),
+        "map" => Some(json!(
+            map_text(path(obj, arg).as_ref()).unwrap_or_else(|| NONE.into())
+        )),
+        "selector" => Some(json!(
+            path(obj, arg)
+                .and_then(|s| selector_text(&s))
+                .unwrap_or_else(|| NONE.into())
+        )),
         "object" => {
             let o = path(obj, arg)?;
             let kind = o.get("kind").map(text).unwrap_or_default().to_lowercase();
@@ -184,7 +191,7 @@ pub(super) fn eval(obj: &Value, name: &str, arg: &str) -> Option<Value> {
             {
                 return Some(json!("<pending>"));
             }
-            join_non_empty(ips)
+            join_non_empty(ips).or_else(|| Some(json!(NONE)))
         }
         "lbaddress" => join_non_empty(
             items(obj, ".status.loadBalancer.ingress")
@@ -412,7 +419,7 @@ mod tests {
             eval(&svc, "or", "ClusterIP|.spec.type"),
             Some(json!("ClusterIP"))
         );
-        assert_eq!(eval(&svc, "svcexternal", ""), None);
+        assert_eq!(eval(&svc, "svcexternal", ""), Some(json!("<none>")));
         let sel = json!({"spec": {"podSelector": {"matchLabels": {"app": "web"},
             "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]}}});
         assert_eq!(
@@ -425,7 +432,7 @@ mod tests {
                 "selector",
                 ".spec.podSelector"
             ),
-            None
+            Some(json!("<none>"))
         );
         let rb = json!({"roleRef": {"kind": "ClusterRole", "name": "view"}});
         assert_eq!(
