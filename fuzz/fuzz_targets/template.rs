@@ -12,6 +12,9 @@ fuzz_target!(|data: &[u8]| {
     set.set_limits(Limits {
         max_depth: 100,
         max_output: 1 << 20,
+        // Bounded time per input: exponential `template` calls stop here.
+        max_steps: 1_000_000,
+        ..Limits::default()
     });
     if set.parse("fuzz", text).is_err() {
         return;

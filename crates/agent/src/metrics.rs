@@ -17,7 +17,8 @@ pub enum Outcome {
     served,
     /// A target answered 404; relayed, never retried elsewhere.
     not_found,
-    /// The answer was relayed but the transfer broke off.
+    /// The last target's 5xx was relayed, or a blob transfer was broken off (no target could
+    /// finish it, or its bytes did not match the digest).
     unavailable,
     /// No route: loop, no layout, no upstream for a sibling.
     unroutable,
@@ -35,6 +36,8 @@ pub enum FailoverReason {
     unauthorized,
     /// 5xx with targets left.
     server_error,
+    /// A blob stream broke mid-body; the rest was asked of the next target.
+    interrupted,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -47,6 +50,11 @@ struct RequestLabels {
 struct FailoverLabels {
     target: String,
     reason: FailoverReason,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TargetLabel {
+    target: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -67,6 +75,8 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     failovers: Family<FailoverLabels, Counter>,
+    digest_mismatches: Family<TargetLabel, Counter>,
+    resumes: Family<TargetLabel, Counter>,
     token_exchanges: Family<ResultLabel, Counter>,
     layout_origin: Family<OriginLabel, Gauge>,
     tokens: std::sync::Mutex<(Option<TokenSource>, (u64, u64))>,
@@ -84,6 +94,8 @@ impl Default for Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let failovers = Family::<FailoverLabels, Counter>::default();
         let token_exchanges = Family::<ResultLabel, Counter>::default();
+        let digest_mismatches = Family::<TargetLabel, Counter>::default();
+        let resumes = Family::<TargetLabel, Counter>::default();
         let layout_origin = Family::<OriginLabel, Gauge>::default();
         registry.register(
             "d8_registry_agent_requests",
@@ -94,6 +106,17 @@ impl Default for Metrics {
             "d8_registry_agent_failovers",
             "Moves from one target to the next, by target and reason",
             failovers.clone(),
+        );
+        registry.register(
+            "d8_registry_agent_digest_mismatches",
+            "Blobs a target served with bytes that do not hash to their digest (the response \
+             was broken off), by target",
+            digest_mismatches.clone(),
+        );
+        registry.register(
+            "d8_registry_agent_resumes",
+            "Blob streams continued mid-body with a Range request, by the target that continued",
+            resumes.clone(),
         );
         registry.register(
             "d8_registry_agent_token_exchanges",
@@ -109,6 +132,8 @@ impl Default for Metrics {
             registry,
             requests,
             failovers,
+            digest_mismatches,
+            resumes,
             token_exchanges,
             layout_origin,
             tokens: std::sync::Mutex::new((None, (0, 0))),
@@ -133,6 +158,24 @@ impl Metrics {
             .get_or_create(&FailoverLabels {
                 target: target.to_owned(),
                 reason,
+            })
+            .inc();
+    }
+
+    /// Counts a blob `target` served with the wrong bytes.
+    pub fn digest_mismatch(&self, target: &str) {
+        self.digest_mismatches
+            .get_or_create(&TargetLabel {
+                target: target.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a blob stream `target` continued after another broke.
+    pub fn resumed(&self, target: &str) {
+        self.resumes
+            .get_or_create(&TargetLabel {
+                target: target.to_owned(),
             })
             .inc();
     }
@@ -189,6 +232,9 @@ mod tests {
         metrics.request("Primary", Outcome::served);
         metrics.request("Primary", Outcome::served);
         metrics.failover("Storage", FailoverReason::unauthorized);
+        metrics.failover("Storage", FailoverReason::interrupted);
+        metrics.digest_mismatch("mirror:5000");
+        metrics.resumed("upstream:443");
         let calls = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let seen = calls.clone();
         metrics.count_tokens_from(Box::new(move || {
@@ -204,6 +250,13 @@ mod tests {
         assert!(text.contains(
             r#"d8_registry_agent_failovers_total{target="Storage",reason="unauthorized"} 1"#
         ));
+        assert!(text.contains(
+            r#"d8_registry_agent_failovers_total{target="Storage",reason="interrupted"} 1"#
+        ));
+        assert!(
+            text.contains(r#"d8_registry_agent_digest_mismatches_total{target="mirror:5000"} 1"#)
+        );
+        assert!(text.contains(r#"d8_registry_agent_resumes_total{target="upstream:443"} 1"#));
         assert!(text.contains(r#"d8_registry_agent_token_exchanges_total{result="ok"} 1"#));
         let text = metrics.encode();
         assert!(

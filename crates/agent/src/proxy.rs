@@ -9,9 +9,12 @@
 //! - 404 → relayed, never retried elsewhere (the cache decides whether to fetch upstream);
 //! - anything else → relayed.
 //!
-//! Every target failed → 502 naming the last failure. Only `Accept`, `Accept-Encoding`, `Range`
-//! and `User-Agent` are forwarded; the client's `Authorization` only on PassThrough, where the
-//! target's challenge also comes back untouched so imagePullSecrets keep working.
+//! The last target's answer is relayed as it is, a 5xx included (as Deckhouse's agent does); a
+//! 502 naming the last failure only when no target answered usably. Whole-blob GETs are
+//! verified against their digest while relayed and resumed elsewhere when they break mid-body
+//! (`blob`). Only `Accept`, `Accept-Encoding`, `Range` and `User-Agent` are forwarded; the
+//! client's `Authorization` only on PassThrough, where the target's challenge also comes back
+//! untouched so imagePullSecrets keep working.
 
 use std::sync::{Arc, RwLock};
 
@@ -23,6 +26,8 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use oci::{ErrorCode, Route};
 use registry_plan::route::{Kind, Resolution, Target, resolve};
+
+mod blob;
 use registry_plan::{Layout, Scheme};
 
 use crate::metrics::{FailoverReason, Metrics, Outcome};
@@ -59,6 +64,8 @@ pub struct Proxy {
     trust: Arc<RwLock<Option<Arc<str>>>>,
     metrics: Arc<Metrics>,
     own_address: String,
+    /// Targets that served a blob with the wrong bytes, tried last for that digest.
+    suspects: Arc<blob::Suspects>,
 }
 
 /// Request headers forwarded to targets.
@@ -87,6 +94,8 @@ pub fn judge(status: StatusCode, ours: bool, last: bool) -> Verdict {
         }
         s if s.is_server_error() && !last => Verdict::Next(FailoverReason::server_error),
         StatusCode::NOT_FOUND => Verdict::Relay(Outcome::not_found),
+        // The last target's own failure, relayed unchanged as Deckhouse's agent relays it.
+        s if s.is_server_error() => Verdict::Relay(Outcome::unavailable),
         _ => Verdict::Relay(Outcome::served),
     }
 }
@@ -106,6 +115,7 @@ impl Proxy {
             trust: Arc::default(),
             metrics,
             own_address: own_address.to_owned(),
+            suspects: Arc::default(),
         }
     }
 
@@ -178,16 +188,22 @@ impl Proxy {
             }
         };
         let query = parsed.route.query();
+        let blob = match &parsed.route {
+            Route::Blob { digest, .. } => Some(*digest),
+            _ => None,
+        };
         self.forward(
             request.method(),
             request.headers(),
             &resolution,
             query.as_deref(),
             repository.as_str(),
+            blob,
         )
         .await
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn forward(
         &self,
         method: &Method,
@@ -195,21 +211,31 @@ impl Proxy {
         resolution: &Resolution<'_>,
         query: Option<&str>,
         client_repository: &str,
+        blob: Option<oci::Digest>,
     ) -> Response<ProxyBody> {
         let kind = resolution.kind;
         let headers = forwarded_headers(client_headers, kind);
+        let mut hops: Vec<Hop> = resolution.targets.iter().map(Hop::of).collect();
+        // A blob verified whole: its relay can check the digest, and resume elsewhere.
+        let whole_blob =
+            blob.filter(|_| *method == Method::GET && !client_headers.contains_key(header::RANGE));
+        // A target caught serving this blob wrong goes last, for parts of it too (a client
+        // resuming its own download with Range).
+        if let Some(digest) = &blob {
+            self.suspects.steer(digest, &mut hops);
+        }
         let mut last_failure = String::new();
-        let count = resolution.targets.len();
-        for (index, target) in resolution.targets.iter().enumerate() {
+        let count = hops.len();
+        for (index, hop) in hops.iter().enumerate() {
             let last = index + 1 == count;
-            let name = target_name(target);
-            let response = match self.send(method, &headers, target, query).await {
+            let name = hop.name();
+            let response = match self.send(method, &headers, hop, query).await {
                 Ok(response) => response,
                 Err(error) => {
                     tracing::warn!(target = %name, error = %error, "target unreachable");
                     last_failure = format!("{name}: {error}");
                     if !last {
-                        self.metrics.failover(&name, FailoverReason::unreachable);
+                        self.metrics.failover(name, FailoverReason::unreachable);
                     }
                     continue;
                 }
@@ -217,19 +243,33 @@ impl Proxy {
             let status = response.status;
             match judge(
                 status,
-                target.credentials.is_some() && response.credentials_sent,
+                hop.credentials.is_some() && response.credentials_sent,
                 last,
             ) {
                 Verdict::Next(reason) => {
                     tracing::warn!(target = %name, %status, "failing over");
                     last_failure = format!("{name} answered {}", status.as_u16());
                     if !last {
-                        self.metrics.failover(&name, reason);
+                        self.metrics.failover(name, reason);
                     }
                 }
                 Verdict::Relay(outcome) => {
+                    if let Some(digest) = whole_blob
+                        && status == StatusCode::OK
+                    {
+                        let relay = blob::Relay::new(
+                            self.clone(),
+                            kind,
+                            digest,
+                            headers,
+                            hops.clone(),
+                            index,
+                            query.map(str::to_owned),
+                        );
+                        return relay.start(response, client_repository);
+                    }
                     self.metrics.request(kind.as_str(), outcome);
-                    return relay(response, kind, target, client_repository);
+                    return relay(response, kind, &hop.repository, client_repository);
                 }
             }
         }
@@ -242,11 +282,11 @@ impl Proxy {
         oci_error(StatusCode::BAD_GATEWAY, ErrorCode::Unavailable, &message)
     }
 
-    async fn send(
+    pub(crate) async fn send(
         &self,
         method: &Method,
         headers: &HeaderMap,
-        target: &Target<'_>,
+        target: &Hop,
         query: Option<&str>,
     ) -> Result<Answer, Failure> {
         let scheme = match target.scheme {
@@ -254,9 +294,14 @@ impl Proxy {
             Scheme::Https => registry_client::Scheme::Https,
         };
         let trust = self.trust.read().unwrap_or_else(|e| e.into_inner()).clone();
-        let roots: Vec<&str> = target.ca.into_iter().chain(trust.as_deref()).collect();
+        let roots: Vec<&str> = target
+            .ca
+            .as_deref()
+            .into_iter()
+            .chain(trust.as_deref())
+            .collect();
         let roots = (!roots.is_empty()).then(|| roots.join("\n"));
-        let auth = match target.credentials {
+        let auth = match &target.credentials {
             Some(credentials) => {
                 let mut endpoint = registry_client::Endpoint::new(scheme, &target.host)
                     .credentials(registry_client::Credentials::new(
@@ -282,6 +327,37 @@ impl Proxy {
             auth,
         };
         self.upstreams.send(method, headers, &destination).await
+    }
+}
+
+/// A target with everything owned, so that a blob relay can go back to it (or the next) after
+/// the response has left [`Proxy::handle`].
+#[derive(Clone, Debug)]
+pub(crate) struct Hop {
+    scheme: Scheme,
+    host: String,
+    path: String,
+    ca: Option<String>,
+    credentials: Option<registry_plan::Credentials>,
+    repository: String,
+}
+
+impl Hop {
+    fn of(target: &Target<'_>) -> Self {
+        Self {
+            scheme: target.scheme,
+            host: target.host.to_string(),
+            path: target.path.clone(),
+            ca: target.ca.map(str::to_owned),
+            credentials: target.credentials.cloned(),
+            repository: target.repository.clone(),
+        }
+    }
+
+    /// The name in logs and metrics: the host. Bounded, because only configured hosts can be
+    /// failed over from: a PassThrough resolution has a single target.
+    pub(crate) fn name(&self) -> &str {
+        &self.host
     }
 }
 
@@ -311,50 +387,59 @@ fn forwarded_headers(client: &HeaderMap, kind: Kind) -> HeaderMap {
     headers
 }
 
-/// The target's name in logs and the failover metric: its host. Bounded, because only
-/// configured hosts can be failed over from: a PassThrough resolution has a single target.
-fn target_name(target: &Target<'_>) -> String {
-    target.host.to_string()
-}
-
 /// Relays a target's answer: status, end-to-end headers and the streamed body.
 fn relay(
     response: Answer,
     kind: Kind,
-    target: &Target<'_>,
+    target_repository: &str,
     client_repository: &str,
 ) -> Response<ProxyBody> {
-    let Answer {
-        status,
-        headers: upstream_headers,
+    let stream = response
+        .body
+        .map_ok(Frame::data)
+        .map_err(std::io::Error::other);
+    let body = BodyExt::boxed_unsync(StreamBody::new(stream));
+    relay_with(
+        response.status,
+        &response.headers,
         body,
-        ..
-    } = response;
+        kind,
+        target_repository,
+        client_repository,
+    )
+}
+
+/// A target's status and end-to-end headers with `body`.
+fn relay_with(
+    status: StatusCode,
+    upstream_headers: &HeaderMap,
+    body: ProxyBody,
+    kind: Kind,
+    target_repository: &str,
+    client_repository: &str,
+) -> Response<ProxyBody> {
     let mut builder = Response::builder().status(status);
     let headers = builder.headers_mut().expect("a fresh builder has headers");
-    for (name, value) in &upstream_headers {
+    for (name, value) in upstream_headers {
         if is_hop_by_hop(name) || (name == header::WWW_AUTHENTICATE && kind != Kind::PassThrough) {
             continue;
         }
         if name == header::LINK {
             headers.append(
                 name.clone(),
-                rewrite_link(value, &target.repository, client_repository),
+                rewrite_link(value, target_repository, client_repository),
             );
             continue;
         }
         headers.append(name.clone(), value.clone());
     }
-    let stream = body.map_ok(Frame::data).map_err(std::io::Error::other);
-    builder
-        .body(BodyExt::boxed_unsync(StreamBody::new(stream)))
-        .unwrap_or_else(|_| {
-            oci_error(
-                StatusCode::BAD_GATEWAY,
-                ErrorCode::Unavailable,
-                "bad upstream headers",
-            )
-        })
+    builder.body(body).unwrap_or_else(|_| {
+        oci_error(
+            StatusCode::BAD_GATEWAY,
+            ErrorCode::Unavailable,
+            "bad upstream headers",
+        )
+    })
 }
 
 /// Tag-list pagination names the target's repository; the client must see its own.

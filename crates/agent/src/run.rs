@@ -42,6 +42,8 @@ pub struct Config {
     pub interval: Duration,
     /// Timeouts towards registries; `total` is `--forward-timeout`.
     pub timeouts: registry_client::Timeouts,
+    /// The slowest a registry may send a body (`--min-throughput`); `None` for no floor.
+    pub min_throughput: Option<registry_client::MinThroughput>,
 }
 
 /// What the agent reports in `RegistryNode.status`.
@@ -145,6 +147,7 @@ pub async fn start<A: NodeApi>(config: Config, api: A) -> Result<Running, StartE
     let layout = LayoutCell::default();
     let client = registry_client::Client::new(registry_client::Config {
         timeouts: config.timeouts,
+        min_throughput: config.min_throughput,
         // Only token exchanges go through it now (the forwarded requests go through
         // `upstream::Upstreams`, HTTP/1.1 as well): short requests, no need for HTTP/2.
         http1_only: true,

@@ -9,7 +9,8 @@
 //! Per request: our `Authorization` (when the target has credentials), redirects followed for
 //! GET and HEAD with any `Authorization` dropped when the origin changes, one retry after a 401
 //! to a cached token, the connect / response-headers / stall / total timeouts of the registry
-//! client's settings, and the body watched as the registry client watches its own.
+//! client's settings, and the body watched as the registry client watches its own (stall window,
+//! minimum throughput, deadline, `Content-Length`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -87,6 +88,7 @@ pub enum Failure {
 /// hyper clients, one per set of extra roots.
 pub struct Upstreams {
     timeouts: Timeouts,
+    min_throughput: Option<registry_client::MinThroughput>,
     user_agent: HeaderValue,
     clients: Mutex<HashMap<Option<String>, Http>>,
 }
@@ -102,6 +104,7 @@ impl Upstreams {
     pub fn new(config: &registry_client::Config) -> Self {
         Self {
             timeouts: config.timeouts,
+            min_throughput: config.min_throughput,
             user_agent: HeaderValue::from_str(&config.user_agent)
                 .unwrap_or_else(|_| HeaderValue::from_static("d8-registry-agent")),
             clients: Mutex::new(HashMap::new()),
@@ -128,11 +131,11 @@ impl Upstreams {
                 .follow(&http, method, headers, &start, ours.as_ref(), deadline)
                 .await?;
             if response.status() == StatusCode::UNAUTHORIZED
-                && sent
                 && !retried
                 && let Some((remote, scope)) = &to.auth
             {
-                // The cached token is stale: forget it and try once more.
+                // The cached token is stale, or the registry took anonymous requests when it
+                // was probed and no longer does: forget what was cached and try once more.
                 remote.forget_authorization(scope, ours.take()).await;
                 ours = remote.authorization(scope).await?;
                 retried = true;
@@ -257,6 +260,7 @@ impl Upstreams {
                 self.timeouts.stall,
                 deadline,
             )
+            .with_min_throughput(self.min_throughput)
         };
         Answer {
             status: parts.status,

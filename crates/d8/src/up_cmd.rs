@@ -268,6 +268,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             layout_cache,
             interval: args.interval,
             timeouts: registry_client::Timeouts::default(),
+            min_throughput: Some(registry_client::MinThroughput::DEFAULT),
         },
         agent_kube::KubeNodeApi::new(&node, agent_kube::Connection::Kubeconfig(agent_kubeconfig)),
     )

@@ -202,11 +202,19 @@ fn index(item: &Rv, indexes: &[Rv]) -> Result<Rv, String> {
         return Err("index of untyped nil".into());
     };
     let mut item = Rv::Val(as_plain(first).unwrap_or_else(|| first.clone()), false);
+    // A missing key of a typed map gives its element type's zero value.
+    let mut zero = match first {
+        Value::Object(o) => o.elem_zero(),
+        _ => Value::Nil,
+    };
     for index in indexes {
         let v = match &item {
             Rv::Val(Value::Nil, _) | Rv::Invalid => return Err("index of nil pointer".into()),
             Rv::Val(v, _) => v.clone(),
         };
+        if !matches!(v, Value::Map(_)) {
+            zero = Value::Nil;
+        }
         item = match &v {
             Value::List(l) => {
                 let x = index_arg(index, l.len(), true)?;
@@ -242,7 +250,7 @@ fn index(item: &Rv, indexes: &[Rv]) -> Result<Rv, String> {
                     }
                 };
                 let found = m.borrow().get(&*key).cloned();
-                Rv::Val(found.unwrap_or(Value::Nil), true)
+                Rv::Val(found.unwrap_or(std::mem::take(&mut zero)), true)
             }
             other => return Err(format!("can't index item of type {}", other.type_name())),
         };
@@ -251,9 +259,11 @@ fn index(item: &Rv, indexes: &[Rv]) -> Result<Rv, String> {
 }
 
 fn slice(item: &Rv, indexes: &[Rv]) -> Result<Rv, String> {
-    let Some(v) = item.inner() else {
+    let Some(original) = item.inner() else {
         return Err("slice of untyped nil".into());
     };
+    let plain = as_plain(original);
+    let v = plain.as_ref().unwrap_or(original);
     if indexes.len() > 3 {
         return Err(format!("too many slice indexes: {}", indexes.len()));
     }
@@ -284,7 +294,7 @@ fn slice(item: &Rv, indexes: &[Rv]) -> Result<Rv, String> {
             Value::String(s) => {
                 Value::string(String::from_utf8_lossy(&s.as_bytes()[i..j]).into_owned())
             }
-            Value::List(l) => Value::list(l[i..j].to_vec()),
+            Value::List(l) => crate::typed::same_type_list(original, l[i..j].to_vec()),
             Value::Bytes(b) => Value::Bytes(b[i..j].into()),
             _ => Value::Nil,
         },

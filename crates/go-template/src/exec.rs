@@ -88,6 +88,7 @@ struct Ctx {
     depth: usize,
     written: usize,
     stack_base: usize,
+    steps: u64,
 }
 
 /// The node being evaluated, for error messages.
@@ -122,6 +123,7 @@ pub(crate) fn execute(set: &Templates, name: &str, data: &Value) -> R<String> {
         depth: 0,
         written: 0,
         stack_base: stack_addr(),
+        steps: 0,
     };
     ctx.run_named(name, data)?;
     Ok(ctx.out)
@@ -185,6 +187,21 @@ impl Ctx {
         Ok(())
     }
 
+    /// Counts one step of work against [`crate::Limits::max_steps`].
+    fn step(&mut self, f: &Frame<'_>) -> R<()> {
+        self.steps += 1;
+        if self.steps > self.set.limits.max_steps {
+            return Err(self.err(
+                f,
+                format!(
+                    "exceeded the limit of {} evaluation steps (the template does too much work)",
+                    self.set.limits.max_steps
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn write(&mut self, f: &Frame<'_>, s: &str) -> R<()> {
         self.written += s.len();
         if self.written > self.set.limits.max_output {
@@ -214,6 +231,7 @@ impl Ctx {
 
     fn walk<'t>(&mut self, f: &mut Frame<'t>, dot: &Rv, node: &'t Node) -> R<Flow> {
         f.at = At::Node(node);
+        self.step(f)?;
         match node {
             Node::Text { text, .. } => self.write(f, text)?,
             Node::Action(a) => {
@@ -323,6 +341,8 @@ impl Ctx {
             return Ok(());
         }
         for (index, elem) in items {
+            f.at = At::Branch(r, "range");
+            self.step(f)?;
             let decl = &r.pipe.decl;
             if !decl.is_empty() {
                 if r.pipe.is_assign {
@@ -469,7 +489,7 @@ impl Env for EnvImpl<'_> {
     fn execute_text(&mut self, name: &str, text: &str, data: &Value) -> Result<String, CallError> {
         let mut copy = self.ctx.set.clone();
         copy.parse(name, text)
-            .map_err(|e| CallError::Call(e.message))?;
+            .map_err(|e| CallError::Parse(e.message))?;
         let saved = std::mem::replace(&mut self.ctx.set, copy);
         let r = self.nested(name, data);
         self.ctx.set = saved;

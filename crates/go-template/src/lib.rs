@@ -34,9 +34,10 @@ pub mod fmt;
 mod lex;
 mod parse;
 mod template;
+pub mod typed;
 pub mod value;
 
 pub use error::{Error, ErrorKind};
 pub use parse::MAX_NESTING;
-pub use template::{Limits, MissingKey, Templates};
+pub use template::{DEFAULT_MAX_STEPS, Limits, MissingKey, Templates};
 pub use value::{CallError, Env, Func, FuncBody, FuncMap, Map, Object, Signature, Ty, Value};

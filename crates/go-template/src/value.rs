@@ -289,6 +289,13 @@ pub trait Object: fmt::Debug {
         None
     }
 
+    /// For a map or slice type ([`Object::as_value`]): the zero value of its element type,
+    /// which `index` gives for a missing map key (`""` for a `map[string]string`). Nil for
+    /// `interface{}` elements.
+    fn elem_zero(&self) -> Value {
+        Value::Nil
+    }
+
     /// Equality for `eq` between two objects of the same type (Go compares comparable structs
     /// field by field). `None`: not comparable.
     fn equals(&self, other: &dyn Object) -> Option<bool> {
@@ -382,6 +389,10 @@ pub enum CallError {
     /// (`wrong number of args for Get: want 1 got 0`, `fail`'s and `required`'s own messages
     /// come through `Call`).
     Exec(String),
+    /// The text given to [`Env::execute_text`] did not parse (Go's `Parse` error, before
+    /// anything ran): Helm's `tpl` words this apart from an execution error. Printed as
+    /// [`CallError::Call`] is.
+    Parse(String),
 }
 
 /// What a function body sees besides its arguments: the way back into the engine, for
@@ -393,7 +404,8 @@ pub trait Env {
 
     /// Parses `text` as a template named `name` in a copy of the current set (it sees every
     /// definition parsed so far; its own `define`s stay in the copy), executes it with `data`
-    /// and returns its output (`tpl`).
+    /// and returns its output (`tpl`). A parse failure is [`CallError::Parse`], anything
+    /// later [`CallError::Call`].
     fn execute_text(&mut self, name: &str, text: &str, data: &Value) -> Result<String, CallError>;
 }
 

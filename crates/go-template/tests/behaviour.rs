@@ -426,3 +426,55 @@ fn stack_per_include_level_is_measured() {
     );
     assert!(levels > 100, "{levels}");
 }
+
+#[test]
+fn exponential_template_calls_stop_at_the_step_limit() {
+    // Never deeper than 40 levels, prints nothing, doubles its work per level: Go would run it
+    // for ages. The step budget stops it (the default budget within seconds).
+    let mut t = helm_like(env_funcs());
+    t.set_limits(Limits {
+        max_steps: 1_000_000,
+        ..Limits::default()
+    });
+    t.parse(
+        "main",
+        "{{define \"x\"}}{{if lt (len $) 40}}{{template \"x\" (print $ \".\")}}{{template \"x\" (print $ \".\")}}{{end}}{{end}}{{template \"x\" \"\"}}",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let err = t.execute("main", &Value::Nil).unwrap_err().to_string();
+    assert!(
+        err.ends_with(
+            "exceeded the limit of 1000000 evaluation steps (the template does too much work)"
+        ),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    const { assert!(go_template::DEFAULT_MAX_STEPS >= 10_000_000) };
+}
+
+#[test]
+fn step_limit_counts_nodes_range_iterations_and_calls() {
+    let run = |max_steps: u64, text: &str| {
+        let mut t = helm_like(env_funcs());
+        t.set_limits(Limits {
+            max_steps,
+            ..Limits::default()
+        });
+        t.parse("main", text).unwrap();
+        t.execute("main", &values(r#"{"l":[1,2,3]}"#))
+            .map_err(|e| e.to_string())
+    };
+    // One action node, one call of `print`.
+    assert_eq!(run(2, "{{ print 1 }}"), Ok("1".into()));
+    assert_eq!(
+        run(1, "{{ print 1 }}"),
+        Err("template: main:1:3: executing \"main\" at <print>: exceeded the limit of 1 evaluation steps (the template does too much work)".into())
+    );
+    // The range node, three iterations, three action nodes inside.
+    assert_eq!(
+        run(7, "{{ range .Values.l }}{{ . }}{{ end }}"),
+        Ok("123".into())
+    );
+    assert!(run(6, "{{ range .Values.l }}{{ . }}{{ end }}").is_err());
+}

@@ -5,6 +5,8 @@
 
 use go_template::Value;
 
+use crate::yaml::format_float32_g;
+
 type JsonMap = serde_json::Map<String, serde_json::Value>;
 
 /// Walks a document for one top-level struct, keeping the context Go's errors print.
@@ -194,59 +196,4 @@ pub(crate) fn scalar_string(val: &serde_json::Value) -> Option<String> {
         }),
         _ => None,
     }
-}
-
-/// Go's `strconv.FormatFloat(f, 'g', -1, 32)`, with YAML's spellings of the specials.
-pub(crate) fn format_float32_g(f: f64) -> String {
-    #[allow(clippy::cast_possible_truncation)]
-    let x = f as f32;
-    if x.is_nan() {
-        return ".nan".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 {
-            ".inf".into()
-        } else {
-            "-.inf".into()
-        };
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    // Rust's `{:e}` gives the shortest round-tripping digits for an f32.
-    let e = format!("{x:e}");
-    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let neg = mant.starts_with('-');
-    let digits: String = mant.chars().filter(char::is_ascii_digit).collect();
-    let sign = if neg { "-" } else { "" };
-    // Go's shortest 'g' switches to %e below 1e-4 and from 1e6 on.
-    if !(-4..6).contains(&exp) {
-        return sci(sign, &digits, exp);
-    }
-    if exp < 0 {
-        let zeros = "0".repeat((-exp - 1) as usize);
-        return format!("{sign}0.{zeros}{digits}");
-    }
-    let point = (exp + 1) as usize;
-    if digits.len() <= point {
-        format!("{sign}{digits}{}", "0".repeat(point - digits.len()))
-    } else {
-        format!("{sign}{}.{}", &digits[..point], &digits[point..])
-    }
-}
-
-fn sci(sign: &str, digits: &str, exp: i32) -> String {
-    let (first, rest) = digits.split_at(1);
-    let frac = if rest.is_empty() {
-        String::new()
-    } else {
-        format!(".{rest}")
-    };
-    let esign = if exp < 0 { '-' } else { '+' };
-    format!("{sign}{first}{frac}e{esign}{:02}", exp.abs())
 }

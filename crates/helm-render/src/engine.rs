@@ -194,16 +194,17 @@ pub fn funcs() -> FuncMap {
         "tpl".into(),
         Func::with_env(Signature::fixed(&[Ty::String, Ty::Any]), |env, args| {
             let text = args[0].as_str().unwrap_or_default().to_owned();
+            let quoted = || go_quote(&text);
             match env.execute_text("gotpl", &text, &args[1]) {
                 Ok(out) => Ok(Value::from(out.replace("<no value>", ""))),
-                Err(CallError::Call(m)) | Err(CallError::Exec(m)) => {
-                    let quoted = go_quote(&text);
-                    Err(CallError::Call(if is_parse_error(&m) {
-                        format!("cannot parse template {quoted}: {m}")
-                    } else {
-                        format!("error during tpl function execution for {quoted}: {m}")
-                    }))
-                }
+                Err(CallError::Parse(m)) => Err(CallError::Call(format!(
+                    "cannot parse template {}: {m}",
+                    quoted()
+                ))),
+                Err(CallError::Call(m) | CallError::Exec(m)) => Err(CallError::Call(format!(
+                    "error during tpl function execution for {}: {m}",
+                    quoted()
+                ))),
             }
         }),
     );
@@ -245,18 +246,6 @@ pub fn funcs() -> FuncMap {
         Func::new(Signature::fixed(&[Ty::String]), |_| Ok(Value::from(""))),
     );
     f
-}
-
-/// Whether a message from parsing-then-executing `tpl`'s text is Go's parse error
-/// (`template: NAME:LINE: …`) rather than an execution error (`…:LINE:COL: executing …`).
-fn is_parse_error(m: &str) -> bool {
-    let Some(rest) = m.strip_prefix("template: gotpl:") else {
-        return false;
-    };
-    let line_end = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
-    rest[line_end..].starts_with(": ") && !m.contains(": executing \"")
 }
 
 /// Go's `%q` of a string.

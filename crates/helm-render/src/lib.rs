@@ -22,12 +22,12 @@ pub mod helmignore;
 pub mod loader;
 pub mod manifests;
 pub mod objects;
+pub mod schema;
 pub mod semver;
 pub mod strvals;
 pub mod toml;
 pub mod values;
 pub mod yaml;
-mod yaml_read;
 
 pub use chart::{Chart, Dependency, File, Metadata};
 pub use funcs_encoding::encoding_funcs;
@@ -150,6 +150,8 @@ pub fn check_chart(chart: &Chart) -> Result<(), RenderError> {
 /// validated against the schemas, `Release`, `Capabilities`.
 pub fn render_values(chart: &Chart, user: &Map, opts: &RenderOptions) -> Result<Map, RenderError> {
     let vals = values::coalesce_values(chart, user).map_err(RenderError::Values)?;
+    schema::validate_against_schema(chart, &vals)
+        .map_err(|report| RenderError::Values(schema::heading(&report)))?;
     let mut release = Map::new();
     release.insert("Name".into(), Value::string(opts.release_name.as_str()));
     release.insert("Namespace".into(), Value::string(opts.namespace.as_str()));

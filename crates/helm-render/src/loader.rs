@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 use crate::chart::{API_VERSION_V1, Chart, File, Metadata};
-use crate::yaml_read;
 
 /// The largest decompressed chart archive Helm accepts.
 pub const MAX_DECOMPRESSED_CHART_SIZE: u64 = 100 * 1024 * 1024;
@@ -25,8 +24,8 @@ pub fn load_files(files: Vec<(String, Vec<u8>)>) -> Result<Chart, LoadError> {
     for (name, data) in &files {
         if name == "Chart.yaml" {
             have_metadata = true;
-            let doc = yaml_read::parse_typed(&String::from_utf8_lossy(data))
-                .map_err(|e| LoadError(format!("cannot load Chart.yaml: {e}")))?;
+            let doc = crate::yaml::parse_typed(&String::from_utf8_lossy(data))
+                .map_err(|e| LoadError(format!("cannot load Chart.yaml: {}", e.message())))?;
             c.metadata
                 .decode_into(&doc)
                 .map_err(|e| LoadError(format!("cannot load Chart.yaml: {e}")))?;
@@ -49,8 +48,10 @@ pub fn load_files(files: Vec<(String, Vec<u8>)>) -> Result<Chart, LoadError> {
             }
             "values.schema.json" => c.schema = Some(data),
             "requirements.yaml" => {
-                let doc = yaml_read::parse_typed(&String::from_utf8_lossy(&data))
-                    .map_err(|e| LoadError(format!("cannot load requirements.yaml: {e}")))?;
+                let doc =
+                    crate::yaml::parse_typed(&String::from_utf8_lossy(&data)).map_err(|e| {
+                        LoadError(format!("cannot load requirements.yaml: {}", e.message()))
+                    })?;
                 let mut md = std::mem::take(&mut c.metadata);
                 md.decode_into(&doc)
                     .map_err(|e| LoadError(format!("cannot load requirements.yaml: {e}")))?;

@@ -3,9 +3,6 @@
 //! `metadata.name`, annotations) read, hooks (`helm.sh/hook`) set apart, and both lists
 //! sorted by kind in install order (stable: file path, then position in the file).
 
-use crate::decode::scalar_string;
-use crate::yaml_read;
-
 /// The order Helm installs kinds in; unknown kinds come last, alphabetically by kind.
 pub const INSTALL_ORDER: &[&str] = &[
     "PriorityClass",
@@ -144,19 +141,25 @@ pub fn sort_manifests(
             continue;
         }
         for doc in split_manifests(content) {
-            let head = read_head(&doc).map_err(|e| format!("YAML parse error on {path}: {e}"))?;
+            let head = crate::yaml::parse_head(&doc)
+                .map_err(|e| format!("YAML parse error on {path}: {}", e.message()))?;
+            let metadata = head.metadata.unwrap_or_default();
+            let hook = metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("helm.sh/hook").cloned());
             let m = Manifest {
                 path: path.clone(),
                 content: doc,
                 kind: head.kind,
-                name: head.name,
+                name: metadata.name,
                 hook_events: None,
             };
-            let Some(hook) = head.annotations.iter().find(|(k, _)| k == "helm.sh/hook") else {
+            let Some(hook) = hook else {
                 generic.push(m);
                 continue;
             };
-            let events: Vec<String> = hook.1.split(',').map(|e| e.trim().to_lowercase()).collect();
+            let events: Vec<String> = hook.split(',').map(|e| e.trim().to_lowercase()).collect();
             if events.iter().any(|e| !HOOK_EVENTS.contains(&e.as_str())) {
                 // Helm logs "info: skipping unknown hook" and drops the document.
                 continue;
@@ -180,118 +183,6 @@ fn sort_by_kind(list: &mut [Manifest]) {
         (None, Some(_)) => std::cmp::Ordering::Greater,
         (None, None) => a.kind.cmp(&b.kind),
     });
-}
-
-struct Head {
-    kind: String,
-    name: String,
-    annotations: Vec<(String, String)>,
-}
-
-/// Reads a document into Helm's `SimpleHead`.
-fn read_head(doc: &str) -> Result<Head, String> {
-    let v = yaml_read::parse_typed(doc)?;
-    let mut head = Head {
-        kind: String::new(),
-        name: String::new(),
-        annotations: Vec::new(),
-    };
-    let obj = match &v {
-        serde_json::Value::Null => return Ok(head),
-        serde_json::Value::Object(o) => o,
-        other => {
-            return Err(format!(
-                "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go value of type releaseutil.SimpleHead",
-                json_kind(other)
-            ));
-        }
-    };
-    let mismatch = |field: &str, v: &serde_json::Value, ty: &str| {
-        format!(
-            "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go struct field {field} of type {ty}",
-            json_kind(v)
-        )
-    };
-    if let Some(k) = lookup(obj, "kind") {
-        match scalar_string(k) {
-            Some(s) => head.kind = s,
-            None if k.is_null() => {}
-            None => return Err(mismatch("SimpleHead.kind", k, "string")),
-        }
-    }
-    if let Some(av) = lookup(obj, "apiVersion")
-        && scalar_string(av).is_none()
-        && !av.is_null()
-    {
-        return Err(mismatch("SimpleHead.apiVersion", av, "string"));
-    }
-    let Some(md) = lookup(obj, "metadata") else {
-        return Ok(head);
-    };
-    let md = match md {
-        serde_json::Value::Null => return Ok(head),
-        serde_json::Value::Object(o) => o,
-        other => {
-            return Err(mismatch(
-                "SimpleHead.metadata",
-                other,
-                "struct { Name string \"json:\\\"name\\\"\"; Annotations map[string]string \"json:\\\"annotations\\\"\" }",
-            ));
-        }
-    };
-    if let Some(n) = lookup(md, "name") {
-        match scalar_string(n) {
-            Some(s) => head.name = s,
-            None if n.is_null() => {}
-            None => return Err(mismatch("SimpleHead.metadata.name", n, "string")),
-        }
-    }
-    if let Some(a) = lookup(md, "annotations") {
-        match a {
-            serde_json::Value::Null => {}
-            serde_json::Value::Object(o) => {
-                for (k, v) in o {
-                    match scalar_string(v) {
-                        Some(s) => head.annotations.push((k.clone(), s)),
-                        None if v.is_null() => head.annotations.push((k.clone(), String::new())),
-                        None => {
-                            return Err(mismatch("SimpleHead.metadata.annotations", v, "string"));
-                        }
-                    }
-                }
-            }
-            other => {
-                return Err(mismatch(
-                    "SimpleHead.metadata.annotations",
-                    other,
-                    "map[string]string",
-                ));
-            }
-        }
-    }
-    Ok(head)
-}
-
-fn lookup<'a>(
-    obj: &'a serde_json::Map<String, serde_json::Value>,
-    key: &str,
-) -> Option<&'a serde_json::Value> {
-    obj.get(key).or_else(|| {
-        obj.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v)
-    })
-}
-
-fn json_kind(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "bool",
-        serde_json::Value::Number(_) => "number",
-        serde_json::Value::String(_) => "string",
-        serde_json::Value::Array(_) => "array",
-        serde_json::Value::Object(_) => "object",
-    }
 }
 
 #[cfg(test)]

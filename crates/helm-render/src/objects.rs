@@ -401,7 +401,7 @@ impl FilesObject {
                 Value::string(encode(v)),
             );
         }
-        let y = crate::yaml_read::to_yaml(&Value::map(m));
+        let y = crate::yaml::to_yaml(&Value::map(m)).unwrap_or_default();
         y.strip_suffix('\n').unwrap_or(&y).to_owned()
     }
 }

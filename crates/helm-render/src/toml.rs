@@ -106,6 +106,24 @@ fn float(f: f64) -> String {
 }
 
 /// A map's entries, or an object's JSON fields, as values.
+/// A table's entries in the order the encoder writes them: plain values first, then tables
+/// and arrays of tables, each part by key.
+type Entries = Vec<(String, Value)>;
+
+fn split_entries(v: &Value) -> Result<(Entries, Entries), String> {
+    let (mut direct, mut sub): (Entries, Entries) = (Vec::new(), Vec::new());
+    for (k, x) in entries(v) {
+        if kind(&x)? == Kind::Other {
+            direct.push((k, x));
+        } else {
+            sub.push((k, x));
+        }
+    }
+    direct.sort_by(|a, b| a.0.cmp(&b.0));
+    sub.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok((direct, sub))
+}
+
 fn entries(v: &Value) -> Vec<(String, Value)> {
     match v {
         Value::Map(m) => m
@@ -198,17 +216,7 @@ impl Encoder {
     }
 
     fn table_body(&mut self, key: &[String], v: &Value, depth: usize) -> Result<(), String> {
-        let mut direct = Vec::new();
-        let mut sub = Vec::new();
-        for (k, x) in entries(v) {
-            if kind(&x)? == Kind::Other {
-                direct.push((k, x));
-            } else {
-                sub.push((k, x));
-            }
-        }
-        direct.sort_by(|a, b| a.0.cmp(&b.0));
-        sub.sort_by(|a, b| a.0.cmp(&b.0));
+        let (direct, sub) = split_entries(v)?;
         for (k, x) in direct.into_iter().chain(sub) {
             if matches!(x, Value::Nil) {
                 continue;
@@ -221,17 +229,7 @@ impl Encoder {
     }
 
     fn inline_table(&mut self, v: &Value, depth: usize) -> Result<(), String> {
-        let mut direct = Vec::new();
-        let mut sub = Vec::new();
-        for (k, x) in entries(v) {
-            if kind(&x)? == Kind::Other {
-                direct.push((k, x));
-            } else {
-                sub.push((k, x));
-            }
-        }
-        direct.sort_by(|a, b| a.0.cmp(&b.0));
-        sub.sort_by(|a, b| a.0.cmp(&b.0));
+        let (direct, sub) = split_entries(v)?;
         self.w("{");
         let has_sub = !sub.is_empty();
         for (group, trailing) in [(direct, has_sub), (sub, false)] {

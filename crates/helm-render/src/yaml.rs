@@ -8,6 +8,7 @@ mod emit;
 mod head;
 mod resolve;
 
+pub(crate) use decode::format_float32_g;
 use go_template::{Map, Value};
 
 pub use head::{ManifestHead, ManifestMetadata, parse_head};
@@ -59,6 +60,20 @@ pub fn parse_document(text: &str) -> Result<Value, YamlError> {
     match decode::parse_first(text)? {
         None => Ok(Value::Nil),
         Some(y) => decode::to_value(&y),
+    }
+}
+
+/// Decodes a document as [`parse_document`] does (same errors), but into JSON that keeps
+/// integers apart from floats: what `sigs.k8s.io/yaml` hands a Go struct (`Chart.yaml`,
+/// `requirements.yaml`), whose string fields take an integer's digits (`1` → "1") and a
+/// float's shortest form (`1.10` → "1.1").
+pub(crate) fn parse_typed(text: &str) -> Result<serde_json::Value, YamlError> {
+    match decode::parse_first(text)? {
+        None => Ok(serde_json::Value::Null),
+        Some(y) => {
+            decode::to_value(&y)?;
+            Ok(decode::to_typed_json(&y))
+        }
     }
 }
 

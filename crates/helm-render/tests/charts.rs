@@ -287,6 +287,45 @@ const ROWS: &[Row] = &[
         want: Err("Error: execution error at (t/templates/b.yaml:1:6): inner"),
     },
     Row {
+        name: "tpl: an execution error naming gotpl:1 is worded as an execution error",
+        files: &[(
+            "templates/b.yaml",
+            "b: {{ tpl \"{{ .Values.x.y }}\" (dict \"Values\" (dict \"x\" \"template: gotpl:1: s\")) }}\n",
+        )],
+        values: "",
+        args: &[],
+        want: Err(
+            "Error: template: t/templates/b.yaml:1:6: executing \"t/templates/b.yaml\" at <tpl \"{{ .Values.x.y }}\" (dict \"Values\" (dict \"x\" \"template: gotpl:1: s\"))>: error calling tpl: error during tpl function execution for \"{{ .Values.x.y }}\": template: gotpl:1:10: executing \"gotpl\" at <.Values.x.y>: can't evaluate field y in type interface {}",
+        ),
+    },
+    Row {
+        name: "maps and slices with methods (.Files, .Capabilities.APIVersions) as sprig's reflection sees them",
+        files: &[
+            (
+                "templates/b.yaml",
+                "first: {{ first .Capabilities.APIVersions }}\nhas: {{ has \"apps/v1\" .Capabilities.APIVersions }}\njoin: {{ slice .Capabilities.APIVersions 0 2 | join \",\" }}\nempty: {{ empty .Files }} {{ empty .Capabilities.APIVersions }}\nlen: {{ len .Files }}\nindex: {{ index .Files \"f.txt\" | toString }}\ntype: {{ typeOf .Files }} {{ kindOf .Files }} {{ typeOf .Capabilities.APIVersions }} {{ kindOf .Capabilities.APIVersions }}\n",
+            ),
+            ("f.txt", "hello"),
+        ],
+        values: "",
+        args: &[],
+        want: Ok(
+            "---\n# Source: t/templates/b.yaml\nfirst: v1\nhas: true\njoin: v1,admissionregistration.k8s.io/v1\nempty: false false\nlen: 1\nindex: hello\ntype: engine.files map chartutil.VersionSet slice\n",
+        ),
+    },
+    Row {
+        name: "toYaml of sprig's typed results (map[string]string, []string)",
+        files: &[(
+            "templates/b.yaml",
+            "a: {{ toYaml (split \".\" \"a.b\") | nindent 2 }}\nb: {{ dict \"a\" (splitList \",\" \"x,y\") | toYaml | nindent 2 }}\nc: {{ until 2 | toJson }}\n",
+        )],
+        values: "",
+        args: &[],
+        want: Ok(
+            "---\n# Source: t/templates/b.yaml\na: \n  _0: a\n  _1: b\nb: \n  a:\n  - x\n  - \"y\"\nc: [0,1]\n",
+        ),
+    },
+    Row {
         name: "tpl parse error",
         files: &[("templates/b.yaml", "b: {{ tpl \"{{ .x \" . }}\n")],
         values: "",

@@ -3,6 +3,9 @@
 //! rows exercise the stages after the engine ([`helm_render::assemble`]) on their own; each
 //! row is also checked against the real `helm`.
 
+#[path = "support/common.rs"]
+mod common;
+
 use helm_render::{RenderOptions, assemble, load_files};
 
 struct Row {
@@ -249,24 +252,9 @@ fn ours(row: &Row) -> Result<String, String> {
 }
 
 fn check(got: &[(&str, Result<String, String>)]) {
-    if std::env::var_os("DUMP_TABLE").is_some() {
-        for (_, g) in got {
-            eprintln!("ROW {g:?}");
-        }
-    }
-    let mut bad = Vec::new();
-    for (row, (name, got)) in ROWS.iter().zip(got) {
-        let want = row.want.map(str::to_owned).map_err(str::to_owned);
-        if *got != want {
-            bad.push(format!("{name}:\n  want {want:?}\n   got {got:?}"));
-        }
-    }
-    assert!(
-        bad.is_empty(),
-        "{} rows differ:\n{}",
-        bad.len(),
-        bad.join("\n")
-    );
+    let wants: Vec<(&str, Result<&str, &str>)> = ROWS.iter().map(|r| (r.name, r.want)).collect();
+    let got: Vec<Result<String, String>> = got.iter().map(|(_, g)| g.clone()).collect();
+    common::check(&wants, &got);
 }
 
 #[test]

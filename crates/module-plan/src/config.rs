@@ -40,6 +40,9 @@ pub struct Checked {
     /// The values the module runs with: converted to the latest version, defaults merged.
     /// `None` when refused.
     pub values: Option<Value>,
+    /// The settings converted to the latest version, without defaults: addon-operator's
+    /// *config values* (what `CONFIG_VALUES_PATH` shows a hook). `None` when refused.
+    pub settings: Option<Value>,
     /// The settings version the values are written for (the latest, after conversion).
     pub version: i64,
     /// `spec.version` names a version the module does not know (with settings).
@@ -143,6 +146,7 @@ impl ModuleSettings {
         let refuse = |mut checked: Checked, error: String| {
             checked.error = Some(error);
             checked.values = None;
+            checked.settings = None;
             checked.warnings.clear();
             checked
         };
@@ -190,7 +194,7 @@ impl ModuleSettings {
         }
         let values = match &self.schema {
             Some(schema) => schema.defaulted(&converted),
-            None => converted,
+            None => converted.clone(),
         };
         if spec.enabled != Some(false)
             && let Some(schema) = &self.schema
@@ -211,6 +215,7 @@ impl ModuleSettings {
             );
         }
         checked.values = Some(values);
+        checked.settings = Some(converted);
         checked
     }
 

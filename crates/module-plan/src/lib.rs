@@ -13,7 +13,10 @@
 //! - [`constraint`]: Go/Masterminds version constraints (`>= 1.26 < 1.30 || ~1.31`) on top of
 //!   `semver`;
 //! - [`enabling`]: the enabling chain in addon-operator's extender order, with the extender that
-//!   decided as the condition reason and Deckhouse's messages.
+//!   decided as the condition reason and Deckhouse's messages;
+//! - [`values`]: module and `global` values as addon-operator builds them (static values,
+//!   settings, schema defaults, hooks' patches, what Deckhouse puts under `global`), hook
+//!   patches checked and applied all or nothing, the chart's values and their checksum.
 //!
 //! Pure: no tokio, no sockets, no filesystem, no clock. Inputs are bytes and values the caller
 //! read; the module controller does the reading. It must not depend on kube's client or on any
@@ -26,5 +29,6 @@ pub mod definition;
 pub mod enabling;
 mod error;
 pub mod settings;
+pub mod values;
 
 pub use error::Error;

@@ -11,6 +11,7 @@
 //! - it ends cleanly but short of `Content-Length` or the expected size: [`Error::Truncated`];
 //! - more bytes than expected: [`Error::TooLong`] (the excess is never yielded);
 //! - no byte for the stall window: [`Error::Stalled`]; the total deadline: [`Error::Timeout`];
+//! - fewer bytes than the minimum throughput asks in a window: [`Error::TooSlow`];
 //! - a verified body whose content hashes differently: [`Error::DigestMismatch`].
 //!
 //! A verified body also **holds back its last chunk** until the digest is checked, and drops it
@@ -70,7 +71,17 @@ struct Watched {
     /// When the consumer started waiting for the chunk being read, if it is waiting.
     waiting_since: Option<Instant>,
     deadline: Option<(Pin<Box<Sleep>>, Duration, String)>,
+    /// The minimum-throughput watchdog, when set.
+    floor: Option<Floor>,
     done: bool,
+}
+
+/// The minimum-throughput window in progress: time spent waiting for data and the bytes that
+/// came in it. Checked when a chunk arrives; the stall window bounds the wait for one.
+struct Floor {
+    minimum: crate::MinThroughput,
+    waited: Duration,
+    bytes: u64,
 }
 
 struct Verified {
@@ -115,9 +126,24 @@ impl Body {
                 waiting_since: None,
                 deadline: deadline
                     .map(|(at, total, url)| (Box::pin(tokio::time::sleep_until(at)), total, url)),
+                floor: None,
                 done: false,
             })),
         }
+    }
+
+    /// Adds the minimum-throughput watchdog to a [`watched`](Self::watched) body (other bodies
+    /// are returned unchanged): fewer than `minimum.bytes` in a `minimum.window` of waiting for
+    /// data ends it with [`Error::TooSlow`].
+    pub fn with_min_throughput(mut self, minimum: Option<crate::MinThroughput>) -> Self {
+        if let (Inner::Watched(watched), Some(minimum)) = (&mut self.inner, minimum) {
+            watched.floor = Some(Floor {
+                minimum,
+                waited: Duration::ZERO,
+                bytes: 0,
+            });
+        }
+        self
     }
 
     /// Wraps this body so that it ends with `None` only if its content hashes to `digest` (and
@@ -191,6 +217,23 @@ impl Watched {
                 {
                     self.done = true;
                     return Poll::Ready(Some(Err(Error::TooLong { expected })));
+                }
+                if let Some(floor) = &mut self.floor {
+                    floor.waited += since.elapsed();
+                    floor.bytes += chunk.len() as u64;
+                    if floor.waited >= floor.minimum.window {
+                        if floor.bytes < floor.minimum.bytes {
+                            self.done = true;
+                            return Poll::Ready(Some(Err(Error::TooSlow {
+                                received_in_window: floor.bytes,
+                                minimum: floor.minimum.bytes,
+                                window: floor.minimum.window,
+                                received: self.received,
+                            })));
+                        }
+                        floor.waited = Duration::ZERO;
+                        floor.bytes = 0;
+                    }
                 }
                 Poll::Ready(Some(Ok(chunk)))
             }
@@ -414,6 +457,86 @@ mod tests {
             "{err:?}"
         );
         assert_eq!(started.elapsed(), Duration::from_secs(3));
+    }
+
+    /// One byte every `every`, `n` bytes in all.
+    fn trickle(n: usize, every: Duration) -> RawStream {
+        Box::pin(futures_util::stream::unfold(0usize, move |i| async move {
+            if i == n {
+                return None;
+            }
+            tokio::time::sleep(every).await;
+            Some((Ok(Bytes::from_static(b"x")), i + 1))
+        }))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_crawling_body_is_ended_by_the_throughput_floor() {
+        let started = Instant::now();
+        let floor = crate::MinThroughput {
+            bytes: 100,
+            window: Duration::from_secs(10),
+        };
+        // 1 byte per second never stalls (stall window 3 s) but stays far below the floor.
+        let body = Body::watched(
+            trickle(1000, Duration::from_secs(1)),
+            Some(1000),
+            Duration::from_secs(3),
+            None,
+        )
+        .with_min_throughput(Some(floor));
+        let (data, err) = drain(body).await;
+        assert_eq!(
+            data.len(),
+            9,
+            "the chunk that closed the window is not handed on"
+        );
+        assert!(
+            matches!(
+                err,
+                Some(Error::TooSlow {
+                    received_in_window: 10,
+                    minimum: 100,
+                    received: 10,
+                    ..
+                })
+            ),
+            "{err:?}"
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+        assert!(err.unwrap().retry_elsewhere());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_floor_spares_a_fast_body_and_a_slow_consumer() {
+        let floor = crate::MinThroughput {
+            bytes: 5,
+            window: Duration::from_secs(10),
+        };
+        // 10 bytes per 10 s: above the floor of 5 in every window.
+        let body = Body::watched(
+            trickle(40, Duration::from_secs(1)),
+            Some(40),
+            Duration::from_secs(3),
+            None,
+        )
+        .with_min_throughput(Some(floor));
+        let (data, err) = drain(body).await;
+        assert_eq!((data.len(), err.map(|e| e.to_string())), (40, None));
+        // A consumer that takes a minute per byte: its own pace never counts against the upstream.
+        let mut body = Body::watched(
+            chunks(&[b"a", b"b", b"c"]),
+            Some(3),
+            Duration::from_secs(1),
+            None,
+        )
+        .with_min_throughput(Some(floor));
+        let mut got = Vec::new();
+        while let Some(chunk) = body.next().await {
+            got.extend_from_slice(&chunk.unwrap());
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
+        assert_eq!(got, b"abc");
     }
 
     #[tokio::test(start_paused = true)]

@@ -620,6 +620,7 @@ impl Response {
                 config.timeouts.stall,
                 deadline,
             )
+            .with_min_throughput(config.min_throughput)
         };
         Self {
             status,

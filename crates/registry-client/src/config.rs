@@ -29,6 +29,27 @@ impl Default for Timeouts {
     }
 }
 
+/// The slowest a body may arrive: fewer than `bytes` in `window` of waiting for data ends it
+/// with [`Error::TooSlow`](crate::Error::TooSlow). Like the stall window, only time the consumer
+/// spends waiting for data counts, so a slow client never ends its own upstream transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MinThroughput {
+    /// Bytes that must arrive in each window.
+    pub bytes: u64,
+    /// The window.
+    pub window: Duration,
+}
+
+impl MinThroughput {
+    /// The floor of the node agent and the cache replica unless configured otherwise: 32 KiB in
+    /// 30 s (about 1 KiB/s). A link that slow moves a 100 MiB layer in a day; anything slower is
+    /// a connection to end so that the next attempt can go elsewhere.
+    pub const DEFAULT: Self = Self {
+        bytes: 32 * 1024,
+        window: Duration::from_secs(30),
+    };
+}
+
 /// Settings shared by every endpoint of one [`Client`](crate::Client).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -45,6 +66,9 @@ pub struct Config {
     /// HTTP/2. A relay (the node agent) wants it: concurrent blob streams then decrypt on every
     /// core, and one slow consumer's HTTP/2 flow-control window never holds up the others.
     pub http1_only: bool,
+    /// The minimum-throughput watchdog on response bodies; `None` for none (only the stall
+    /// window then ends a crawling body).
+    pub min_throughput: Option<MinThroughput>,
 }
 
 impl Default for Config {
@@ -55,6 +79,7 @@ impl Default for Config {
             user_agent: concat!("d8-registry-client/", env!("CARGO_PKG_VERSION")).to_owned(),
             max_manifest_bytes: 4 << 20,
             http1_only: false,
+            min_throughput: None,
         }
     }
 }

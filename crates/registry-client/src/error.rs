@@ -138,6 +138,20 @@ pub enum Error {
         /// Bytes received before the stall.
         received: u64,
     },
+    /// The response body arrived slower than the minimum throughput.
+    #[error(
+        "response body too slow: {received_in_window} bytes in {window:?}, below the minimum of {minimum} ({received} bytes in all)"
+    )]
+    TooSlow {
+        /// Bytes received in the window that fell short.
+        received_in_window: u64,
+        /// The minimum per window.
+        minimum: u64,
+        /// The window.
+        window: Duration,
+        /// Bytes received in all.
+        received: u64,
+    },
     /// The connection broke while the body was streaming (reset, protocol error).
     #[error("response body interrupted after {received} bytes: {source}")]
     BodyInterrupted {
@@ -235,7 +249,7 @@ impl Error {
     /// |---|---|---|
     /// | `InvalidEndpoint` | yes | this target is unusable as configured; the next may be fine |
     /// | `InvalidRequest` | no | the same request is invalid everywhere |
-    /// | `Connect`, `Transport`, `Timeout`, `Stalled`, `BodyInterrupted`, `Truncated`, `TooLong` | yes | availability of this target |
+    /// | `Connect`, `Transport`, `Timeout`, `Stalled`, `TooSlow`, `BodyInterrupted`, `Truncated`, `TooLong` | yes | availability of this target |
     /// | `DigestMismatch` | no | an integrity failure: reported loudly, never masked by failover; mirrors relay the same origin's bytes |
     /// | `Status` 5xx, 429 | yes | this target is failing or throttling |
     /// | `Status` 404 and other 4xx | no | the answer is about the content, not the target (the cache decides about fills) |
@@ -251,6 +265,7 @@ impl Error {
             | Self::Transport { .. }
             | Self::Timeout { .. }
             | Self::Stalled { .. }
+            | Self::TooSlow { .. }
             | Self::BodyInterrupted { .. }
             | Self::Truncated { .. }
             | Self::TooLong { .. } => true,
@@ -288,7 +303,9 @@ impl Error {
         match self {
             Self::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
             Self::InvalidEndpoint { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::Timeout { .. } | Self::Stalled { .. } => StatusCode::GATEWAY_TIMEOUT,
+            Self::Timeout { .. } | Self::Stalled { .. } | Self::TooSlow { .. } => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
             Self::Status { status, .. } | Self::Unauthorized { status, .. } => *status,
             _ => StatusCode::BAD_GATEWAY,
         }

@@ -44,7 +44,7 @@ mod ops;
 pub use auth::{Scope, TokenStats};
 pub use body::Body;
 pub use client::{Client, Remote, RequestBody, RequestBuilder, Response};
-pub use config::{Config, Timeouts};
+pub use config::{Config, MinThroughput, Timeouts};
 pub use endpoint::{ClientIdentity, Credentials, Endpoint, Scheme, Secret};
 pub use error::{AuthFailure, BoxError, Error, Origin, TimeoutPhase};
 pub use ops::{Head, Manifest, Mount, TagPage, Upload};

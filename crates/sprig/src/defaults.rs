@@ -69,7 +69,8 @@ pub(crate) fn empty(v: &Value) -> bool {
         Value::Bytes(b) => b.is_empty(),
         Value::List(l) => l.is_empty(),
         Value::Map(m) => m.borrow().is_empty(),
-        Value::Object(_) => false,
+        // A map or slice type with methods (`.Files`) is empty as the map or slice it is.
+        Value::Object(o) => o.as_value().is_some_and(|plain| empty(&plain)),
     }
 }
 

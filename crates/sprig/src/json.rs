@@ -237,18 +237,7 @@ impl Encoder {
                 if depth > MAX_ENCODE_DEPTH {
                     return Err(cycle_error("[]interface {}"));
                 }
-                self.out.push('[');
-                for (i, x) in l.iter().enumerate() {
-                    if i > 0 {
-                        self.out.push(',');
-                    }
-                    self.newline(depth + 1);
-                    self.value(x, depth + 1)?;
-                }
-                if !l.is_empty() {
-                    self.newline(depth);
-                }
-                self.out.push(']');
+                self.array(l.iter(), depth, Self::value)?;
             }
             Value::Map(m) => {
                 let ptr = Rc::as_ptr(m) as *const ();
@@ -257,23 +246,7 @@ impl Encoder {
                 }
                 self.stack.push(ptr);
                 let map = m.borrow();
-                self.out.push('{');
-                for (i, (k, x)) in map.iter().enumerate() {
-                    if i > 0 {
-                        self.out.push(',');
-                    }
-                    self.newline(depth + 1);
-                    self.string(k);
-                    self.out.push(':');
-                    if self.indent.is_some() {
-                        self.out.push(' ');
-                    }
-                    self.value(x, depth + 1)?;
-                }
-                if !map.is_empty() {
-                    self.newline(depth);
-                }
-                self.out.push('}');
+                self.object(map.iter(), depth, Self::value)?;
                 self.stack.pop();
             }
             Value::Object(o) => match o.to_json() {
@@ -281,6 +254,57 @@ impl Encoder {
                 None => self.out.push_str("null"),
             },
         }
+        Ok(())
+    }
+
+    /// `[a,b]` (or one element a line when indenting), each element written by `each`.
+    fn array<'a, T: 'a>(
+        &mut self,
+        items: impl ExactSizeIterator<Item = &'a T>,
+        depth: usize,
+        each: fn(&mut Self, &T, usize) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let empty = items.len() == 0;
+        self.out.push('[');
+        for (i, x) in items.enumerate() {
+            if i > 0 {
+                self.out.push(',');
+            }
+            self.newline(depth + 1);
+            each(self, x, depth + 1)?;
+        }
+        if !empty {
+            self.newline(depth);
+        }
+        self.out.push(']');
+        Ok(())
+    }
+
+    /// `{"k":v}` (or one member a line when indenting), each value written by `each`.
+    fn object<'a, T: 'a>(
+        &mut self,
+        entries: impl ExactSizeIterator<Item = (&'a String, &'a T)>,
+        depth: usize,
+        each: fn(&mut Self, &T, usize) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let empty = entries.len() == 0;
+        self.out.push('{');
+        for (i, (k, x)) in entries.enumerate() {
+            if i > 0 {
+                self.out.push(',');
+            }
+            self.newline(depth + 1);
+            self.string(k);
+            self.out.push(':');
+            if self.indent.is_some() {
+                self.out.push(' ');
+            }
+            each(self, x, depth + 1)?;
+        }
+        if !empty {
+            self.newline(depth);
+        }
+        self.out.push('}');
         Ok(())
     }
 
@@ -297,41 +321,8 @@ impl Encoder {
                 }
                 Ok(())
             }
-            serde_json::Value::Array(a) => {
-                self.out.push('[');
-                for (i, x) in a.iter().enumerate() {
-                    if i > 0 {
-                        self.out.push(',');
-                    }
-                    self.newline(depth + 1);
-                    self.json(x, depth + 1)?;
-                }
-                if !a.is_empty() {
-                    self.newline(depth);
-                }
-                self.out.push(']');
-                Ok(())
-            }
-            serde_json::Value::Object(o) => {
-                self.out.push('{');
-                for (i, (k, x)) in o.iter().enumerate() {
-                    if i > 0 {
-                        self.out.push(',');
-                    }
-                    self.newline(depth + 1);
-                    self.string(k);
-                    self.out.push(':');
-                    if self.indent.is_some() {
-                        self.out.push(' ');
-                    }
-                    self.json(x, depth + 1)?;
-                }
-                if !o.is_empty() {
-                    self.newline(depth);
-                }
-                self.out.push('}');
-                Ok(())
-            }
+            serde_json::Value::Array(a) => self.array(a.iter(), depth, Self::json),
+            serde_json::Value::Object(o) => self.object(o.iter(), depth, Self::json),
             other => self.value(&Value::from_json(other), depth),
         }
     }

@@ -120,7 +120,8 @@ pub(crate) fn register(m: &mut FuncMap) {
         let (start, end) = (start as usize, end as usize);
         Ok(match list {
             Value::Bytes(b) => Value::Bytes(b[start..end].into()),
-            _ => Value::list(l[start..end].to_vec()),
+            // Reflection keeps the slice's type (`[]string` stays `[]string`).
+            _ => go_template::typed::same_type_list(list, l[start..end].to_vec()),
         })
     });
     add(m, "concat", Signature::variadic(&[], ANY), |a| {
@@ -179,7 +180,7 @@ fn chunk(size: i64, l: Vec<Value>) -> Result<Value, CallError> {
         }
         out.push(Value::list(c));
     }
-    Ok(Value::list(out))
+    Ok(go_template::typed::list_of_lists(out))
 }
 
 #[cfg(test)]
@@ -193,28 +194,26 @@ mod tests {
 
     #[test]
     fn chunk_matches_sprig() {
-        let got = chunk(2, ints(&[1, 2, 3])).map(|v| format!("{v:?}"));
-        assert_eq!(
-            got.ok().as_deref(),
-            Some("List([List([Int(1), Int(2)]), List([Int(3)])])")
-        );
+        let got = chunk(2, ints(&[1, 2, 3]))
+            .map(|v| format!("{} {}", v.type_name(), go_template::fmt::format_v(&v)));
+        assert_eq!(got.ok().as_deref(), Some("[][]interface {} [[1 2] [3]]"));
         assert_eq!(
             chunk(0, ints(&[1])).err(),
             Some(fail("runtime error: makeslice: len out of range"))
         );
         assert_eq!(
             chunk(-1, ints(&[1, 2]))
-                .map(|v| format!("{v:?}"))
+                .map(|v| format!("{} {}", v.type_name(), go_template::fmt::format_v(&v)))
                 .ok()
                 .as_deref(),
-            Some("List([])")
+            Some("[][]interface {} []")
         );
         assert_eq!(
             chunk(3, Vec::new())
-                .map(|v| format!("{v:?}"))
+                .map(|v| format!("{} {}", v.type_name(), go_template::fmt::format_v(&v)))
                 .ok()
                 .as_deref(),
-            Some("List([])")
+            Some("[][]interface {} []")
         );
     }
 

@@ -197,12 +197,7 @@ fn pow10(p: f64) -> f64 {
 
 /// Sprig's `untilStep` as a list of ints.
 fn ints(start: i64, stop: i64, step: i64) -> Result<Value, go_template::CallError> {
-    Ok(Value::list(
-        until_step(start, stop, step)?
-            .into_iter()
-            .map(Value::Int)
-            .collect(),
-    ))
+    Ok(go_template::typed::int_list(until_step(start, stop, step)?))
 }
 
 /// Sprig's `untilStep`: from `start` towards `stop` (excluded) by `step`; nothing when the

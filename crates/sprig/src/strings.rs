@@ -204,6 +204,7 @@ pub(crate) fn register(m: &mut FuncMap) {
         let v = crate::support::arg(a, 0);
         let mut items = match v {
             Value::List(_) | Value::Bytes(_) => strslice(v),
+            Value::Object(o) if o.kind_name() == "slice" => strslice(v),
             other => vec![strval(other)],
         };
         items.sort();
@@ -502,6 +503,11 @@ pub(crate) fn strslice(v: &Value) -> Vec<String> {
             .collect(),
         Value::Bytes(b) => b.iter().map(|x| x.to_string()).collect(),
         Value::Nil => Vec::new(),
+        // A typed slice (`[]string`, `[]int`) reached through reflection.
+        Value::Object(o) if o.kind_name() == "slice" => match o.as_value() {
+            Some(plain @ Value::List(_)) => strslice(&plain),
+            _ => vec![strval(v)],
+        },
         other => vec![strval(other)],
     }
 }
@@ -536,12 +542,11 @@ fn go_split<'a>(s: &'a str, sep: &str, n: i64) -> Vec<&'a str> {
 
 /// Sprig's `split` result: `{_0: …, _1: …}`.
 fn numbered(parts: Vec<&str>) -> Value {
-    Value::map(
+    go_template::typed::string_map(
         parts
             .into_iter()
             .enumerate()
-            .map(|(i, p)| (format!("_{i}"), Value::from(p)))
-            .collect(),
+            .map(|(i, p)| (format!("_{i}"), p.to_owned())),
     )
 }
 

@@ -101,7 +101,7 @@ fn mistyped(want: &str, got: &Value) -> CallError {
 
 /// A `[]string` result.
 pub(crate) fn string_list(items: impl IntoIterator<Item = String>) -> Value {
-    Value::list(items.into_iter().map(Value::from).collect())
+    go_template::typed::string_list(items)
 }
 
 /// Sprig's `strval`: strings as they are, `[]byte` as text, everything else as `fmt`'s `%v`
@@ -127,6 +127,11 @@ pub(crate) fn slice_items(v: &Value) -> Result<Result<Vec<Value>, &'static str>,
         Value::Nil => Err(fail(NIL_DEREF)),
         Value::List(l) => Ok(Ok(l.as_ref().clone())),
         Value::Bytes(b) => Ok(Ok(b.iter().map(|&x| Value::Int(i64::from(x))).collect())),
+        // A slice type with methods (`.Capabilities.APIVersions`): reflection sees the slice.
+        Value::Object(o) => match o.as_value() {
+            Some(plain @ (Value::List(_) | Value::Bytes(_))) => slice_items(&plain),
+            _ => Ok(Err(o.kind_name())),
+        },
         other => Ok(Err(other.kind_name())),
     }
 }

@@ -3,10 +3,12 @@
 //! agrees with the table; the other runs each row through go-template's engine with this
 //! crate's functions.
 
+#[path = "support/engine.rs"]
+mod engine;
 #[path = "conformance/table.rs"]
 mod table;
 
-use go_template::{Func, MissingKey, Signature, Templates, Ty, Value};
+use go_template::Value;
 
 fn values() -> Value {
     let json: serde_json::Value = serde_json::from_str(table::VALUES).expect("VALUES is JSON");
@@ -84,25 +86,10 @@ fn huge_results_are_refused() {
     }
 }
 
-/// Runs a snippet through the template engine as Helm's engine would (`missingkey=zero`, the
-/// template named as Helm names it), with sprig's functions and a stand-in `toJson` (the
-/// real one lives with the YAML functions).
+/// Runs a snippet through the template engine as Helm's engine would, with the table's
+/// values.
 fn render(snippet: &str) -> Result<String, String> {
-    let mut funcs = sprig::funcs();
-    funcs.insert(
-        "toJson".into(),
-        Func::new(Signature::fixed(&[Ty::Any]), |a| {
-            let json = a.first().and_then(Value::to_json).unwrap_or_default();
-            Ok(Value::from(
-                serde_json::to_string(&json).unwrap_or_default(),
-            ))
-        }),
-    );
-    let mut t = Templates::new(funcs);
-    t.set_missing_key(MissingKey::Zero);
-    let name = "t/templates/case.yaml";
-    t.parse(name, snippet).map_err(|e| e.to_string())?;
-    t.execute(name, &values()).map_err(|e| e.to_string())
+    engine::render_with(snippet, &values())
 }
 
 #[test]

@@ -7,6 +7,7 @@
 
 pub mod certs;
 pub mod containerd;
+pub mod faulty;
 pub mod image;
 pub mod process;
 pub mod push;
@@ -15,6 +16,7 @@ pub mod upstream;
 
 pub use certs::{CertKey, Certs};
 pub use containerd::Containerd;
+pub use faulty::{Fault, FaultyUpstream, Seen};
 pub use image::{Blob, Image, ImageBuilder, Index};
 pub use upstream::{Credentials, Upstream, UpstreamOptions};
 

@@ -49,7 +49,19 @@ fn failover_rules() {
             false,
             Verdict::Next(server_error),
         ),
-        (StatusCode::BAD_GATEWAY, false, true, Verdict::Relay(served)),
+        // The last target's 5xx is relayed unchanged (Deckhouse's agent does the same).
+        (
+            StatusCode::BAD_GATEWAY,
+            false,
+            true,
+            Verdict::Relay(unavailable),
+        ),
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            true,
+            true,
+            Verdict::Relay(unavailable),
+        ),
         (
             StatusCode::RANGE_NOT_SATISFIABLE,
             false,

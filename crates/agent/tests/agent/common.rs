@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agent::run::{Config, NoApi, Running, start};
+use registry_client::MinThroughput;
 use registry_plan::{Backend, BackendName, Credentials, Endpoint, Layout, Route, Scheme};
 
 /// An endpoint for a testkit upstream, with its CA and optional credentials.
@@ -91,7 +92,14 @@ impl AgentUnderTest {
             stall: Duration::from_secs(5),
             total: Some(Duration::from_secs(60)),
         };
-        Self::start_configured(layout, dropin_dir, trust_pem, timeouts).await
+        Self::start_configured(
+            layout,
+            dropin_dir,
+            trust_pem,
+            timeouts,
+            MinThroughput::DEFAULT,
+        )
+        .await
     }
 
     /// With these timeouts towards registries.
@@ -100,7 +108,17 @@ impl AgentUnderTest {
         dropin_dir: &Path,
         timeouts: registry_client::Timeouts,
     ) -> Self {
-        Self::start_configured(layout, dropin_dir, None, timeouts).await
+        Self::start_configured(layout, dropin_dir, None, timeouts, MinThroughput::DEFAULT).await
+    }
+
+    /// With these timeouts and this throughput floor towards registries.
+    pub async fn start_with_watchdogs(
+        layout: &Layout,
+        dropin_dir: &Path,
+        timeouts: registry_client::Timeouts,
+        min_throughput: MinThroughput,
+    ) -> Self {
+        Self::start_configured(layout, dropin_dir, None, timeouts, min_throughput).await
     }
 
     async fn start_configured(
@@ -108,6 +126,7 @@ impl AgentUnderTest {
         dropin_dir: &Path,
         trust_pem: Option<&str>,
         timeouts: registry_client::Timeouts,
+        min_throughput: MinThroughput,
     ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let trust_dir = dir.path().join("trust");
@@ -129,6 +148,7 @@ impl AgentUnderTest {
             layout_cache: dir.path().join("cache/layout.json"),
             interval: Duration::from_secs(30),
             timeouts,
+            min_throughput: Some(min_throughput),
         };
         let running = start(config, NoApi).await.expect("agent starts");
         Self {

@@ -2,6 +2,7 @@
 
 mod common;
 mod failover;
+mod faults;
 mod pull;
 mod routes;
 mod streaming;

@@ -55,7 +55,15 @@ impl Ctx {
         match first {
             Arg::Field { ident, .. } => {
                 f.at = At::Arg(first);
-                return self.eval_field_chain(f, dot, dot.clone(), first, ident, &cmd.args, fin);
+                return self.eval_field_chain(
+                    f,
+                    dot,
+                    dot.clone(),
+                    At::Arg(first),
+                    ident,
+                    &cmd.args,
+                    fin,
+                );
             }
             Arg::Chain { .. } => return self.eval_chain(f, dot, first, &cmd.args, fin),
             Arg::Identifier { name, .. } => {
@@ -122,7 +130,7 @@ impl Ctx {
             return Err(self.err(f, format!("indirection through explicit nil in {chain}")));
         }
         let receiver = self.eval_arg_rv(f, dot, node)?;
-        self.eval_field_chain(f, dot, receiver, chain, field, args, fin)
+        self.eval_field_chain(f, dot, receiver, At::Arg(chain), field, args, fin)
     }
 
     fn eval_variable<'t>(
@@ -139,46 +147,27 @@ impl Ctx {
             self.not_a_function(f, args, &fin)?;
             return Ok(value);
         }
-        self.eval_field_chain_var(f, dot, value, v, &v.ident[1..], args, fin)
+        self.eval_field_chain(f, dot, value, At::Var(v), &v.ident[1..], args, fin)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn eval_field_chain_var<'t>(
-        &mut self,
-        f: &mut Frame<'t>,
-        dot: &Rv,
-        mut receiver: Rv,
-        v: &'t Variable,
-        ident: &'t [String],
-        args: &'t [Arg],
-        fin: Option<Rv>,
-    ) -> R<Rv> {
-        let n = ident.len();
-        for name in &ident[..n - 1] {
-            f.at = At::Var(v);
-            receiver = self.eval_field(f, dot, name, &[], None, receiver)?;
-        }
-        f.at = At::Var(v);
-        self.eval_field(f, dot, &ident[n - 1], args, fin, receiver)
-    }
-
-    #[allow(clippy::too_many_arguments)]
+    /// `.A.B.C` on `receiver`; `at` is the node errors name (the field chain or variable).
     fn eval_field_chain<'t>(
         &mut self,
         f: &mut Frame<'t>,
         dot: &Rv,
         mut receiver: Rv,
-        node: &'t Arg,
+        at: At<'t>,
         ident: &'t [String],
         args: &'t [Arg],
         fin: Option<Rv>,
     ) -> R<Rv> {
         let n = ident.len();
         for name in &ident[..n - 1] {
-            f.at = At::Arg(node);
+            f.at = at;
             receiver = self.eval_field(f, dot, name, &[], None, receiver)?;
         }
-        f.at = At::Arg(node);
+        f.at = at;
         self.eval_field(f, dot, &ident[n - 1], args, fin, receiver)
     }
 
@@ -287,7 +276,9 @@ impl Ctx {
 
     fn call_error(&self, f: &Frame<'_>, name: &str, e: CallError) -> Error {
         match e {
-            CallError::Call(m) => self.err(f, format!("error calling {name}: {m}")),
+            CallError::Call(m) | CallError::Parse(m) => {
+                self.err(f, format!("error calling {name}: {m}"))
+            }
             CallError::Exec(m) => self.err(f, m),
         }
     }
@@ -355,6 +346,7 @@ impl Ctx {
         let sig = func.signature;
         let fixed = sig.params.len();
         self.check_arity(f, name, fixed, sig.variadic.is_some(), args, &fin)?;
+        self.step(f)?;
         let rest = args.get(1..).unwrap_or(&[]);
         let mut argv = Vec::with_capacity(rest.len() + 1);
         for (i, a) in rest.iter().enumerate() {
@@ -455,7 +447,7 @@ impl Ctx {
                     f,
                     dot,
                     dot.clone(),
-                    a,
+                    At::Arg(a),
                     ident,
                     std::slice::from_ref(a),
                     None,
@@ -532,9 +524,15 @@ impl Ctx {
         match a {
             Arg::Dot { .. } => Ok(dot.clone()),
             Arg::Nil { .. } => Ok(Rv::Invalid),
-            Arg::Field { ident, .. } => {
-                self.eval_field_chain(f, dot, dot.clone(), a, ident, std::slice::from_ref(a), None)
-            }
+            Arg::Field { ident, .. } => self.eval_field_chain(
+                f,
+                dot,
+                dot.clone(),
+                At::Arg(a),
+                ident,
+                std::slice::from_ref(a),
+                None,
+            ),
             Arg::Variable(v) => self.eval_variable(f, dot, v, &[], None),
             Arg::Pipe(p) => self.eval_pipeline(f, dot, p),
             Arg::Identifier { name, .. } => {
@@ -558,6 +556,7 @@ impl Ctx {
     ) -> R<Rv> {
         let (fixed, variadic) = b.arity();
         self.check_arity(f, name, fixed, variadic, args, &fin)?;
+        self.step(f)?;
         let rest = args.get(1..).unwrap_or(&[]);
         if matches!(b, Builtin::And | Builtin::Or) {
             let want = b == Builtin::Or;

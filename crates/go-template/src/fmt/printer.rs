@@ -36,6 +36,8 @@ pub(super) struct Printer {
     /// Bytes, as Go's buffer: `%s` of a `[]byte` writes them raw.
     pub(super) buf: Vec<u8>,
     pub(super) f: Flags,
+    /// The Go type `%#v` names the next list or map by (a typed slice or map).
+    pub(super) sharp_type: Option<String>,
 }
 
 /// How an element inside a list or map shows when Go reaches it through an `interface{}`.
@@ -177,7 +179,9 @@ impl Printer {
                     return;
                 }
                 if self.f.sharp_v {
-                    self.write_str("[]interface {}{");
+                    let ty = self.sharp_type.take();
+                    self.write_str(ty.as_deref().unwrap_or("[]interface {}"));
+                    self.write_str("{");
                     for (i, item) in items.iter().enumerate() {
                         if i > 0 {
                             self.write_str(", ");
@@ -206,7 +210,9 @@ impl Printer {
                     return;
                 };
                 if self.f.sharp_v {
-                    self.write_str("map[string]interface {}{");
+                    let ty = self.sharp_type.take();
+                    self.write_str(ty.as_deref().unwrap_or("map[string]interface {}"));
+                    self.write_str("{");
                 } else {
                     self.write_str("map[");
                 }
@@ -219,6 +225,17 @@ impl Printer {
                     self.print_value(v, verb, Depth::Inner(depth.next()));
                 }
                 self.write_str(if self.f.sharp_v { "}" } else { "]" });
+            }
+            Value::Object(o)
+                if matches!(o.kind_name(), "slice" | "map") && o.as_value().is_some() =>
+            {
+                // A map or slice type (`[]string`, `.Capabilities.APIVersions`): printed as
+                // the map or slice it is, under its own type name for `%#v`.
+                if let Some(plain) = o.as_value() {
+                    self.sharp_type = Some(o.type_name());
+                    self.print_value(&plain, verb, depth);
+                    self.sharp_type = None;
+                }
             }
             Value::Object(o) => {
                 // Objects print as their `String()` (or struct form) would: any verb that

@@ -361,7 +361,7 @@ fn push_escaped(out: &mut String, c: char, quote: char, ascii_only: bool) {
 }
 
 /// `strconv.Quote` (or `QuoteToASCII` when `ascii_only`) of a Go string's bytes.
-pub(super) fn quote(s: &[u8], ascii_only: bool) -> String {
+pub(crate) fn quote(s: &[u8], ascii_only: bool) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     let mut i = 0;

@@ -105,7 +105,9 @@ fn stand_ins() -> FuncMap {
             env.execute_text("gotpl", &s(&a[0]), &a[1])
                 .map(Value::string)
                 .map_err(|e| match e {
-                    CallError::Call(m) | CallError::Exec(m) => CallError::Call(m),
+                    CallError::Call(m) | CallError::Exec(m) | CallError::Parse(m) => {
+                        CallError::Call(m)
+                    }
                 })
         }),
     );

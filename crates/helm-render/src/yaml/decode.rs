@@ -710,6 +710,30 @@ pub(crate) fn to_value(y: &Yaml) -> Result<Value, YamlError> {
     json_value(y)
 }
 
+/// The JSON of a document that [`to_value`] accepted, integers kept as integers (a big
+/// integer as its float, as JSON would carry it).
+pub(crate) fn to_typed_json(y: &Yaml) -> serde_json::Value {
+    use serde_json::Value as J;
+    match y {
+        Yaml::Null => J::Null,
+        Yaml::Bool(b) => J::Bool(*b),
+        Yaml::Int(i) => J::from(*i),
+        Yaml::Uint(u) => J::from(*u),
+        Yaml::BigInt(s) => go_parse_float(s)
+            .and_then(serde_json::Number::from_f64)
+            .map_or(J::Null, J::Number),
+        Yaml::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+        Yaml::Str(s) => J::String(s.clone()),
+        Yaml::Seq(items) => J::Array(items.iter().map(to_typed_json).collect()),
+        Yaml::Map(entries) => J::Object(
+            entries
+                .iter()
+                .filter_map(|(k, v)| Some((key_string(k, v).ok()?, to_typed_json(v))))
+                .collect(),
+        ),
+    }
+}
+
 fn check_keys(y: &Yaml) -> Result<(), YamlError> {
     match y {
         Yaml::Seq(items) => items.iter().try_for_each(check_keys),

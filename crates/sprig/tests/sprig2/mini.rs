@@ -171,7 +171,7 @@ fn call(funcs: &FuncMap, name: &str, args: Vec<Value>) -> Result<Value, String> 
         ));
     }
     (f.body)(&mut NoEnv, &args).map_err(|e| match e {
-        CallError::Call(m) => format!("error calling {name}: {m}"),
+        CallError::Call(m) | CallError::Parse(m) => format!("error calling {name}: {m}"),
         CallError::Exec(m) => m,
     })
 }
@@ -198,7 +198,7 @@ fn field(v: &Value, name: &str, args: &[Value]) -> Result<Value, String> {
             .field(name)
             .ok_or_else(|| format!("can't evaluate field {name}")),
         Value::Object(o) => o.method(name, args).map_err(|e| match e {
-            CallError::Call(m) => format!("error calling {name}: {m}"),
+            CallError::Call(m) | CallError::Parse(m) => format!("error calling {name}: {m}"),
             CallError::Exec(m) => m,
         }),
         _ => Err(format!("can't evaluate field {name}")),

@@ -4,6 +4,7 @@
 mod bearer;
 mod common;
 mod durability;
+mod faults;
 mod growing;
 mod publish;
 mod pull_through;
