@@ -39,7 +39,10 @@ fn measure(argv: &[&str]) -> (Vec<u8>, f64, u64) {
     let mut fields = report.rsplit('\n').next().unwrap_or("").split(' ');
     let rc: i32 = fields.next().and_then(|f| f.parse().ok()).unwrap_or(-1);
     let rss: u64 = fields.next().and_then(|f| f.parse().ok()).unwrap_or(0);
-    let secs: f64 = fields.next().and_then(|f| f.parse().ok()).unwrap_or(f64::NAN);
+    let secs: f64 = fields
+        .next()
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(f64::NAN);
     assert_eq!(rc, 0, "{argv:?} failed: {report}");
     (out.stdout, secs, rss)
 }
