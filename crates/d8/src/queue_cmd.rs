@@ -3,6 +3,7 @@
 //! from the leading `d8 controller` (its `/queue/list`, next to `/metrics`), as
 //! `deckhouse-controller queue list` reads addon-operator's.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -26,7 +27,9 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
     let body = tokio::time::timeout(Duration::from_secs(10), get(address, "/queue/list"))
         .await
         .with_context(|| format!("{address}: no answer in 10s"))??;
-    print!("{body}");
+    let mut out = std::io::stdout().lock();
+    out.write_all(body.as_bytes())?;
+    out.flush()?;
     Ok(())
 }
 
