@@ -356,9 +356,18 @@ impl Runtime {
                     return Err(e);
                 }
             }
-            for old in history.iter().filter(|r| r.status == Status::Deployed) {
+            // The deployed revision is superseded; a pending one left by a controller that
+            // died mid-apply is marked failed (its objects were taken over above).
+            for old in &history {
                 let mut old = old.clone();
-                old.status = Status::Superseded;
+                match old.status {
+                    Status::Deployed => old.status = Status::Superseded,
+                    Status::PendingInstall | Status::PendingUpgrade => {
+                        old.status = Status::Failed;
+                        old.description = "Interrupted: taken over by the next revision".into();
+                    }
+                    _ => continue,
+                }
                 self.applier.store(RELEASE_NAMESPACE, &old).await?;
             }
             record.status = Status::Deployed;

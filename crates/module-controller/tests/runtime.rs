@@ -523,3 +523,64 @@ async fn queues_run_modules_retry_failures_and_export_metrics() {
     let _ = stop.send(());
     worker.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_run_killed_mid_apply_is_finished_by_the_next_leader() {
+    let c = cluster().await;
+    c.config(json!({"enabled": true, "version": 1})).await;
+    assert_eq!(c.converge().await, Some(1));
+    // A controller died while applying revision 2 (a chart with one more ConfigMap): its
+    // pending record was stored and one object applied, the rest never happened.
+    let mut pending = c.release(1).await;
+    pending.version = 2;
+    pending.status = module_controller::runtime::release::Status::PendingUpgrade;
+    pending.manifest.push_str(
+        "---\n# Source: echo/templates/extra.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: d8-echo\n",
+    );
+    c.runtime
+        .applier()
+        .store("d8-system", &pending)
+        .await
+        .unwrap();
+    let cm: Api<ConfigMap> = Api::namespaced(c.client.clone(), "d8-echo");
+    let extra: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "extra", "namespace": "d8-echo"}}))
+    .unwrap();
+    cm.create(&PostParams::default(), &extra).await.unwrap();
+    // The next leader (a fresh runtime): the release is not deployed, so it is applied again
+    // and what only the interrupted revision held is deleted; nothing is left orphaned.
+    let next = Runtime::new(
+        c.client.clone(),
+        ModuleDirs {
+            embedded: module_controller::embedded::discover(c.module_dir.parent().unwrap())
+                .unwrap(),
+            downloaded: None,
+        },
+        Arc::new(ManualClock::new("2026-12-01T12:05:00Z".parse().unwrap())),
+    );
+    let results = next.converge().await.unwrap();
+    assert_eq!(results[0].1.as_ref().unwrap().revision, Some(3));
+    assert!(cm.get_opt("extra").await.unwrap().is_none());
+    assert!(cm.get_opt("echo").await.unwrap().is_some());
+    let statuses: Vec<(String, String)> = c
+        .releases()
+        .await
+        .into_iter()
+        .map(|(n, l)| (n, l["status"].clone()))
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![
+            (
+                "sh.helm.release.v1.echo.v1".to_owned(),
+                "superseded".to_owned()
+            ),
+            ("sh.helm.release.v1.echo.v2".to_owned(), "failed".to_owned()),
+            (
+                "sh.helm.release.v1.echo.v3".to_owned(),
+                "deployed".to_owned()
+            ),
+        ]
+    );
+}
