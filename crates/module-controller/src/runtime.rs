@@ -16,6 +16,7 @@ pub mod readiness;
 pub mod release;
 pub mod render;
 pub mod status;
+pub mod values;
 pub mod worker;
 
 use std::path::PathBuf;
@@ -91,6 +92,7 @@ pub struct Runtime {
     applier: Applier,
     dirs: ModuleDirs,
     global: Value,
+    current_global: std::sync::RwLock<Value>,
     clock: std::sync::Arc<dyn release_controller::Clock>,
     queue_view: worker::QueueView,
     queue_metrics: worker::QueueMetrics,
@@ -116,16 +118,29 @@ impl Runtime {
             client,
             dirs,
             global: json!({}),
+            current_global: std::sync::RwLock::new(json!({"enabledModules": []})),
             clock,
             queue_view: worker::QueueView::new(),
             queue_metrics: worker::QueueMetrics::default(),
         }
     }
 
-    /// Uses these global values (`global` in every chart).
+    /// The base of the global values (`global` in every chart): what the caller knows about
+    /// the cluster; the global ModuleConfig's settings and Deckhouse's own keys go over it.
     pub fn with_global(mut self, global: Value) -> Self {
+        if let Ok(mut current) = self.current_global.write() {
+            *current = values::global(&global, None, &[], None);
+        }
         self.global = global;
         self
+    }
+
+    /// The global values of the last converge.
+    pub fn global_values(&self) -> Value {
+        self.current_global
+            .read()
+            .map(|g| g.clone())
+            .unwrap_or_default()
     }
 
     /// The API edge (for tests and tools).
@@ -227,9 +242,10 @@ impl Runtime {
         if let Some(reason) = checked.error {
             return Err(Error::SettingsRejected { reason });
         }
+        let global = self.global_values();
         let values = render::chart_values(
             module,
-            &self.global,
+            &global,
             &checked.values.unwrap_or_else(|| json!({})),
         );
         let namespace = files

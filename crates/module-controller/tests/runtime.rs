@@ -35,7 +35,7 @@ struct Cluster {
 const MODULE_YAML: &str = "name: echo\nweight: 910\nnamespace: d8-echo\n";
 const SCHEMA: &str = "type: object\nproperties:\n  message:\n    type: string\n    default: hello\n  replicas:\n    type: integer\n    default: 1\n";
 const NAMESPACE: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: d8-echo\n";
-const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: echo\n  namespace: d8-echo\n  labels:\n    heritage: deckhouse\n    module: {{ .Chart.Name }}\ndata:\n  message: {{ .Values.echo.message | quote }}\n";
+const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: echo\n  namespace: d8-echo\n  labels:\n    heritage: deckhouse\n    module: {{ .Chart.Name }}\ndata:\n  message: {{ .Values.echo.message | quote }}\n  modules: {{ .Values.global.enabledModules | join \",\" | quote }}\n  domain: {{ .Values.global.clusterConfiguration.clusterDomain }}\n";
 const SECRET: &str =
     "apiVersion: v1\nkind: Secret\nmetadata:\n  name: echo-token\ndata:\n  token: dDBrM24=\n";
 const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: echo\nspec:\n  replicas: {{ .Values.echo.replicas }}\n  selector:\n    matchLabels: {app: echo}\n  template:\n    metadata:\n      labels: {app: echo}\n    spec:\n      containers:\n      - name: echo\n        image: registry.example.com/echo:1.0\n";
@@ -295,7 +295,11 @@ async fn a_module_runs_changes_and_is_removed() {
         .kubectl(&["get", "configmap", "echo", "-n", "d8-echo", "-o", "json"])
         .await;
     let cm: Value = serde_json::from_str(&cm).unwrap();
-    assert_eq!(cm["data"], json!({"message": "hi"}));
+    // Settings, and global values: the enabled modules, the caller's cluster facts.
+    assert_eq!(
+        cm["data"],
+        json!({"message": "hi", "modules": "echo", "domain": "cluster.local"})
+    );
     assert_eq!(
         cm["metadata"]["labels"]["app.kubernetes.io/managed-by"],
         "Helm"
@@ -558,7 +562,8 @@ async fn a_run_killed_mid_apply_is_finished_by_the_next_leader() {
             downloaded: None,
         },
         Arc::new(ManualClock::new("2026-12-01T12:05:00Z".parse().unwrap())),
-    );
+    )
+    .with_global(json!({"clusterConfiguration": {"clusterDomain": "cluster.local"}}));
     let results = next.converge().await.unwrap();
     assert_eq!(results[0].1.as_ref().unwrap().revision, Some(3));
     assert!(cm.get_opt("extra").await.unwrap().is_none());

@@ -169,6 +169,23 @@ impl Applier {
         Ok(out)
     }
 
+    /// The names of every release stored in `namespace`.
+    pub async fn released(
+        &self,
+        namespace: &str,
+    ) -> Result<std::collections::BTreeSet<String>, Error> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let list = api
+            .list_metadata(&ListParams::default().labels("owner=helm"))
+            .await
+            .map_err(|e| Error::kube("list releases", e))?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|s| s.metadata.labels?.get("name").cloned())
+            .collect())
+    }
+
     /// Creates or replaces the Secret of one revision in `storage`.
     pub async fn store(&self, storage: &str, release: &Release) -> Result<(), Error> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), storage);

@@ -307,6 +307,7 @@ impl Runtime {
             .list(&Default::default())
             .await
             .map_err(|e| Error::kube("list Modules", e))?;
+        let released = self.applier.released(super::RELEASE_NAMESPACE).await?;
         let mut on = Vec::new();
         let mut off = Vec::new();
         for m in &modules {
@@ -319,14 +320,27 @@ impl Runtime {
                         .unwrap_or(module_plan::definition::DOWNLOADED_WEIGHT),
                     name,
                 ));
-            } else if !self
-                .applier
-                .history(super::RELEASE_NAMESPACE, &name)
-                .await?
-                .is_empty()
-            {
+            } else if released.contains(&name) {
                 off.push(name);
             }
+        }
+        // The global values every module of this converge is rendered with.
+        let settings = Api::<ModuleConfig>::all(self.client.clone())
+            .get_opt("global")
+            .await
+            .map_err(|e| Error::kube("get ModuleConfig global", e))?
+            .and_then(|c| c.spec.settings);
+        let version = self
+            .client
+            .apiserver_version()
+            .await
+            .ok()
+            .map(|v| format!("{}.{}", v.major, v.minor.trim_end_matches('+')));
+        let names: Vec<String> = on.iter().map(|(_, n)| n.clone()).collect();
+        let global =
+            super::values::global(&self.global, settings.as_ref(), &names, version.as_deref());
+        if let Ok(mut current) = self.current_global.write() {
+            *current = global;
         }
         Ok((on, off))
     }
