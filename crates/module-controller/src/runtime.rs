@@ -162,11 +162,10 @@ impl Runtime {
             .as_ref()
             .and_then(|m| m.status.as_ref())
             .and_then(|s| s.phase);
-        let (starting, conditions) = status::starting(phase);
-        if current.is_some() {
-            self.write_status(module, starting, conditions).await?;
-        }
-        let result = self.reconcile(module).await;
+        // Installing/Reconciling is written only when something is applied: an unchanged
+        // module costs reads only.
+        let starting = current.is_some().then(|| status::starting(phase));
+        let result = self.reconcile(module, starting).await;
         let ending = match &result {
             Ok(o) if o.maintenance => Ending::Maintenance,
             Ok(o) => Ending::Done(o.readiness.clone()),
@@ -203,7 +202,11 @@ impl Runtime {
             else {
                 return Ok(());
             };
+            let current_phase = current.status.as_ref().and_then(|s| s.phase);
             let old = current.status.map(|s| s.conditions).unwrap_or_default();
+            if current_phase == Some(phase) && status::holds(&old, &new) {
+                return Ok(());
+            }
             let merged = crate::manager::merge_conditions(&old, new.clone());
             let patch = json!({
                 "metadata": {"resourceVersion": current.metadata.resource_version},
@@ -224,8 +227,12 @@ impl Runtime {
         })
     }
 
-    /// Render → apply → release → readiness, without the status.
-    async fn reconcile(&self, module: &str) -> Result<Outcome, Error> {
+    /// Render → apply → release → readiness; `starting` is the status written before applying.
+    async fn reconcile(
+        &self,
+        module: &str,
+        starting: Option<(ModulePhase, Vec<status::Condition>)>,
+    ) -> Result<Outcome, Error> {
         let Some((dir, files)) = self.dirs.find(module)? else {
             return Err(Error::Render {
                 module: module.to_owned(),
@@ -356,11 +363,20 @@ impl Runtime {
                 ]
                 .into(),
             };
+            if let Some((phase, conditions)) = starting {
+                self.write_status(module, phase, conditions).await?;
+            }
             // The pending record first: a controller killed mid-apply leaves a release that
             // is not `deployed`, so the next leader applies it again and deletes what the
             // earlier revisions held and this one does not.
             self.applier.store(RELEASE_NAMESPACE, &record).await?;
-            match self.apply_release(module, &history, &settled).await {
+            let previous = self
+                .deployed_objects(module, &history, &namespace, extra)
+                .await;
+            match self
+                .apply_release(module, &history, &previous, &settled)
+                .await
+            {
                 Ok((applied, deleted)) => {
                     outcome.applied = applied;
                     outcome.deleted = deleted;
@@ -431,21 +447,55 @@ impl Runtime {
         &self,
         module: &str,
         history: &[Release],
+        previous: &[(ObjectKey, Value)],
         settled: &[(ObjectKey, Value)],
     ) -> Result<(usize, usize), Error> {
-        for (key, object) in settled {
-            self.applier.apply(key, object).await?;
+        let mut applied = 0;
+        for ((key, object), changed) in settled.iter().zip(converge::to_apply(previous, settled)) {
+            if changed || self.applier.get(key).await?.is_none() {
+                self.applier.apply(key, object).await?;
+                applied += 1;
+            }
         }
-        let previous = self.released_objects(module, history).await;
+        let released = self.released_objects(module, history).await;
         let current: Vec<ObjectKey> = settled.iter().map(|(k, _)| k.clone()).collect();
         let mut deleted = 0;
-        for key in converge::removed(&previous, &current) {
+        for key in converge::removed(&released, &current) {
             if self.applier.delete(&key).await? {
                 tracing::info!(module, object = %key, "resource left the chart: deleted");
                 deleted += 1;
             }
         }
-        Ok((settled.len(), deleted))
+        Ok((applied, deleted))
+    }
+
+    /// The objects of the last deployed revision, decorated and settled as the current ones
+    /// are (empty when none is deployed).
+    async fn deployed_objects(
+        &self,
+        module: &str,
+        history: &[Release],
+        namespace: &str,
+        extra: &[(&str, &str)],
+    ) -> Vec<(ObjectKey, Value)> {
+        let Some(deployed) = history
+            .iter()
+            .filter(|r| r.status == Status::Deployed)
+            .max_by_key(|r| r.version)
+        else {
+            return Vec::new();
+        };
+        let Ok(mut objects) = render::parse_manifest(&deployed.manifest) else {
+            return Vec::new();
+        };
+        render::decorate(&mut objects, module, namespace, extra);
+        let mut out = Vec::new();
+        for mut object in objects {
+            if let Ok(key) = self.applier.settle(&mut object, namespace).await {
+                out.push((key, object));
+            }
+        }
+        out
     }
 
     /// The objects of the last deployed revision and of every later one (pending, failed),

@@ -89,6 +89,20 @@ pub fn removed(previous: &[(ObjectKey, bool)], current: &[ObjectKey]) -> Vec<Obj
     out
 }
 
+/// Which of the `current` objects must be applied: those the last deployed revision
+/// (`previous`, decorated and settled the same way) did not hold as they are now. The others
+/// are applied only if they are missing from the cluster.
+pub fn to_apply(previous: &[(ObjectKey, Value)], current: &[(ObjectKey, Value)]) -> Vec<bool> {
+    current
+        .iter()
+        .map(|(key, object)| {
+            !previous
+                .iter()
+                .any(|(k, o)| k.same_object(key) && k.api_version == key.api_version && o == object)
+        })
+        .collect()
+}
+
 /// Whether an object carries `helm.sh/resource-policy: keep`.
 pub fn kept(object: &Value) -> bool {
     object
@@ -183,6 +197,24 @@ mod tests {
         );
         // Applying the plan and planning again removes nothing.
         assert!(removed(&[], &[deploy_v1]).is_empty());
+    }
+
+    #[test]
+    fn only_what_changed_is_applied() {
+        let cm = |name: &str, v: &str| {
+            (
+                key("v1", "ConfigMap", Some("n"), name),
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": v}}),
+            )
+        };
+        let previous = vec![cm("a", "1"), cm("b", "1")];
+        let current = vec![cm("a", "1"), cm("b", "2"), cm("c", "1")];
+        assert_eq!(to_apply(&previous, &current), vec![false, true, true]);
+        // After the apply, planning again applies nothing.
+        assert_eq!(to_apply(&current, &current), vec![false, false, false]);
+        // Another version of the same kind is applied (its fields may differ).
+        let moved = vec![(key("v2", "ConfigMap", Some("n"), "a"), current[0].1.clone())];
+        assert_eq!(to_apply(&current, &moved), vec![true]);
     }
 
     #[test]

@@ -80,6 +80,16 @@ impl TaskKind {
         }
     }
 
+    /// The binding that triggered it (`""` for none).
+    pub fn binding(&self) -> &str {
+        match self {
+            TaskKind::ModuleHookRun { binding, .. } | TaskKind::GlobalHookRun { binding, .. } => {
+                binding
+            }
+            _ => "",
+        }
+    }
+
     /// How `d8 queue list` shows it.
     pub fn describe(&self) -> String {
         match self {

@@ -89,9 +89,44 @@ pub fn ended(ending: &Ending) -> (ModulePhase, Vec<Condition>) {
     }
 }
 
+/// Whether every condition of `new` already holds in `old` (same status, reason and message):
+/// then writing them would only move their probe times.
+pub fn holds(
+    old: &[api::conditions::ModuleCondition],
+    new: &[api::conditions::ModuleCondition],
+) -> bool {
+    new.iter().all(|n| {
+        old.iter().any(|o| {
+            o.type_ == n.type_
+                && o.status == n.status
+                && o.reason == n.reason
+                && o.message == n.message
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unchanged_conditions_hold() {
+        let c = |t: &str, s: &str, m: Option<&str>| api::conditions::ModuleCondition {
+            type_: t.into(),
+            status: s.into(),
+            message: m.map(Into::into),
+            ..Default::default()
+        };
+        let old = vec![
+            c("IsReady", "True", None),
+            c("LastReleaseDeployed", "True", None),
+        ];
+        assert!(holds(&old, &[c("IsReady", "True", None)]));
+        assert!(holds(&old, &[]));
+        assert!(!holds(&old, &[c("IsReady", "False", None)]));
+        assert!(!holds(&old, &[c("IsReady", "True", Some("x"))]));
+        assert!(!holds(&old, &[c("EnabledByModuleConfig", "True", None)]));
+    }
 
     #[test]
     fn phases() {

@@ -56,7 +56,7 @@ impl QueueMetrics {
         );
         registry.register(
             "deckhouse_task_wait_in_queue_seconds",
-            "Seconds tasks waited in their queue before they started.",
+            "Seconds tasks waited in their queue before they started (the _total suffix is the counter's).",
             self.waited.clone(),
         );
     }
@@ -90,6 +90,7 @@ impl QueueMetrics {
             .get_or_create(&vec![
                 ("module", task.kind.module().to_owned()),
                 ("hook", task.kind.hook().to_owned()),
+                ("binding", task.kind.binding().to_owned()),
                 ("queue", queue.to_owned()),
             ])
             .inc_by(waited);
