@@ -139,10 +139,12 @@ pub(crate) async fn bind_metrics(address: SocketAddr) -> anyhow::Result<tokio::n
         .with_context(|| format!("cannot listen on {address}"))
 }
 
-/// The module manager and when it runs its passes.
-type Modules = (
+/// The module manager, when it runs its passes, and the module runtime (queues, render,
+/// apply) running what it installs.
+pub(crate) type Modules = (
     module_controller::manager::Manager,
     module_controller::controller::Options,
+    Arc<module_controller::runtime::Runtime>,
 );
 
 /// Serves metrics on `listener` and runs the controllers (and the module manager, when given)
@@ -168,15 +170,18 @@ pub(crate) async fn lead(
     let engine = engine.map(Arc::new);
     let mut metrics = Registry::default();
     registry.metrics().register(&mut metrics);
-    if let Some((manager, _)) = &modules {
+    let mut queues = None;
+    if let Some((manager, _, runtime)) = &modules {
         manager.metrics().register(&mut metrics);
+        runtime.queue_metrics().register(&mut metrics);
+        queues = Some(runtime.queue_view());
     }
     if let Some(engine) = &engine {
         engine.metrics().register(&mut metrics);
     }
     let metrics = Arc::new(metrics);
     tracing::info!(address = %metrics_address, "metrics at /metrics");
-    let metrics_task = tokio::spawn(serve_metrics(listener, metrics));
+    let metrics_task = tokio::spawn(serve_metrics(listener, metrics, queues));
     let modules = modules.map(Arc::new);
     let result = elect_and_run(client, &identity, registry, engine, modules, shutdown).await;
     metrics_task.abort();
@@ -225,12 +230,18 @@ async fn elect_and_run(
             tasks.push(tokio::spawn(async move { engine.run(stopped).await }));
         }
         if let Some(modules) = &modules {
+            let runtime = modules.2.clone();
+            let runtime_stopped = until_stopped(stopped.clone());
             let modules = modules.clone();
             let stopped = until_stopped(stopped.clone());
             tasks.push(tokio::spawn(async move {
-                let (manager, options) = &*modules;
+                let (manager, options, _) = &*modules;
                 manager.run_controller(*options, stopped).await
             }));
+            // The runtime runs what the manager installs, under the same lease.
+            tasks.push(tokio::spawn(
+                async move { runtime.run(runtime_stopped).await },
+            ));
         }
         let quit = loop {
             tokio::select! {
@@ -250,13 +261,19 @@ async fn elect_and_run(
     }
 }
 
-/// A minimal `/metrics` endpoint (Prometheus text format); anything else is 404.
-async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<Registry>) {
+/// A minimal `/metrics` endpoint (Prometheus text format) and `/queue/list` (the module
+/// runtime's queues, for `d8 queue list`); anything else is 404.
+async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Registry>,
+    queues: Option<module_controller::runtime::worker::QueueView>,
+) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
             continue;
         };
         let metrics = metrics.clone();
+        let queues = queues.clone();
         tokio::spawn(async move {
             let mut buffer = [0u8; 1024];
             let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer)).await;
@@ -265,6 +282,14 @@ async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<Registry>
             let path = request.split_whitespace().nth(1).unwrap_or_default();
             let (status, body) = if path == "/metrics" {
                 ("200 OK", registry_controller::metrics::encode(&metrics))
+            } else if path == "/queue/list" {
+                match &queues {
+                    Some(q) => ("200 OK", q.render()),
+                    None => (
+                        "404 Not Found",
+                        "the module runtime does not run here\n".into(),
+                    ),
+                }
             } else {
                 ("404 Not Found", String::new())
             };

@@ -7,6 +7,7 @@ mod kube_client;
 mod mirror_cmd;
 mod module_cmd;
 mod module_render;
+mod queue_cmd;
 mod registry_cmd;
 mod release_cmd;
 mod up_cmd;
@@ -40,6 +41,11 @@ enum Command {
         #[command(subcommand)]
         command: registry_cmd::Command,
     },
+    /// The module runtime's task queues (`list`: each queue with its length and head).
+    Queue {
+        #[command(subcommand)]
+        command: queue_cmd::Command,
+    },
     /// Platform releases: list (with why each waits), approve, apply now; the release engine.
     Release(release_cmd::Args),
     /// The whole platform on this machine: API server, controllers and this node's registry
@@ -65,6 +71,7 @@ fn main() -> anyhow::Result<()> {
             Command::Controller(args) => controller_cmd::run(*args).await,
             Command::Mirror { command } => mirror_cmd::run(command).await,
             Command::Module(args) => module_cmd::run(args).await,
+            Command::Queue { command } => queue_cmd::run(command).await,
             Command::Registry { command } => registry_cmd::run(command).await,
             Command::Release(args) => release_cmd::run(args).await,
             Command::Up(args) => up_cmd::run(*args).await,

@@ -84,7 +84,7 @@ pub(crate) struct ManagerArgs {
 pub(crate) fn manager(
     client: Client,
     args: &ManagerArgs,
-) -> anyhow::Result<Option<(Manager, Options)>> {
+) -> anyhow::Result<Option<crate::controller_cmd::Modules>> {
     let Some(dir) = &args.downloaded_modules_dir else {
         return Ok(None);
     };
@@ -105,6 +105,16 @@ pub(crate) fn manager(
         bootstrapped: true,
         ..Default::default()
     };
+    // The runtime runs what the manager puts on disk: the same embedded modules and
+    // downloaded directory.
+    let runtime = module_controller::runtime::Runtime::new(
+        client.clone(),
+        module_controller::runtime::ModuleDirs {
+            embedded: embedded.clone(),
+            downloaded: Some(downloaded.clone()),
+        },
+        Arc::new(release_controller::SystemClock),
+    );
     let manager = Manager::new(
         client,
         downloaded,
@@ -145,7 +155,7 @@ pub(crate) fn manager(
         source_interval: args.module_source_interval,
         ..Default::default()
     };
-    Ok(Some((manager, options)))
+    Ok(Some((manager, options, Arc::new(runtime))))
 }
 
 fn print(text: &str) -> anyhow::Result<()> {
@@ -182,7 +192,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         }
         Command::Render(_) => unreachable!("handled before connecting"),
         Command::Controller(args) => {
-            let (manager, options) = manager(client, &args)?
+            let (manager, options, _) = manager(client, &args)?
                 .context("the module manager needs --downloaded-modules-dir")?;
             manager
                 .run_controller(options, crate::shutdown_signal())

@@ -87,6 +87,14 @@ pub enum Error {
         /// The validator's message.
         reason: String,
     },
+    /// A module's chart did not render (Helm's message), or its output is not a set of objects.
+    #[error("module {module}: {message}")]
+    Render {
+        /// The module.
+        module: String,
+        /// Helm's error text.
+        message: String,
+    },
     /// A module's files are invalid (settings schema, conversions, module.yaml, version.json).
     #[error(transparent)]
     Module(#[from] module_plan::Error),

@@ -4,6 +4,8 @@
 //! - [`controller`]: when the module manager's passes run (changes, timers, overrides);
 //! - [`embedded`]: the embedded modules directory (`module.yaml` or `NNN-name`);
 //! - [`metrics`]: the manager's metrics (`d8_module_config_maintenance`);
+//! - [`runtime`]: modules running — render, server-side apply, release records, deletes,
+//!   readiness and Module status, as addon-operator runs them;
 //! - [`registry`]: a ModuleSource's registry layout (module names, release channels, module
 //!   images) and verified downloads;
 //! - [`install`]: the downloaded modules directory, releases placed and activated atomically;
@@ -21,6 +23,7 @@ pub mod install;
 pub mod manager;
 pub mod metrics;
 pub mod registry;
+pub mod runtime;
 pub mod unpack;
 pub mod view;
 

@@ -102,7 +102,7 @@ fn checksum_label(digest: &oci::Digest) -> String {
     crate::install::md5_hex(digest.to_string().as_bytes())
 }
 
-fn condition(
+pub(crate) fn condition(
     type_: ModuleConditionType,
     status: bool,
     reason: Option<ModuleConditionReason>,
@@ -120,7 +120,7 @@ fn condition(
 }
 
 /// Merges `new` into `conditions` by type; keeps the transition time when the status holds.
-fn merge_conditions(
+pub(crate) fn merge_conditions(
     conditions: &[ModuleCondition],
     new: Vec<ModuleCondition>,
 ) -> Vec<ModuleCondition> {
@@ -911,21 +911,40 @@ impl Manager {
         phase: ModulePhase,
         conditions: Vec<ModuleCondition>,
     ) -> Result<(), Error> {
-        let modules: Api<Module> = self.api();
-        let current: Option<Module> = self.get_opt(module).await?;
-        let old = current
-            .and_then(|m| m.status)
-            .map(|s| s.conditions)
-            .unwrap_or_default();
-        let merged = merge_conditions(&old, conditions);
-        modules
-            .patch_status(
-                module,
-                &pp(),
-                &Patch::Merge(json!({"status": {"phase": phase, "conditions": merged}})),
-            )
+        self.patch_module_status(module, Some(phase), conditions)
             .await
-            .map_err(|e| Error::kube(format!("patch Module {module} status"), e))?;
+    }
+
+    /// Merges `conditions` into the Module status (and sets `phase` when given) with the
+    /// resourceVersion read, so that a concurrent write of the module runtime is not undone.
+    async fn patch_module_status(
+        &self,
+        module: &str,
+        phase: Option<ModulePhase>,
+        conditions: Vec<ModuleCondition>,
+    ) -> Result<(), Error> {
+        let modules: Api<Module> = self.api();
+        for _ in 0..8 {
+            let Some(current) = self.get_opt::<Module>(module).await? else {
+                return Ok(());
+            };
+            let version = current.metadata.resource_version.clone();
+            let old = current.status.map(|s| s.conditions).unwrap_or_default();
+            let merged = merge_conditions(&old, conditions.clone());
+            let mut status = json!({"conditions": merged});
+            if let Some(phase) = phase {
+                status["phase"] = json!(phase);
+            }
+            let patch = json!({"metadata": {"resourceVersion": version}, "status": status});
+            match modules
+                .patch_status(module, &pp(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                Err(e) => return Err(Error::kube(format!("patch Module {module} status"), e)),
+            }
+        }
         Ok(())
     }
 

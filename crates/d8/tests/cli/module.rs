@@ -186,3 +186,224 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
     }
     panic!("hello's maintenance is not on /metrics:\n{scraped}");
 }
+
+/// Publishes `echo` at `version` on the `stable` channel with these templates.
+async fn publish_chart(
+    push: &Registry,
+    layout: &Layout,
+    version: &str,
+    templates: &[(&str, &str)],
+) {
+    let schema = "type: object\nproperties:\n  message: {type: string, default: hello}\n";
+    let mut files: Vec<(String, Vec<u8>)> = vec![
+        (
+            "module.yaml".into(),
+            b"name: echo\nweight: 910\nnamespace: d8-echo\n".to_vec(),
+        ),
+        (
+            "openapi/config-values.yaml".into(),
+            schema.as_bytes().to_vec(),
+        ),
+    ];
+    for (name, text) in templates {
+        files.push((format!("templates/{name}"), text.as_bytes().to_vec()));
+    }
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(n, d)| (n.as_str(), d.as_slice()))
+        .collect();
+    let image = ImageBuilder::new(&format!("echo-{version}"))
+        .files(&refs)
+        .build(layout);
+    push.push_image(&format!("{REPO}/echo"), Some(version), &image)
+        .await
+        .unwrap();
+    let release = ImageBuilder::new(&format!("echo-release-{version}"))
+        .files(&[(
+            "version.json",
+            format!("{{\"version\":\"{version}\"}}").as_bytes(),
+        )])
+        .build(layout);
+    push.push_image(&format!("{REPO}/echo/release"), Some("stable"), &release)
+        .await
+        .unwrap();
+    let marker = ImageBuilder::new("marker").build(layout);
+    push.push_image(REPO, Some("echo"), &marker).await.unwrap();
+}
+
+const NAMESPACE: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: d8-echo\n";
+const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: echo\ndata:\n  message: {{ .Values.echo.message | quote }}\n";
+const SECRET: &str =
+    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: echo-token\ndata:\n  token: dDBrM24=\n";
+
+fn apply(admin: &Path, dir: &Path, name: &str, yaml: &str) {
+    let path = dir.join(name);
+    std::fs::write(&path, yaml).unwrap();
+    kubectl_ok(admin, &["apply", "-f", path.to_str().unwrap()]);
+}
+
+fn get(admin: &Path, args: &[&str]) -> Option<String> {
+    let (ok, out, _) = crate::kubectl(admin, args);
+    ok.then_some(out)
+}
+
+#[tokio::test]
+async fn the_controller_runs_a_module_from_a_module_source() {
+    testkit::install_crypto();
+    let apiserver = Apiserver::start(&[]).await;
+    let admin = apiserver.admin();
+    let upstream = Upstream::start_plain().await;
+    let push = Registry::of(&upstream);
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout::new(&dir.path().join("layout")).unwrap();
+    publish_chart(
+        &push,
+        &layout,
+        "v1.0.0",
+        &[
+            ("ns.yaml", NAMESPACE),
+            ("cm.yaml", CONFIG_MAP),
+            ("secret.yaml", SECRET),
+        ],
+    )
+    .await;
+    let metrics_port = free_port();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
+    command
+        .arg("controller")
+        .arg("--kubeconfig")
+        .arg(&admin)
+        .args(["--identity", "test-controller", "--without-release-engine"])
+        .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
+        .arg("--module-source-interval=2s")
+        .arg("--downloaded-modules-dir")
+        .arg(dir.path().join("downloaded"));
+    let _controller =
+        Service::spawn("d8 controller", command, dir.path().join("controller.log")).unwrap();
+    let source = format!(
+        "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleSource\nmetadata:\n  name: example\nspec:\n  registry:\n    scheme: HTTP\n    repo: {}/{REPO}\n",
+        upstream.host()
+    );
+    apply(&admin, dir.path(), "source.yaml", &source);
+    let config = |message: &str, enabled: bool| {
+        format!(
+            "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: echo\nspec:\n  enabled: {enabled}\n  version: 1\n  settings:\n    message: {message}\n"
+        )
+    };
+    apply(&admin, dir.path(), "config.yaml", &config("hi", true));
+
+    // Enabled: the chart is rendered with the settings and applied.
+    let cm = [
+        "get",
+        "configmap",
+        "echo",
+        "-n",
+        "d8-echo",
+        "-o",
+        "jsonpath={.data.message}",
+    ];
+    until("the ConfigMap says hi", || {
+        get(&admin, &cm).as_deref() == Some("hi")
+    })
+    .await;
+    let release = [
+        "get",
+        "secret",
+        "-n",
+        "d8-system",
+        "sh.helm.release.v1.echo.v1",
+        "-o",
+        "jsonpath={.metadata.labels.status}",
+    ];
+    until("release 1 is deployed", || {
+        get(&admin, &release).as_deref() == Some("deployed")
+    })
+    .await;
+    until("the Module is Ready", || {
+        get(
+            &admin,
+            &["get", "module", "echo", "-o", "jsonpath={.status.phase}"],
+        )
+        .as_deref()
+            == Some("Ready")
+    })
+    .await;
+    let queues = Command::new(env!("CARGO_BIN_EXE_d8"))
+        .args([
+            "queue",
+            "list",
+            "--address",
+            &format!("127.0.0.1:{metrics_port}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        queues.status.success(),
+        "{}",
+        String::from_utf8_lossy(&queues.stderr)
+    );
+    let queues = String::from_utf8_lossy(&queues.stdout);
+    assert!(queues.starts_with("Summary: "), "{queues}");
+    assert!(queues.contains("Queue 'main': length "), "{queues}");
+    let metrics = reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("deckhouse_tasks_queue_length{queue=\"main\"}"),
+        "{metrics}"
+    );
+
+    // Settings change: the ConfigMap is rewritten, the Secret is not.
+    let secret_rv = [
+        "get",
+        "secret",
+        "echo-token",
+        "-n",
+        "d8-echo",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ];
+    let before = get(&admin, &secret_rv).unwrap();
+    apply(&admin, dir.path(), "config.yaml", &config("bye", true));
+    until("the ConfigMap says bye", || {
+        get(&admin, &cm).as_deref() == Some("bye")
+    })
+    .await;
+    assert_eq!(get(&admin, &secret_rv).unwrap(), before);
+
+    // A new release without the Secret's template: the Secret is deleted.
+    publish_chart(
+        &push,
+        &layout,
+        "v1.1.0",
+        &[("ns.yaml", NAMESPACE), ("cm.yaml", CONFIG_MAP)],
+    )
+    .await;
+    until("the Secret is gone", || get(&admin, &secret_rv).is_none()).await;
+    assert_eq!(get(&admin, &cm).as_deref(), Some("bye"));
+
+    // Disabled: everything removed, the release records too.
+    apply(&admin, dir.path(), "config.yaml", &config("bye", false));
+    until("the ConfigMap is gone", || get(&admin, &cm).is_none()).await;
+    until("the namespace is gone", || {
+        get(&admin, &["get", "namespace", "d8-echo", "-o", "name"]).is_none()
+    })
+    .await;
+    let releases = kubectl_ok(
+        &admin,
+        &[
+            "get",
+            "secrets",
+            "-n",
+            "d8-system",
+            "-l",
+            "owner=helm",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(releases, "");
+}

@@ -280,8 +280,13 @@ impl Manager {
                     Some(ModulePhase::Downloaded)
                 }
             };
-            self.set_module_phase(&name, phase.unwrap_or(ModulePhase::Available), conditions)
-                .await?;
+            // An enabled module's phase is the module runtime's (Installing, Reconciling, Ready,
+            // Error) once it has one: only the conditions are merged then.
+            let keep_phase = !conflict
+                && decision.enabled
+                && current.is_some_and(|p| p != ModulePhase::Conflict);
+            let phase = (!keep_phase).then(|| phase.unwrap_or(ModulePhase::Available));
+            self.patch_module_status(&name, phase, conditions).await?;
             let settings = self.active_settings(&name);
             if let Some(settings) = &settings {
                 self.sync_settings_definition(&name, settings).await?;

@@ -1,0 +1,348 @@
+//! The queue worker: what puts tasks into the [`queue`](super::queue)s and runs their heads.
+//! A converge is queued at start and whenever the set of enabled modules or a ModuleConfig
+//! changes; it expands into ModuleDelete and ModuleRun tasks in `main`. Each queue runs one
+//! task at a time; a failed ModuleRun goes to the tail of `main` with shell-operator's backoff
+//! (so one broken module does not hold the others), any other failed task stays at its head.
+//! Queue lengths, heads and waits are exported under Deckhouse's metric names.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use api::module::{Module, ModuleConditionType};
+use api::module_config::ModuleConfig;
+use futures_util::StreamExt;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::time::Instant;
+
+use super::Runtime;
+use super::queue::{MAIN, Queues, Task, TaskKind};
+use crate::Error;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// The runtime's queue metrics, with Deckhouse's names.
+#[derive(Clone, Debug, Default)]
+pub struct QueueMetrics {
+    length: Family<Labels, Gauge>,
+    head: Family<Labels, Gauge>,
+    oldest: Family<Labels, Gauge>,
+    waited: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
+}
+
+impl QueueMetrics {
+    /// Registers every family.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "deckhouse_tasks_queue_length",
+            "Length of each task queue (what D8DeckhouseQueueIsHung watches).",
+            self.length.clone(),
+        );
+        registry.register(
+            "deckhouse_tasks_queue_head_info",
+            "The head of each non-empty task queue (module, task_type, hook).",
+            self.head.clone(),
+        );
+        registry.register(
+            "d8_tasks_queue_oldest_task_age_seconds",
+            "Age of the oldest task of each queue.",
+            self.oldest.clone(),
+        );
+        registry.register(
+            "deckhouse_task_wait_in_queue_seconds",
+            "Seconds tasks waited in their queue before they started (the _total suffix is the counter's).",
+            self.waited.clone(),
+        );
+    }
+
+    fn refresh(&self, queues: &Queues, now: Duration) {
+        self.length.clear();
+        self.oldest.clear();
+        self.head.clear();
+        for (queue, len, oldest) in queues.lengths(now) {
+            let l = vec![("queue", queue.clone())];
+            self.length.get_or_create(&l).set(len as i64);
+            self.oldest.get_or_create(&l).set(oldest.as_secs() as i64);
+        }
+        for (queue, _, head) in queues.list() {
+            if let Some(t) = head {
+                self.head
+                    .get_or_create(&vec![
+                        ("queue", queue.to_owned()),
+                        ("module", t.kind.module().to_owned()),
+                        ("task_type", t.kind.type_name().to_owned()),
+                        ("hook", t.kind.hook().to_owned()),
+                    ])
+                    .set(1);
+            }
+        }
+    }
+
+    fn started(&self, queue: &str, task: &Task, now: Duration) {
+        let waited = now.saturating_sub(task.queued_at).as_secs_f64();
+        self.waited
+            .get_or_create(&vec![
+                ("module", task.kind.module().to_owned()),
+                ("hook", task.kind.hook().to_owned()),
+                ("binding", task.kind.binding().to_owned()),
+                ("queue", queue.to_owned()),
+            ])
+            .inc_by(waited);
+    }
+}
+
+/// The queues of a running runtime, shared with `/queue/list`.
+#[derive(Clone, Debug)]
+pub struct QueueView {
+    queues: Arc<Mutex<Queues>>,
+    epoch: Instant,
+}
+
+impl QueueView {
+    pub(super) fn new() -> Self {
+        Self {
+            queues: Arc::new(Mutex::new(Queues::new())),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// `d8 queue list`'s text.
+    pub fn render(&self) -> String {
+        let now = self.epoch.elapsed();
+        match self.queues.lock() {
+            Ok(q) => super::queue::render_list(&q, now),
+            Err(_) => String::new(),
+        }
+    }
+}
+
+/// What of a Module or ModuleConfig makes a converge worth queuing: a ModuleConfig's spec,
+/// a Module's enabled state, weight and version.
+fn trigger_hash_config(c: &ModuleConfig) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    c.meta().generation.hash(&mut h);
+    c.meta().deletion_timestamp.is_some().hash(&mut h);
+    Some(h.finish())
+}
+
+fn enabled(m: &Module) -> bool {
+    m.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == ModuleConditionType::EnabledByModuleManager.as_str() && c.status == "True"
+        })
+    })
+}
+
+fn trigger_hash_module(m: &Module) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    enabled(m).hash(&mut h);
+    m.spec.properties.weight.hash(&mut h);
+    m.spec.properties.version.hash(&mut h);
+    Some(h.finish())
+}
+
+fn jitter() -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    Duration::from_millis(u64::from(nanos % 1000))
+}
+
+impl Runtime {
+    /// The queues (empty until [`Runtime::run`] starts).
+    pub fn queue_view(&self) -> QueueView {
+        self.queue_view.clone()
+    }
+
+    /// The queue metrics (register them where `/metrics` is served).
+    pub fn queue_metrics(&self) -> &QueueMetrics {
+        &self.queue_metrics
+    }
+
+    /// Queues a converge.
+    pub fn queue_converge(&self) {
+        let now = self.queue_view.epoch.elapsed();
+        if let Ok(mut q) = self.queue_view.queues.lock() {
+            q.add_last(MAIN, TaskKind::ConvergeModules, now);
+        }
+    }
+
+    /// Runs the queues until `shutdown` resolves: a converge first, then one on every change of
+    /// the enabled modules or of a ModuleConfig.
+    pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        let (changed, mut changes) = tokio::sync::mpsc::channel::<()>(16);
+        let watches = [
+            {
+                let api: Api<ModuleConfig> = Api::all(self.client.clone());
+                let changed = changed.clone();
+                tokio::spawn(async move {
+                    let stream = watcher(api, watcher::Config::default())
+                        .default_backoff()
+                        .touched_objects()
+                        .predicate_filter(trigger_hash_config, Default::default());
+                    let mut stream = std::pin::pin!(stream);
+                    while let Some(e) = stream.next().await {
+                        if e.is_ok() {
+                            let _ = changed.try_send(());
+                        }
+                    }
+                })
+            },
+            {
+                let api: Api<Module> = Api::all(self.client.clone());
+                tokio::spawn(async move {
+                    let stream = watcher(api, watcher::Config::default())
+                        .default_backoff()
+                        .touched_objects()
+                        .predicate_filter(trigger_hash_module, Default::default());
+                    let mut stream = std::pin::pin!(stream);
+                    while let Some(e) = stream.next().await {
+                        if e.is_ok() {
+                            let _ = changed.try_send(());
+                        }
+                    }
+                })
+            },
+        ];
+        self.queue_converge();
+        let mut running = tokio::task::JoinSet::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        tracing::info!("module runtime started");
+        loop {
+            let now = self.queue_view.epoch.elapsed();
+            let started = match self.queue_view.queues.lock() {
+                Ok(mut q) => {
+                    let started = q.start_ready(now);
+                    self.queue_metrics.refresh(&q, now);
+                    started
+                }
+                Err(_) => break,
+            };
+            for (queue, task) in started {
+                self.queue_metrics.started(&queue, &task, now);
+                let me = self.clone();
+                running.spawn(async move {
+                    let result = me.execute(&task).await;
+                    (queue, task, result)
+                });
+            }
+            let next = self
+                .queue_view
+                .queues
+                .lock()
+                .ok()
+                .and_then(|q| q.next_ready())
+                .map(|at| at.saturating_sub(self.queue_view.epoch.elapsed()))
+                .unwrap_or(Duration::from_secs(5))
+                .clamp(Duration::from_millis(10), Duration::from_secs(5));
+            tokio::select! {
+                () = &mut shutdown => break,
+                Some(()) = changes.recv() => {
+                    while changes.try_recv().is_ok() {}
+                    self.queue_converge();
+                }
+                Some(Ok((queue, task, result))) = running.join_next() => {
+                    self.finish(&queue, &task, result);
+                }
+                () = tokio::time::sleep(next) => {}
+            }
+        }
+        for w in watches {
+            w.abort();
+        }
+        running.shutdown().await;
+        tracing::info!("module runtime stopped");
+    }
+
+    fn finish(&self, queue: &str, task: &Task, result: Result<Vec<TaskKind>, Error>) {
+        let now = self.queue_view.epoch.elapsed();
+        let Ok(mut q) = self.queue_view.queues.lock() else {
+            return;
+        };
+        match result {
+            Ok(follow) => {
+                q.done(queue, task.id);
+                if !follow.is_empty() {
+                    // What a converge expands into runs next, ahead of later triggers.
+                    q.add_after_head(queue, follow, now);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(queue, task = %task.kind.describe(), error = %e, "task failed, will retry");
+                if matches!(task.kind, TaskKind::ModuleRun { .. }) {
+                    q.failed_to_tail(queue, task.id, e.to_string(), now, jitter());
+                } else {
+                    q.failed(queue, task.id, e.to_string(), now, jitter());
+                }
+            }
+        }
+        self.queue_metrics.refresh(&q, now);
+    }
+
+    /// Runs one task; a converge returns the tasks it expands into.
+    async fn execute(&self, task: &Task) -> Result<Vec<TaskKind>, Error> {
+        match &task.kind {
+            TaskKind::ConvergeModules => {
+                let (enabled, to_delete) = self.converge_plan().await?;
+                Ok(super::queue::converge_tasks(&enabled, &to_delete))
+            }
+            TaskKind::ModuleRun { module } => self.run_module(module).await.map(|_| Vec::new()),
+            TaskKind::ModuleDelete { module } => {
+                self.delete_module(module).await.map(|_| Vec::new())
+            }
+            TaskKind::ModuleHookRun { .. } | TaskKind::GlobalHookRun { .. } => Ok(Vec::new()),
+        }
+    }
+
+    /// The enabled modules on disk (weight, name) and the other modules that still have a
+    /// release.
+    pub async fn converge_plan(&self) -> Result<(Vec<(i64, String)>, Vec<String>), Error> {
+        let modules = Api::<Module>::all(self.client.clone())
+            .list(&Default::default())
+            .await
+            .map_err(|e| Error::kube("list Modules", e))?;
+        let released = self.applier.released(super::RELEASE_NAMESPACE).await?;
+        let mut on = Vec::new();
+        let mut off = Vec::new();
+        for m in &modules {
+            let name = m.name_any();
+            if enabled(m) && self.dirs.find(&name)?.is_some() {
+                on.push((
+                    m.spec
+                        .properties
+                        .weight
+                        .unwrap_or(module_plan::definition::DOWNLOADED_WEIGHT),
+                    name,
+                ));
+            } else if released.contains(&name) {
+                off.push(name);
+            }
+        }
+        // The global values every module of this converge is rendered with.
+        let settings = Api::<ModuleConfig>::all(self.client.clone())
+            .get_opt("global")
+            .await
+            .map_err(|e| Error::kube("get ModuleConfig global", e))?
+            .and_then(|c| c.spec.settings);
+        let version = self
+            .client
+            .apiserver_version()
+            .await
+            .ok()
+            .map(|v| format!("{}.{}", v.major, v.minor.trim_end_matches('+')));
+        let names: Vec<String> = on.iter().map(|(_, n)| n.clone()).collect();
+        let global =
+            super::values::global(&self.global, settings.as_ref(), &names, version.as_deref());
+        if let Ok(mut current) = self.current_global.write() {
+            *current = global;
+        }
+        Ok((on, off))
+    }
+}

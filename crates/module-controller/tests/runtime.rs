@@ -1,0 +1,591 @@
+//! Modules running on the embedded API server: a module of ours on disk, its ModuleConfig
+//! enabled → its objects applied (seen by kubectl) and a Helm release Secret in d8-system;
+//! a settings change → a new revision that writes only the object that changed; a template
+//! removed → its object deleted; a broken template → Module phase Error with Helm's message;
+//! workloads not rolled out → Reconciling, rolled out → Ready; maintenance
+//! NoResourceReconciliation → resources left alone; disabled → everything removed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use api::module::Module;
+use api::module_config::ModuleConfig;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use module_controller::manager::Manager;
+use module_controller::runtime::release::Release;
+use module_controller::runtime::{ModuleDirs, Runtime};
+use module_plan::enabling::{Facts, version_of};
+use release_controller::ManualClock;
+use serde_json::{Value, json};
+
+struct Cluster {
+    _server: apiserver::RunningServer,
+    kubeconfig: PathBuf,
+    client: Client,
+    manager: Manager,
+    runtime: Arc<Runtime>,
+    module_dir: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+const MODULE_YAML: &str = "name: echo\nweight: 910\nnamespace: d8-echo\n";
+const SCHEMA: &str = "type: object\nproperties:\n  message:\n    type: string\n    default: hello\n  replicas:\n    type: integer\n    default: 1\n";
+const NAMESPACE: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: d8-echo\n";
+const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: echo\n  namespace: d8-echo\n  labels:\n    heritage: deckhouse\n    module: {{ .Chart.Name }}\ndata:\n  message: {{ .Values.echo.message | quote }}\n  modules: {{ .Values.global.enabledModules | join \",\" | quote }}\n  domain: {{ .Values.global.clusterConfiguration.clusterDomain }}\n";
+const SECRET: &str =
+    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: echo-token\ndata:\n  token: dDBrM24=\n";
+const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: echo\nspec:\n  replicas: {{ .Values.echo.replicas }}\n  selector:\n    matchLabels: {app: echo}\n  template:\n    metadata:\n      labels: {app: echo}\n    spec:\n      containers:\n      - name: echo\n        image: registry.example.com/echo:1.0\n";
+
+fn write(dir: &Path, files: &[(&str, &str)]) {
+    for (path, text) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+async fn cluster() -> Cluster {
+    let dir = tempfile::tempdir().unwrap();
+    let crds = api::crds::all()
+        .into_iter()
+        .map(|crd| serde_json::to_value(crd).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = apiserver::ApiServer::builder()
+        .data_dir(dir.path().join("apiserver"))
+        .crds(crds)
+        .namespace("d8-system")
+        .serve(listener)
+        .await
+        .unwrap();
+    let kubeconfig = PathBuf::from(server.admin_kubeconfig());
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let client = Client::try_from(config).unwrap();
+    let modules = dir.path().join("modules");
+    let module_dir = modules.join("910-echo");
+    write(
+        &module_dir,
+        &[
+            ("module.yaml", MODULE_YAML),
+            ("openapi/config-values.yaml", SCHEMA),
+            (".helmignore", "openapi\nhooks\n"),
+            ("templates/namespace.yaml", NAMESPACE),
+            ("templates/configmap.yaml", CONFIG_MAP),
+            ("templates/secret.yaml", SECRET),
+            ("templates/deployment.yaml", DEPLOYMENT),
+        ],
+    );
+    let embedded = module_controller::embedded::discover(&modules).unwrap();
+    let clock = ManualClock::new("2026-12-01T12:00:00Z".parse().unwrap());
+    let downloaded =
+        module_controller::install::Downloaded::open(dir.path().join("downloaded")).unwrap();
+    let facts = Facts {
+        bundle: "Default".into(),
+        edition: "ee".into(),
+        deckhouse_version: version_of("v1.69.3"),
+        kubernetes_version: version_of("1.29.3"),
+        bootstrapped: true,
+        ..Default::default()
+    };
+    let manager = Manager::new(
+        client.clone(),
+        downloaded.clone(),
+        Arc::new(clock.clone()),
+        facts,
+    )
+    .with_embedded(embedded.clone());
+    let runtime = Arc::new(
+        Runtime::new(
+            client.clone(),
+            ModuleDirs {
+                embedded,
+                downloaded: Some(downloaded),
+            },
+            Arc::new(clock),
+        )
+        .with_global(json!({"clusterConfiguration": {"clusterDomain": "cluster.local"}})),
+    );
+    Cluster {
+        _server: server,
+        kubeconfig,
+        client,
+        manager,
+        runtime,
+        module_dir,
+        _dir: dir,
+    }
+}
+
+impl Cluster {
+    async fn config(&self, spec: Value) {
+        let api: Api<ModuleConfig> = Api::all(self.client.clone());
+        let object = json!({"apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleConfig",
+            "metadata": {"name": "echo"}, "spec": spec});
+        let mut typed: ModuleConfig = serde_json::from_value(object).unwrap();
+        match api.get_opt("echo").await.unwrap() {
+            Some(old) => {
+                typed.metadata = old.metadata;
+                api.replace("echo", &PostParams::default(), &typed)
+                    .await
+                    .unwrap();
+            }
+            None => {
+                api.create(&PostParams::default(), &typed).await.unwrap();
+            }
+        }
+        self.manager.sync_modules().await.unwrap();
+    }
+
+    /// A converge; the echo module's revision.
+    async fn converge(&self) -> Option<i64> {
+        let results = self.runtime.converge().await.unwrap();
+        results
+            .into_iter()
+            .find(|(m, _)| m == "echo")
+            .and_then(|(_, r)| r.ok())
+            .and_then(|o| o.revision)
+    }
+
+    async fn releases(&self) -> Vec<(String, BTreeMap<String, String>)> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), "d8-system");
+        let mut out: Vec<(String, BTreeMap<String, String>)> = api
+            .list(&kube::api::ListParams::default().labels("owner=helm"))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|s| (s.name_any(), s.labels().clone()))
+            .collect();
+        out.sort();
+        out
+    }
+
+    async fn release(&self, revision: i64) -> Release {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), "d8-system");
+        let secret = api
+            .get(&format!("sh.helm.release.v1.echo.v{revision}"))
+            .await
+            .unwrap();
+        Release::from_secret(&serde_json::to_value(secret).unwrap()).unwrap()
+    }
+
+    /// resourceVersions of the module's objects.
+    async fn versions(&self) -> BTreeMap<&'static str, Option<String>> {
+        let cm: Api<ConfigMap> = Api::namespaced(self.client.clone(), "d8-echo");
+        let secret: Api<Secret> = Api::namespaced(self.client.clone(), "d8-echo");
+        let deploy: Api<Deployment> = Api::namespaced(self.client.clone(), "d8-echo");
+        let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        BTreeMap::from([
+            (
+                "configmap",
+                cm.get_opt("echo")
+                    .await
+                    .unwrap()
+                    .and_then(|o| o.resource_version()),
+            ),
+            (
+                "secret",
+                secret
+                    .get_opt("echo-token")
+                    .await
+                    .unwrap()
+                    .and_then(|o| o.resource_version()),
+            ),
+            (
+                "deployment",
+                deploy
+                    .get_opt("echo")
+                    .await
+                    .unwrap()
+                    .and_then(|o| o.resource_version()),
+            ),
+            (
+                "namespace",
+                ns.get_opt("d8-echo")
+                    .await
+                    .unwrap()
+                    .and_then(|o| o.resource_version()),
+            ),
+        ])
+    }
+
+    async fn module(&self) -> (String, String, Option<String>, Option<String>) {
+        let m = Api::<Module>::all(self.client.clone())
+            .get("echo")
+            .await
+            .unwrap();
+        let status = m.status.unwrap_or_default();
+        let ready = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "IsReady")
+            .cloned()
+            .unwrap_or_default();
+        (
+            status
+                .phase
+                .map(|p| p.as_str().to_owned())
+                .unwrap_or_default(),
+            ready.status,
+            ready.reason,
+            ready.message,
+        )
+    }
+
+    /// Marks the Deployment rolled out, as a kubelet and the deployment controller would.
+    async fn roll_out(&self) {
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), "d8-echo");
+        let d = api.get("echo").await.unwrap();
+        let replicas = d.spec.and_then(|s| s.replicas).unwrap_or(1);
+        api.patch_status(
+            "echo",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"observedGeneration": d.metadata.generation,
+                "replicas": replicas, "updatedReplicas": replicas, "availableReplicas": replicas,
+                "readyReplicas": replicas}}),
+            ),
+        )
+        .await
+        .unwrap();
+    }
+
+    async fn kubectl(&self, args: &[&str]) -> String {
+        let out = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_module_runs_changes_and_is_removed() {
+    let c = cluster().await;
+    // Not enabled: nothing rendered.
+    c.manager.sync_modules().await.unwrap();
+    assert_eq!(c.converge().await, None);
+    assert!(c.releases().await.is_empty());
+
+    // Enabled: every object applied, release 1 recorded as Helm records it.
+    c.config(json!({"enabled": true, "version": 1, "settings": {"message": "hi"}}))
+        .await;
+    assert_eq!(c.converge().await, Some(1));
+    let cms = c
+        .kubectl(&["get", "configmaps", "-n", "d8-echo", "-o", "name"])
+        .await;
+    assert_eq!(cms, "configmap/echo\n");
+    let cm = c
+        .kubectl(&["get", "configmap", "echo", "-n", "d8-echo", "-o", "json"])
+        .await;
+    let cm: Value = serde_json::from_str(&cm).unwrap();
+    // Settings, and global values: the enabled modules, the caller's cluster facts.
+    assert_eq!(
+        cm["data"],
+        json!({"message": "hi", "modules": "echo", "domain": "cluster.local"})
+    );
+    assert_eq!(
+        cm["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "Helm"
+    );
+    assert_eq!(cm["metadata"]["labels"]["module"], "echo");
+    assert_eq!(
+        cm["metadata"]["annotations"]["meta.helm.sh/release-name"],
+        "echo"
+    );
+    // The Secret has no namespace in its template: the module's namespace.
+    let secrets = c
+        .kubectl(&["get", "secrets", "-n", "d8-echo", "-o", "name"])
+        .await;
+    assert_eq!(secrets, "secret/echo-token\n");
+    let releases = c.releases().await;
+    assert_eq!(releases.len(), 1);
+    assert_eq!(releases[0].0, "sh.helm.release.v1.echo.v1");
+    assert_eq!(releases[0].1["status"], "deployed");
+    assert_eq!(releases[0].1["owner"], "helm");
+    assert_eq!(releases[0].1["version"], "1");
+    let r1 = c.release(1).await;
+    assert!(
+        r1.manifest.contains("# Source: echo/templates/secret.yaml"),
+        "{}",
+        r1.manifest
+    );
+    assert_eq!(r1.config["echo"], json!({"message": "hi", "replicas": 1}));
+    assert_eq!(r1.namespace, "d8-echo");
+    assert_eq!(r1.chart, ("echo".to_owned(), "0.2.0".to_owned()));
+
+    // The Deployment is not rolled out: Reconciling, not ready, says why.
+    let (phase, ready, reason, message) = c.module().await;
+    assert_eq!((phase.as_str(), ready.as_str()), ("Reconciling", "False"));
+    assert_eq!(reason.as_deref(), Some("Reconciling"));
+    assert_eq!(
+        message.as_deref(),
+        Some("Deployment d8-echo/echo: the new spec is not observed yet")
+    );
+    c.roll_out().await;
+    let before = c.versions().await;
+    // Unchanged: no new revision, no write.
+    assert_eq!(c.converge().await, Some(1));
+    assert_eq!(c.versions().await, before);
+    assert_eq!(c.releases().await.len(), 1);
+    let (phase, ready, ..) = c.module().await;
+    assert_eq!((phase.as_str(), ready.as_str()), ("Ready", "True"));
+
+    // Settings change: revision 2, only the ConfigMap written.
+    c.config(json!({"enabled": true, "version": 1, "settings": {"message": "bye"}}))
+        .await;
+    assert_eq!(c.converge().await, Some(2));
+    let after = c.versions().await;
+    assert_ne!(after["configmap"], before["configmap"]);
+    for kind in ["secret", "deployment", "namespace"] {
+        assert_eq!(
+            after[kind], before[kind],
+            "{kind} was written: {before:?} {after:?}"
+        );
+    }
+    let releases = c.releases().await;
+    let statuses: Vec<(&str, &str)> = releases
+        .iter()
+        .map(|(n, l)| (n.as_str(), l["status"].as_str()))
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![
+            ("sh.helm.release.v1.echo.v1", "superseded"),
+            ("sh.helm.release.v1.echo.v2", "deployed")
+        ]
+    );
+
+    // A template removed (a new version of the module): its object is deleted.
+    std::fs::remove_file(c.module_dir.join("templates/secret.yaml")).unwrap();
+    assert_eq!(c.converge().await, Some(3));
+    assert_eq!(c.versions().await["secret"], None);
+    assert_eq!(c.versions().await["configmap"], after["configmap"]);
+
+    // A broken template: Error with Helm's message; the resources stay.
+    write(
+        &c.module_dir,
+        &[("templates/broken.yaml", "{{ .Values.echo.nope.deeper }}\n")],
+    );
+    assert_eq!(c.converge().await, None);
+    let (phase, ready, reason, message) = c.module().await;
+    assert_eq!((phase.as_str(), ready.as_str()), ("Error", "False"));
+    assert_eq!(reason.as_deref(), Some("ModuleError"));
+    let message = message.unwrap();
+    assert!(
+        message.starts_with("module echo: template: echo/templates/broken.yaml:1:"),
+        "{message}"
+    );
+    assert_eq!(c.versions().await["configmap"], after["configmap"]);
+    std::fs::remove_file(c.module_dir.join("templates/broken.yaml")).unwrap();
+    assert_eq!(c.converge().await, Some(3));
+    assert_eq!(c.module().await.0, "Ready");
+
+    // Maintenance: a last revision labels the resources, then they are left alone.
+    c.config(
+        json!({"enabled": true, "version": 1, "maintenance": "NoResourceReconciliation",
+        "settings": {"message": "ignored"}}),
+    )
+    .await;
+    assert_eq!(c.converge().await, Some(4));
+    let cm: Api<ConfigMap> = Api::namespaced(c.client.clone(), "d8-echo");
+    let labelled = cm.get("echo").await.unwrap();
+    assert_eq!(
+        labelled
+            .labels()
+            .get("maintenance.deckhouse.io/no-resource-reconciliation"),
+        Some(&String::new())
+    );
+    assert_eq!(
+        c.release(4).await.labels["maintenance.deckhouse.io/no-resource-reconciliation"],
+        "true"
+    );
+    cm.patch(
+        "echo",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"message": "edited by hand"}})),
+    )
+    .await
+    .unwrap();
+    c.config(
+        json!({"enabled": true, "version": 1, "maintenance": "NoResourceReconciliation",
+        "settings": {"message": "still ignored"}}),
+    )
+    .await;
+    assert_eq!(c.converge().await, Some(4));
+    assert_eq!(
+        cm.get("echo").await.unwrap().data.unwrap()["message"],
+        "edited by hand"
+    );
+
+    // Disabled: every object and every release record removed.
+    c.config(json!({"enabled": false})).await;
+    assert_eq!(c.converge().await, None);
+    let gone = c.versions().await;
+    assert!(gone.values().all(Option::is_none), "{gone:?}");
+    assert!(c.releases().await.is_empty());
+}
+
+/// Waits (up to `secs`) until `check` holds.
+async fn eventually<F, Fut>(secs: u64, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while tokio::time::Instant::now() < until {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn queues_run_modules_retry_failures_and_export_metrics() {
+    let c = cluster().await;
+    c.manager.sync_modules().await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(c.runtime.clone().run(async move {
+        let _ = stopped.await;
+    }));
+    // Enabling queues a converge, which runs the module.
+    write(
+        &c.module_dir,
+        &[("templates/broken.yaml", "{{ .Values.echo.nope.deeper }}\n")],
+    );
+    c.config(json!({"enabled": true, "version": 1})).await;
+    let view = c.runtime.queue_view();
+    assert!(
+        eventually(10, || async { view.render().contains("failed 1 times") }).await,
+        "{}",
+        view.render()
+    );
+    let list = view.render();
+    assert!(
+        list.contains("Queue 'main': length 1, head: ModuleRun:echo (queued "),
+        "{list}"
+    );
+    assert!(
+        list.contains("module echo: template: echo/templates/broken.yaml:1:"),
+        "{list}"
+    );
+    let mut registry = prometheus_client::registry::Registry::default();
+    c.runtime.queue_metrics().register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(
+        text.contains("deckhouse_tasks_queue_length{queue=\"main\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("deckhouse_tasks_queue_head_info{queue=\"main\",module=\"echo\",task_type=\"ModuleRun\",hook=\"\"} 1"),
+        "{text}"
+    );
+    assert_eq!(c.module().await.0, "Error");
+    // Fixed: the retry (after shell-operator's 5 s) deploys it and the queue drains.
+    std::fs::remove_file(c.module_dir.join("templates/broken.yaml")).unwrap();
+    let cm: Api<ConfigMap> = Api::namespaced(c.client.clone(), "d8-echo");
+    assert!(
+        eventually(15, || async { cm.get_opt("echo").await.unwrap().is_some() }).await,
+        "{}",
+        view.render()
+    );
+    assert!(
+        eventually(5, || async {
+            view.render().starts_with("Summary: 1 queues, 0 tasks")
+        })
+        .await,
+        "{}",
+        view.render()
+    );
+    // Disabling converges again: everything removed.
+    c.config(json!({"enabled": false})).await;
+    assert!(
+        eventually(10, || async { cm.get_opt("echo").await.unwrap().is_none() }).await,
+        "{}",
+        view.render()
+    );
+    assert!(eventually(5, || async { c.releases().await.is_empty() }).await);
+    let _ = stop.send(());
+    worker.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_run_killed_mid_apply_is_finished_by_the_next_leader() {
+    let c = cluster().await;
+    c.config(json!({"enabled": true, "version": 1})).await;
+    assert_eq!(c.converge().await, Some(1));
+    // A controller died while applying revision 2 (a chart with one more ConfigMap): its
+    // pending record was stored and one object applied, the rest never happened.
+    let mut pending = c.release(1).await;
+    pending.version = 2;
+    pending.status = module_controller::runtime::release::Status::PendingUpgrade;
+    pending.manifest.push_str(
+        "---\n# Source: echo/templates/extra.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: d8-echo\n",
+    );
+    c.runtime
+        .applier()
+        .store("d8-system", &pending)
+        .await
+        .unwrap();
+    let cm: Api<ConfigMap> = Api::namespaced(c.client.clone(), "d8-echo");
+    let extra: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "extra", "namespace": "d8-echo"}}))
+    .unwrap();
+    cm.create(&PostParams::default(), &extra).await.unwrap();
+    // The next leader (a fresh runtime): the release is not deployed, so it is applied again
+    // and what only the interrupted revision held is deleted; nothing is left orphaned.
+    let next = Runtime::new(
+        c.client.clone(),
+        ModuleDirs {
+            embedded: module_controller::embedded::discover(c.module_dir.parent().unwrap())
+                .unwrap(),
+            downloaded: None,
+        },
+        Arc::new(ManualClock::new("2026-12-01T12:05:00Z".parse().unwrap())),
+    )
+    .with_global(json!({"clusterConfiguration": {"clusterDomain": "cluster.local"}}));
+    let results = next.converge().await.unwrap();
+    assert_eq!(results[0].1.as_ref().unwrap().revision, Some(3));
+    assert!(cm.get_opt("extra").await.unwrap().is_none());
+    assert!(cm.get_opt("echo").await.unwrap().is_some());
+    let statuses: Vec<(String, String)> = c
+        .releases()
+        .await
+        .into_iter()
+        .map(|(n, l)| (n, l["status"].clone()))
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![
+            (
+                "sh.helm.release.v1.echo.v1".to_owned(),
+                "superseded".to_owned()
+            ),
+            ("sh.helm.release.v1.echo.v2".to_owned(), "failed".to_owned()),
+            (
+                "sh.helm.release.v1.echo.v3".to_owned(),
+                "deployed".to_owned()
+            ),
+        ]
+    );
+}
