@@ -848,8 +848,13 @@ impl Core {
         opts: WriteOpts,
     ) -> Result<Written, ApiError> {
         let manager = opts.manager.clone().unwrap_or_default();
-        let config = patch::parse_apply(body).map_err(ApiError::bad_request)?;
+        let mut config = patch::parse_apply(body).map_err(ApiError::bad_request)?;
         Self::check_body(def, version, &config)?;
+        if def.group.is_empty() && def.plural == "secrets" {
+            // Folded before ownership is computed: the manager owns the `data` keys the object
+            // keeps, so re-applying the same `stringData` is a no-op like any other apply.
+            fold_string_data(&mut config);
+        }
         if let Some(n) = meta::get(&config, "name")
             && n != name
         {

@@ -7,7 +7,7 @@ mod common;
 mod kubectl;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{Discovery, Scope};
 use kubectl::Kubectl;
@@ -373,6 +373,39 @@ async fn apply_all(
         out.push(api.patch(&name, pp, &Patch::Apply(&obj)).await?);
     }
     Ok(out)
+}
+
+#[tokio::test]
+async fn re_applying_a_secret_with_string_data_is_a_no_op() {
+    let s = common::start().await;
+    let client = s.admin().await;
+    let secrets: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Secret")),
+    );
+    let secret: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
+        "stringData": {"user": "admin"}, "data": {"extra": "eA=="}
+    }))
+    .unwrap();
+    let pp = PatchParams::apply("helm").force();
+    let first = secrets
+        .patch("creds", &pp, &Patch::Apply(&secret))
+        .await
+        .unwrap();
+    assert_eq!(first.data["data"], json!({"extra": "eA==", "user": "YWRtaW4="}));
+    // managedFields record times to the second: a later apply that changed nothing must not
+    // restamp them (that would be a write, a new revision and a watch event).
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let second = secrets
+        .patch("creds", &pp, &Patch::Apply(&secret))
+        .await
+        .unwrap();
+    assert_eq!(
+        first.metadata.resource_version,
+        second.metadata.resource_version
+    );
 }
 
 #[tokio::test]
