@@ -394,7 +394,10 @@ async fn re_applying_a_secret_with_string_data_is_a_no_op() {
         .patch("creds", &pp, &Patch::Apply(&secret))
         .await
         .unwrap();
-    assert_eq!(first.data["data"], json!({"extra": "eA==", "user": "YWRtaW4="}));
+    assert_eq!(
+        first.data["data"],
+        json!({"extra": "eA==", "user": "YWRtaW4="})
+    );
     // managedFields record times to the second: a later apply that changed nothing must not
     // restamp them (that would be a write, a new revision and a watch event).
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
