@@ -765,18 +765,38 @@ impl Core {
         opts: WriteOpts,
     ) -> Result<Written, ApiError> {
         let key = Self::key(def, ns, name);
+        self.rewrite(def, version, &key, name, subresource, &opts, |_| {
+            Ok((body, None))
+        })
+    }
+
+    /// Rewrites a stored object: `edit` turns it into the new body and, for an apply, the
+    /// managed fields to record (`None`: recorded as an `Update`); then the checks and the
+    /// commit of every update.
+    #[allow(clippy::too_many_arguments)]
+    fn rewrite(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        key: &Key,
+        name: &str,
+        subresource: Option<&str>,
+        opts: &WriteOpts,
+        edit: impl FnOnce(&Value) -> Result<(Value, Option<Value>), ApiError>,
+    ) -> Result<Written, ApiError> {
         let mut warnings = Vec::new();
-        let committed = self.commit(def, &key, opts.dry_run, |current| {
+        let committed = self.commit(def, key, opts.dry_run, |current| {
             let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            let (new, fields) = edit(&old)?;
             self.update_from(
                 def,
                 version,
                 name,
                 old,
-                body,
+                new,
                 subresource,
-                &opts,
-                None,
+                opts,
+                fields,
                 &mut warnings,
             )
         })?;
@@ -804,9 +824,7 @@ impl Core {
             return self.server_side_apply(def, version, ns, name, body, subresource, opts);
         }
         let key = Self::key(def, ns, name);
-        let mut warnings = Vec::new();
-        let committed = self.commit(def, &key, opts.dry_run, |current| {
-            let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+        self.rewrite(def, version, &key, name, subresource, &opts, |old| {
             let mut doc = Self::to_version(def, version, old.clone());
             patch::apply(ty, &mut doc, body, def.custom).map_err(|e| {
                 // As kube-apiserver: a JSON patch that does not apply (a failed `test`) is 422.
@@ -816,22 +834,7 @@ impl Core {
                     ApiError::bad_request(e)
                 }
             })?;
-            self.update_from(
-                def,
-                version,
-                name,
-                old,
-                doc,
-                subresource,
-                &opts,
-                None,
-                &mut warnings,
-            )
-        })?;
-        Ok(Written {
-            object: Self::to_version(def, version, committed.object),
-            warnings,
-            created: false,
+            Ok((doc, None))
         })
     }
 
@@ -886,28 +889,11 @@ impl Core {
                 other => return other,
             }
         }
-        let mut warnings = Vec::new();
-        let committed = self.commit(def, &key, opts.dry_run, |current| {
-            let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+        self.rewrite(def, version, &key, name, subresource, &opts, |old| {
             let live = Self::to_version(def, version, old.clone());
             let mut doc = managed::apply(&live, &config, &shape, &w, opts.force)?;
             let fields = meta::meta_mut(&mut doc).remove("managedFields");
-            self.update_from(
-                def,
-                version,
-                name,
-                old,
-                doc,
-                subresource,
-                &opts,
-                fields,
-                &mut warnings,
-            )
-        })?;
-        Ok(Written {
-            object: Self::to_version(def, version, committed.object),
-            warnings,
-            created: false,
+            Ok((doc, fields))
         })
     }
 
