@@ -336,19 +336,22 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
         "{bodies:?}"
     );
 
-    // 3. A window that opens only tomorrow: the release waits for it.
+    // 3. A window that opens only the day after tomorrow: the release waits for it. (Not
+    // tomorrow: the notification delay above ends up to a few hours from now, and after 21:00
+    // UTC that is past tomorrow's 00:00, so the delay would be the later wait and the reason.)
     let days = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs()
         / 86_400;
     // 1970-01-01 was a Thursday.
-    let tomorrow = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"][((days + 1 + 4) % 7) as usize];
+    let window_day =
+        ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"][((days + 2 + 4) % 7) as usize];
     settings(
         &admin,
         dir.path(),
         &format!(
-            "    releaseChannel: Stable\n    update:\n      mode: Auto\n      windows:\n      - from: \"00:00\"\n        to: \"23:59\"\n        days: [{tomorrow}]\n"
+            "    releaseChannel: Stable\n    update:\n      mode: Auto\n      windows:\n      - from: \"00:00\"\n        to: \"23:59\"\n        days: [{window_day}]\n"
         ),
     );
     until_listed(&admin, "v1.67.0", "v1.67.0 waits for the window", |r| {
