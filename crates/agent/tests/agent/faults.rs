@@ -381,7 +381,8 @@ async fn containerd_pulls_through_registries_that_break_mid_layer() {
 /// healthy one. containerd never commits the wrong content: the agent breaks each blob off one
 /// byte short, containerd resumes it with a `Range` request of its own — which the agent sends to
 /// the healthy registry, the flipping one now last for that digest — and then refuses to commit
-/// what hashes wrong. (containerd 1.6 keeps that failed download and commits the same bytes again
+/// what hashes wrong (or, for a blob small enough that the break reaches it with the response
+/// head, fails that request outright). (containerd 1.6 keeps that failed download and commits the same bytes again
 /// on the next pull: a flipped byte upstream is a failed pull for it, never a wrong image.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn containerd_never_commits_a_flipped_layer() {
@@ -412,21 +413,23 @@ async fn containerd_never_commits_a_flipped_layer() {
         !pulled.success,
         "containerd took a flipped blob: {pulled:?}"
     );
-    assert!(
-        pulled.stderr.contains("unexpected commit digest"),
-        "{}",
-        pulled.stderr
-    );
+    // containerd either refuses the bytes it resumed ("unexpected commit digest") or, when the
+    // break-off of a small blob reaches it before the response head, fails that request (EOF).
+    // What it did commit of the blobs it verified itself; the image never appears.
+    assert!(containerd.images().await.is_empty(), "{}", pulled.stderr);
     // Two blobs (config and layer), each broken off once; containerd's resumes went elsewhere.
     let mismatches = agent.sample(&format!(
         "d8_registry_agent_digest_mismatches_total{{target=\"{}\"}}",
         flipping.host()
     ));
     assert!(mismatches >= 1, "{}", agent.metrics());
-    assert_eq!(
-        flipping.blob_gets(),
-        mismatches,
-        "a client's Range resume of a blob went back to the registry that served it wrong"
+    // Config and layer reach the flipping registry once each at most (containerd may cancel the
+    // layer when the config fails first): no Range resume went back to it.
+    assert!(
+        flipping.blob_gets() <= 2,
+        "a client's Range resume of a blob went back to the registry that served it wrong: {} \
+         blob requests",
+        flipping.blob_gets()
     );
     agent.running.stop().await;
 }
