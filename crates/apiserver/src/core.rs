@@ -14,6 +14,7 @@ use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Change, Committed, Key, Store, prefix};
 use crate::validate::{GroupVersionKind, Validator};
 use crate::watch::EventType;
+use crate::webhook::{Attributes, UserInfo};
 use base64::Engine as _;
 use serde_json::{Value, json};
 use std::sync::{Arc, RwLock};
@@ -46,6 +47,8 @@ pub(crate) struct WriteOpts {
     pub(crate) manager: Option<String>,
     /// `force` of a server-side apply: take over conflicting fields.
     pub(crate) force: bool,
+    /// Who writes (`userInfo` of admission reviews); `None` for the server's own writes.
+    pub(crate) user: Option<UserInfo>,
 }
 
 /// A completed write.
@@ -71,6 +74,8 @@ pub(crate) struct DeleteOpts {
     pub(crate) uid: Option<String>,
     pub(crate) resource_version: Option<String>,
     pub(crate) dry_run: bool,
+    /// Who deletes (`userInfo` of admission reviews).
+    pub(crate) user: Option<UserInfo>,
 }
 
 /// The outcome of a delete.
@@ -203,7 +208,7 @@ impl Core {
         def: &ResourceDef,
         key: &Key,
         dry_run: bool,
-        decide: impl FnOnce(Option<Value>) -> Result<Change, ApiError>,
+        mut decide: impl FnMut(Option<Value>) -> Result<Change, ApiError>,
     ) -> Result<Committed, ApiError> {
         if dry_run {
             let current = self.store.get(key)?;
@@ -228,11 +233,60 @@ impl Core {
                 }),
             };
         }
+        if self.webhooks_may_apply(def)? {
+            let committed = self.commit_optimistically(key, decide)?;
+            self.committed(def, &committed)?;
+            return Ok(committed);
+        }
+        self.commit_locked(def, key, decide)
+    }
+
+    /// Decides and commits under the store's write lock.
+    fn commit_locked(
+        &self,
+        def: &ResourceDef,
+        key: &Key,
+        decide: impl FnOnce(Option<Value>) -> Result<Change, ApiError>,
+    ) -> Result<Committed, ApiError> {
         let committed = self.store.mutate(key, decide)?;
+        self.committed(def, &committed)?;
+        Ok(committed)
+    }
+
+    /// What follows a commit: a changed CRD changes the served resources.
+    fn committed(&self, def: &ResourceDef, committed: &Committed) -> Result<(), ApiError> {
         if def.group == CRD_GROUP && def.plural == CRD_PLURAL && committed.event.is_some() {
             self.refresh_registry()?;
         }
-        Ok(committed)
+        Ok(())
+    }
+
+    /// A write that may call webhooks is decided outside the store's write lock (a webhook
+    /// may take seconds, or write to this server itself), then committed if the object has not
+    /// changed meanwhile — else decided again, as kube-apiserver's optimistic update retries.
+    fn commit_optimistically(
+        &self,
+        key: &Key,
+        mut decide: impl FnMut(Option<Value>) -> Result<Change, ApiError>,
+    ) -> Result<Committed, ApiError> {
+        const ATTEMPTS: usize = 5;
+        for _ in 1..ATTEMPTS {
+            let current = self.store.get(key)?;
+            let change = decide(current.clone())?;
+            let mut stale = false;
+            let committed = self.store.mutate(key, |now| {
+                if now == current {
+                    Ok(change)
+                } else {
+                    stale = true;
+                    Ok(Change::Unchanged)
+                }
+            })?;
+            if !stale {
+                return Ok(committed);
+            }
+        }
+        self.store.mutate(key, decide)
     }
 
     /// Reads one object.
@@ -243,10 +297,11 @@ impl Core {
         ns: Option<&str>,
         name: &str,
     ) -> Result<Value, ApiError> {
-        self.store
+        let obj = self
+            .store
             .get(&Self::key(def, ns, name))?
-            .map(|o| Self::to_version(def, version, o))
-            .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))
+            .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+        self.convert(def, version, obj)
     }
 
     /// Lists objects, filtered and paginated.
@@ -296,7 +351,7 @@ impl Core {
                 return false;
             }
             last_key = k.to_string();
-            items.push(Self::to_version(def, version, obj));
+            items.push(obj);
             true
         })?;
         // Later pages report the revision of the first one: a watch from it sees every change.
@@ -306,7 +361,7 @@ impl Core {
                 .encode(json!({"rv": rv, "after": last_key}).to_string())
         });
         Ok(Page {
-            items,
+            items: self.convert_all(def, version, items)?,
             resource_version: rv,
             continue_token,
         })
@@ -318,6 +373,7 @@ impl Core {
         &self,
         def: &ResourceDef,
         version: &str,
+        subresource: Option<&str>,
         old: Option<&Value>,
         mut new: Value,
         opts: &WriteOpts,
@@ -326,6 +382,23 @@ impl Core {
         if def.group.is_empty() && def.plural == "secrets" {
             fold_string_data(&mut new);
         }
+        if let Some(m) = new.as_object_mut() {
+            m.insert("apiVersion".into(), Value::String(def.api_version(version)));
+            m.insert("kind".into(), Value::String(def.kind.clone()));
+        }
+        let attrs = Attributes {
+            def,
+            version,
+            subresource,
+            operation: if old.is_some() { "UPDATE" } else { "CREATE" },
+            dry_run: opts.dry_run,
+            user: opts.user.as_ref(),
+        };
+        // Mutating webhooks see the object decoded (defaulted) as kube-apiserver decodes it.
+        if let Some(schema) = def.version(version).and_then(|v| v.schema.as_ref()) {
+            schema.apply_defaults(&mut new);
+        }
+        self.mutating_admission(&attrs, old, &mut new, warnings)?;
         let name = meta::get(&new, "name").unwrap_or_default().to_string();
         let mut causes = meta::validate_maps(&new);
         if let Some(vdef) = def.version(version) {
@@ -387,11 +460,9 @@ impl Core {
                 return Err(e);
             }
         }
+        self.validating_admission(&attrs, old, Some(&new), warnings)?;
+        let mut new = self.convert(def, Self::storage_version(def), new)?;
         if let Some(m) = new.as_object_mut() {
-            m.insert(
-                "apiVersion".into(),
-                Value::String(def.api_version(Self::storage_version(def))),
-            );
             m.insert("kind".into(), Value::String(def.kind.clone()));
         }
         if let Some(old) = old {
@@ -608,10 +679,11 @@ impl Core {
             if current.is_some() {
                 return Err(ApiError::already_exists(&def.group, &def.plural, &name));
             }
-            self.admit(def, version, None, body, &opts, &mut warnings)
+            warnings.clear();
+            self.admit(def, version, None, None, body.clone(), &opts, &mut warnings)
         })?;
         Ok(Written {
-            object: Self::to_version(def, version, committed.object),
+            object: self.convert(def, version, committed.object)?,
             warnings,
             created: true,
         })
@@ -749,7 +821,7 @@ impl Core {
                 }
             },
         }
-        self.admit(def, version, Some(&old), new, opts, warnings)
+        self.admit(def, version, subresource, Some(&old), new, opts, warnings)
     }
 
     /// Replaces an object (PUT), or its status.
@@ -766,7 +838,7 @@ impl Core {
     ) -> Result<Written, ApiError> {
         let key = Self::key(def, ns, name);
         self.rewrite(def, version, &key, name, subresource, &opts, |_| {
-            Ok((body, None))
+            Ok((body.clone(), None))
         })
     }
 
@@ -782,10 +854,11 @@ impl Core {
         name: &str,
         subresource: Option<&str>,
         opts: &WriteOpts,
-        edit: impl FnOnce(&Value) -> Result<(Value, Option<Value>), ApiError>,
+        mut edit: impl FnMut(&Value) -> Result<(Value, Option<Value>), ApiError>,
     ) -> Result<Written, ApiError> {
         let mut warnings = Vec::new();
         let committed = self.commit(def, key, opts.dry_run, |current| {
+            warnings.clear();
             let old = current.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
             let (new, fields) = edit(&old)?;
             self.update_from(
@@ -801,7 +874,7 @@ impl Core {
             )
         })?;
         Ok(Written {
-            object: Self::to_version(def, version, committed.object),
+            object: self.convert(def, version, committed.object)?,
             warnings,
             created: false,
         })
@@ -825,7 +898,7 @@ impl Core {
         }
         let key = Self::key(def, ns, name);
         self.rewrite(def, version, &key, name, subresource, &opts, |old| {
-            let mut doc = Self::to_version(def, version, old.clone());
+            let mut doc = self.convert(def, version, old.clone())?;
             patch::apply(ty, &mut doc, body, def.custom).map_err(|e| {
                 // As kube-apiserver: a JSON patch that does not apply (a failed `test`) is 422.
                 if ty == PatchType::Json && e.starts_with("the JSON patch could not be applied") {
@@ -890,7 +963,7 @@ impl Core {
             }
         }
         self.rewrite(def, version, &key, name, subresource, &opts, |old| {
-            let live = Self::to_version(def, version, old.clone());
+            let live = self.convert(def, version, old.clone())?;
             let mut doc = managed::apply(&live, &config, &shape, &w, opts.force)?;
             let fields = meta::meta_mut(&mut doc).remove("managedFields");
             Ok((doc, fields))
@@ -952,7 +1025,7 @@ impl Core {
                     patch::apply(t, &mut scale, body, true).map_err(ApiError::bad_request)?
                 }
             }
-            let mut new = Self::to_version(def, version, old.clone());
+            let mut new = self.convert(def, version, old.clone())?;
             crate::scale::set_replicas(&paths, &mut new, &scale).map_err(|m| {
                 let (field, message) = m.split_once(": ").unwrap_or(("", &m));
                 ApiError::invalid(
@@ -1013,6 +1086,19 @@ impl Core {
                     )));
                 }
             }
+            self.validating_admission(
+                &Attributes {
+                    def,
+                    version: Self::storage_version(def),
+                    subresource: None,
+                    operation: "DELETE",
+                    dry_run: opts.dry_run,
+                    user: opts.user.as_ref(),
+                },
+                Some(&old),
+                None,
+                &mut Vec::new(),
+            )?;
             let mut new = old.clone();
             let mut fins = meta::finalizers(&old);
             match opts.propagation {
@@ -1060,7 +1146,8 @@ impl Core {
         let Some(def) = reg.get(&key.group, &key.plural) else {
             return Ok(());
         };
-        let r = self.commit(&def, key, false, |current| {
+        // The server's own writes call no webhook: decided under the lock.
+        let r = self.commit_locked(&def, key, |current| {
             let Some(old) = current else {
                 return Ok(Change::Unchanged);
             };

@@ -230,6 +230,24 @@ impl ApiError {
         Self::new(422, "Invalid", message)
     }
 
+    /// A failure with any status code and reason (a webhook's denial keeps the webhook's).
+    pub(crate) fn with_reason(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self::new(code, reason, message)
+    }
+
+    /// kube-apiserver's `NewInternalError`: `Internal error occurred: <cause>`, the cause also
+    /// in `details.causes`.
+    pub(crate) fn internal_error(cause: impl Into<String>) -> Self {
+        let cause = cause.into();
+        let mut e = Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {cause}"),
+        );
+        e.details = Some(json!({"causes": [{"message": cause}]}));
+        e
+    }
+
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)

@@ -257,7 +257,7 @@ fn field_manager(q: &HashMap<String, String>, user_agent: &str) -> Result<String
     }
 }
 
-fn write_opts(q: &HashMap<String, String>) -> Result<WriteOpts, ApiError> {
+fn write_opts(q: &HashMap<String, String>, user: &User) -> Result<WriteOpts, ApiError> {
     let field_validation = match q.get("fieldValidation").map(String::as_str) {
         None | Some("") | Some("Warn") => FieldValidation::Warn,
         Some("Ignore") => FieldValidation::Ignore,
@@ -282,6 +282,7 @@ fn write_opts(q: &HashMap<String, String>) -> Result<WriteOpts, ApiError> {
         dry_run,
         manager: None,
         force: false,
+        user: Some(user_info(user)),
     })
 }
 
@@ -380,7 +381,7 @@ async fn resource(
     let name = rp.name.clone().unwrap_or_default();
     let sub = rp.subresource.clone();
     if sub.as_deref() == Some("scale") {
-        return scale(core, def, version, ns, name, verb, &q, &ct, body).await;
+        return scale(core, def, version, ns, name, verb, &q, &ct, body, user).await;
     }
     match verb {
         "get" => {
@@ -423,14 +424,14 @@ async fn resource(
         }
         "watch" => crate::watch_http::watch(st, def, rp.version.clone(), lq, &q).await,
         "create" => {
-            let mut opts = write_opts(&q)?;
+            let mut opts = write_opts(&q, user)?;
             opts.manager = Some(field_manager(&q, &user_agent)?);
             let obj = parse_object(&body)?;
             let w = blocking(move || core.create(&def, &version, ns.as_deref(), obj, opts)).await?;
             Ok(with_warnings(json_response(201, &w.object), &w.warnings))
         }
         "update" => {
-            let mut opts = write_opts(&q)?;
+            let mut opts = write_opts(&q, user)?;
             opts.manager = Some(field_manager(&q, &user_agent)?);
             let obj = parse_object(&body)?;
             let w = blocking(move || {
@@ -448,7 +449,7 @@ async fn resource(
             Ok(with_warnings(json_response(200, &w.object), &w.warnings))
         }
         "patch" => {
-            let mut opts = write_opts(&q)?;
+            let mut opts = write_opts(&q, user)?;
             let ty = PatchType::from_content_type(&ct)
                 .ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
             let force = match q.get("force").map(String::as_str) {
@@ -502,7 +503,7 @@ async fn resource(
             ))
         }
         "delete" => {
-            let opts = delete_opts(&q, &body)?;
+            let opts = delete_opts(&q, &body, user)?;
             let d = def.clone();
             let r = blocking(move || core.delete(&d, ns.as_deref(), &name, &opts)).await?;
             Ok(match r {
@@ -520,7 +521,7 @@ async fn resource(
             })
         }
         "deletecollection" => {
-            let opts = delete_opts(&q, &body)?;
+            let opts = delete_opts(&q, &body, user)?;
             let d = def.clone();
             let items = blocking(move || {
                 let mut lq = lq;
@@ -567,6 +568,7 @@ async fn scale(
     q: &HashMap<String, String>,
     ct: &str,
     body: Bytes,
+    user: &User,
 ) -> Result<Response, ApiError> {
     let ty = match verb {
         "get" => {
@@ -583,14 +585,18 @@ async fn scale(
             )));
         }
     };
-    let opts = write_opts(q)?;
+    let opts = write_opts(q, user)?;
     let w =
         blocking(move || core.write_scale(&def, &version, ns.as_deref(), &name, ty, &body, opts))
             .await?;
     Ok(with_warnings(json_response(200, &w.object), &w.warnings))
 }
 
-fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOpts, ApiError> {
+fn delete_opts(
+    q: &HashMap<String, String>,
+    body: &[u8],
+    user: &User,
+) -> Result<DeleteOpts, ApiError> {
     let b: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
@@ -640,7 +646,16 @@ fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOpts, A
         uid: s("/preconditions/uid"),
         resource_version: s("/preconditions/resourceVersion"),
         dry_run: dry,
+        user: Some(user_info(user)),
     })
+}
+
+/// The writer as admission webhooks see it (`userInfo`).
+fn user_info(user: &User) -> crate::webhook::UserInfo {
+    crate::webhook::UserInfo {
+        username: user.name.clone(),
+        groups: user.groups.clone(),
+    }
 }
 
 /// Serializes one watch event line.

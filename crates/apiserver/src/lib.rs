@@ -35,6 +35,7 @@ mod table;
 mod validate;
 mod watch;
 mod watch_http;
+mod webhook;
 
 pub use auth::{Credential, Rule, User};
 pub use error::{ApiError, Error};

@@ -72,6 +72,8 @@ pub(crate) struct ResourceDef {
     pub(crate) generation: bool,
     /// Defined by a CRD (validated by its schema, merge patch for strategic patches).
     pub(crate) custom: bool,
+    /// The CRD's conversion webhook (`spec.conversion.strategy: Webhook`).
+    pub(crate) conversion: Option<crate::webhook::ConversionWebhook>,
 }
 
 impl ResourceDef {
@@ -286,6 +288,7 @@ pub(crate) fn from_crd(crd: &Value) -> Result<ResourceDef, String> {
         versions,
         generation: true,
         custom: true,
+        conversion: crate::webhook::conversion_of_crd(crd),
     })
 }
 

@@ -380,6 +380,7 @@ fn def(b: &Builtin) -> ResourceDef {
         }],
         generation: b.generation,
         custom: false,
+        conversion: None,
     }
 }
 

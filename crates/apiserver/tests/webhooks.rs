@@ -1,0 +1,440 @@
+//! The server calls admission and conversion webhooks as kube-apiserver does: a real HTTPS
+//! webhook server started by the test (its own CA), driven through the preinstalled kubectl.
+
+#[path = "support/common.rs"]
+mod common;
+#[path = "support/hook_server.rs"]
+mod hook_server;
+#[path = "support/kubectl.rs"]
+mod kubectl;
+
+use hook_server::{HookServer, Reply, allow, deny, patch};
+use kubectl::Kubectl;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn widget(name: &str, mode: &str, labels: &str) -> String {
+    format!(
+        "apiVersion: example.io/v1\nkind: Widget\nmetadata:\n  name: {name}\n  namespace: default\n  labels: {labels}\nspec:\n  mode: {mode}\n"
+    )
+}
+
+fn validating(name: &str, client: Value, extra: Value) -> String {
+    let mut hook = json!({
+        "name": name,
+        "clientConfig": client,
+        "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["example.io"], "apiVersions": ["v1"], "resources": ["widgets"]}],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        hook[k] = v.clone();
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name}, "webhooks": [hook],
+    })
+    .to_string()
+}
+
+struct Env {
+    _server: common::TestServer,
+    home: tempfile::TempDir,
+    kubeconfig: std::path::PathBuf,
+}
+
+impl Env {
+    async fn start() -> Self {
+        let server = common::start().await;
+        let kubeconfig = server.server.admin_kubeconfig().to_path_buf();
+        Self {
+            _server: server,
+            home: tempfile::tempdir().unwrap(),
+            kubeconfig,
+        }
+    }
+
+    async fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        Kubectl {
+            kubeconfig: &self.kubeconfig,
+            home: self.home.path(),
+        }
+        .run(args, stdin)
+        .await
+    }
+
+    async fn apply(&self, manifest: &str) -> (bool, String, String) {
+        self.kubectl(&["apply", "-f", "-"], Some(manifest)).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_validating_webhook_refuses_in_kube_apiservers_words_and_its_warnings_reach_kubectl() {
+    let hooks = HookServer::start(&[], |_, review| {
+        let mode = review["request"]["object"]["spec"]["mode"]
+            .as_str()
+            .unwrap_or_default();
+        Reply::ok(if mode == "Proxy" {
+            deny(
+                review,
+                403,
+                "Forbidden",
+                "proxy widgets are not allowed here",
+            )
+        } else {
+            allow(review, &["widget checked by the webhook"])
+        })
+    })
+    .await;
+    let env = Env::start().await;
+    let cfg = validating(
+        "widgets.validate.example.io",
+        json!({"url": hooks.url("/validate"), "caBundle": hooks.ca_bundle()}),
+        json!({}),
+    );
+    assert!(env.apply(&cfg).await.0);
+
+    let (ok, _, err) = env.apply(&widget("w1", "Direct", "{}")).await;
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("Warning: widget checked by the webhook"),
+        "{err}"
+    );
+
+    let (ok, _, err) = env.apply(&widget("w2", "Proxy", "{}")).await;
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "Error from server (Forbidden): error when creating \"STDIN\": admission webhook \"widgets.validate.example.io\" denied the request: proxy widgets are not allowed here"
+        ),
+        "{err}"
+    );
+    let (ok, _, _) = env
+        .kubectl(&["get", "widget", "w2", "-n", "default"], None)
+        .await;
+    assert!(!ok, "a refused widget is not stored");
+
+    // The review is kube-apiserver's: v1, the request's identity, the user, the timeout.
+    let seen = hooks.seen.lock().unwrap().clone();
+    let (path, review) = &seen[0];
+    assert_eq!(path, "/validate?timeout=10s");
+    assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+    let req = &review["request"];
+    assert_eq!(req["operation"], "CREATE");
+    assert_eq!(
+        req["kind"],
+        json!({"group": "example.io", "version": "v1", "kind": "Widget"})
+    );
+    assert_eq!(req["resource"]["resource"], "widgets");
+    assert_eq!(
+        (req["name"].as_str(), req["namespace"].as_str()),
+        (Some("w1"), Some("default"))
+    );
+    assert_eq!(req["userInfo"]["username"], "admin");
+    assert_eq!(
+        req["object"]["spec"]["replicas"], 1,
+        "the webhook sees defaulted objects"
+    );
+    assert_eq!(req["oldObject"], Value::Null);
+
+    // An update is sent with the old object.
+    let (ok, _, err) = env.apply(&widget("w1", "Proxy", "{}")).await;
+    assert!(
+        !ok && err.contains("denied the request: proxy widgets"),
+        "{err}"
+    );
+    let seen = hooks.seen.lock().unwrap().clone();
+    let last = &seen.last().unwrap().1["request"];
+    assert_eq!(last["operation"], "UPDATE");
+    assert_eq!(last["oldObject"]["spec"]["mode"], "Direct");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutating_webhook_behind_a_service_patches_before_validating_webhooks_see_the_object() {
+    let hooks = HookServer::start(&["widget-hooks.default.svc"], |path, review| {
+        if path.starts_with("/mutate") {
+            Reply::ok(patch(
+                review,
+                &json!([{"op": "add", "path": "/spec/note", "value": "mutated"}]),
+            ))
+        } else if review["request"]["object"]["spec"]["note"] == "mutated" {
+            allow(review, &[]).into_reply()
+        } else {
+            Reply::ok(deny(review, 400, "", "not mutated first"))
+        }
+    })
+    .await;
+    let env = Env::start().await;
+    let port = hooks.addr.port();
+    let service = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: widget-hooks\n  namespace: default\nspec:\n  clusterIP: 127.0.0.1\n  ports:\n  - port: {port}\n"
+    );
+    assert!(env.apply(&service).await.0);
+    let svc = |path: &str| json!({"service": {"namespace": "default", "name": "widget-hooks", "path": path, "port": port}, "caBundle": hooks.ca_bundle()});
+    let mutating = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "widgets.mutate.example.io"},
+        "webhooks": [{"name": "widgets.mutate.example.io", "clientConfig": svc("/mutate"),
+            "rules": [{"operations": ["CREATE"], "apiGroups": ["example.io"], "apiVersions": ["*"], "resources": ["widgets"]}],
+            "sideEffects": "None", "admissionReviewVersions": ["v1"]}],
+    });
+    assert!(env.apply(&mutating.to_string()).await.0);
+    assert!(
+        env.apply(&validating(
+            "widgets.check.example.io",
+            svc("/validate"),
+            json!({})
+        ))
+        .await
+        .0
+    );
+    let (ok, _, err) = env.apply(&widget("w1", "Direct", "{}")).await;
+    assert!(ok, "{err}");
+    let (_, out, _) = env
+        .kubectl(
+            &[
+                "get",
+                "widget",
+                "w1",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.spec.note}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(out, "mutated");
+    let seen = hooks.seen.lock().unwrap().clone();
+    assert_eq!(seen[0].0, "/mutate?timeout=10s");
+    assert_eq!(seen[1].0, "/validate?timeout=10s");
+}
+
+trait IntoReply {
+    fn into_reply(self) -> Reply;
+}
+
+impl IntoReply for Value {
+    fn into_reply(self) -> Reply {
+        Reply::ok(self)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_that_does_not_answer_in_time_fails_closed_or_open_by_its_failure_policy() {
+    let hooks = HookServer::start(&[], |_, review| Reply {
+        delay: Duration::from_secs(5),
+        status: 200,
+        body: allow(review, &[]),
+    })
+    .await;
+    let env = Env::start().await;
+    let client = json!({"url": hooks.url("/slow"), "caBundle": hooks.ca_bundle()});
+    assert!(
+        env.apply(&validating(
+            "slow.example.io",
+            client.clone(),
+            json!({"timeoutSeconds": 1})
+        ))
+        .await
+        .0
+    );
+    let started = std::time::Instant::now();
+    let (ok, _, err) = env.apply(&widget("w1", "Direct", "{}")).await;
+    assert!(!ok);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the timeout bounds the call"
+    );
+    let want = format!(
+        "Error from server (InternalError): error when creating \"STDIN\": Internal error occurred: failed calling webhook \"slow.example.io\": failed to call webhook: Post \"https://{}/slow?timeout=1s\": context deadline exceeded",
+        hooks.addr
+    );
+    assert!(err.contains(&want), "{err}");
+
+    let cfg = validating(
+        "slow.example.io",
+        client,
+        json!({"timeoutSeconds": 1, "failurePolicy": "Ignore"}),
+    );
+    assert!(env.apply(&cfg).await.0);
+    let (ok, _, err) = env.apply(&widget("w1", "Direct", "{}")).await;
+    assert!(ok, "failurePolicy Ignore admits: {err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selectors_and_an_untrusted_certificate_decide_whether_and_how_a_webhook_is_called() {
+    let hooks = HookServer::start(&[], |_, review| {
+        Reply::ok(deny(review, 403, "Forbidden", "called"))
+    })
+    .await;
+    let env = Env::start().await;
+    let client = json!({"url": hooks.url("/v"), "caBundle": hooks.ca_bundle()});
+    let cfg = validating(
+        "selective.example.io",
+        client,
+        json!({"objectSelector": {"matchLabels": {"checked": "yes"}},
+               "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}]}}),
+    );
+    assert!(env.apply(&cfg).await.0);
+    let (ok, _, err) = env.apply(&widget("plain", "Direct", "{}")).await;
+    assert!(ok, "the object selector skips unlabelled widgets: {err}");
+    let (ok, _, err) = env
+        .apply(&widget("labelled", "Direct", "{checked: \"yes\"}"))
+        .await;
+    assert!(!ok && err.contains("denied the request: called"), "{err}");
+
+    // A CA bundle that did not sign the server's certificate: the call fails, closed.
+    let other = HookServer::start(&[], |_, r| Reply::ok(allow(r, &[]))).await;
+    let cfg = validating(
+        "untrusted.example.io",
+        json!({"url": hooks.url("/v"), "caBundle": other.ca_bundle()}),
+        json!({}),
+    );
+    assert!(env.apply(&cfg).await.0);
+    let (ok, _, err) = env.apply(&widget("plain2", "Direct", "{}")).await;
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "failed calling webhook \"untrusted.example.io\": failed to call webhook: Post"
+        ) && err.contains(
+            "tls: failed to verify certificate: x509: certificate signed by unknown authority"
+        ),
+        "{err}"
+    );
+}
+
+const VERSIONED_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: sprockets.example.io
+spec:
+  group: example.io
+  scope: Namespaced
+  names: {plural: sprockets, singular: sprocket, kind: Sprocket}
+  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: [v1]
+      clientConfig:
+        url: URL
+        caBundle: CA
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: string}}}
+  - name: v2
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {teeth: {type: integer}}}
+"#;
+
+/// v1 `size: "12-teeth"` ⇄ v2 `teeth: 12`.
+fn convert(review: &Value) -> Value {
+    let req = &review["request"];
+    let desired = req["desiredAPIVersion"].as_str().unwrap();
+    let objects: Vec<Value> = req["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            let mut o = o.clone();
+            if desired == "example.io/v2" {
+                let size = o["spec"]["size"].as_str().unwrap_or("0-teeth").to_string();
+                let n: i64 = size.trim_end_matches("-teeth").parse().unwrap_or(0);
+                o["spec"] = json!({"teeth": n});
+            } else {
+                let n = o["spec"]["teeth"].as_i64().unwrap_or(0);
+                o["spec"] = json!({"size": format!("{n}-teeth")});
+            }
+            o["apiVersion"] = json!(desired);
+            o
+        })
+        .collect();
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "response": {"uid": req["uid"], "result": {"status": "Success"}, "convertedObjects": objects},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_with_a_conversion_webhook_is_read_and_written_in_every_version_through_it() {
+    let hooks = HookServer::start(&[], |_, review| Reply::ok(convert(review))).await;
+    let env = Env::start().await;
+    let crd = VERSIONED_CRD
+        .replace("URL", &hooks.url("/convert"))
+        .replace("CA", &hooks.ca_bundle());
+    assert!(env.apply(&crd).await.0);
+    let v2 = "apiVersion: example.io/v2\nkind: Sprocket\nmetadata:\n  name: s1\n  namespace: default\nspec:\n  teeth: 12\n";
+    let (ok, _, err) = env.apply(v2).await;
+    assert!(ok, "{err}");
+    let (_, out, _) = env
+        .kubectl(
+            &[
+                "get",
+                "sprockets.v1.example.io",
+                "s1",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.spec.size}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(out, "12-teeth", "stored in v1 through the webhook");
+    let (_, out, _) = env
+        .kubectl(
+            &[
+                "get",
+                "sprockets.v2.example.io",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.items[0].spec.teeth}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(out, "12", "listed in v2 through the webhook");
+    let seen = hooks.seen.lock().unwrap().clone();
+    assert!(
+        seen.iter()
+            .all(|(p, r)| p == "/convert?timeout=30s" && r["kind"] == "ConversionReview")
+    );
+
+    // A webhook that fails the conversion: kube-apiserver's words.
+    drop(hooks);
+    let failing = HookServer::start(&[], |_, review| {
+        Reply::ok(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "response": {"uid": review["request"]["uid"], "result": {"status": "Failure", "message": "teeth cannot be counted"}}}))
+    })
+    .await;
+    let crd = VERSIONED_CRD
+        .replace("URL", &failing.url("/convert"))
+        .replace("CA", &failing.ca_bundle());
+    assert!(env.apply(&crd).await.0);
+    let (ok, _, err) = env
+        .kubectl(
+            &["get", "sprockets.v2.example.io", "s1", "-n", "default"],
+            None,
+        )
+        .await;
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "conversion webhook for example.io/v1, Kind=Sprocket failed: teeth cannot be counted"
+        ),
+        "{err}"
+    );
+}
