@@ -56,6 +56,14 @@ pub enum ContextKind {
         watch_event: WatchEvent,
         object: ObjectAndFilterResult,
     },
+    /// A `kubernetesValidating` binding: the AdmissionReview to answer.
+    Validating { review: Value },
+    /// A `kubernetesCustomResourceConversion` binding: the ConversionReview and the step.
+    Conversion {
+        from_version: String,
+        to_version: String,
+        review: Value,
+    },
 }
 
 /// One binding context, before rendering.
@@ -101,6 +109,34 @@ impl BindingContext {
         let mut c = Self::base(&binding.name, ContextKind::Schedule);
         c.group = binding.group.clone();
         c.include_snapshots_from = binding.include_snapshots_from.clone();
+        c
+    }
+
+    /// An AdmissionReview for a `kubernetesValidating` binding.
+    pub fn validating(binding: &str, include_snapshots_from: &[String], review: Value) -> Self {
+        let mut c = Self::base(binding, ContextKind::Validating { review });
+        c.include_snapshots_from = include_snapshots_from.to_vec();
+        c
+    }
+
+    /// A ConversionReview for a `kubernetesCustomResourceConversion` binding, one step
+    /// (`fromVersion` → `toVersion`, both `group/version`).
+    pub fn conversion(
+        binding: &str,
+        include_snapshots_from: &[String],
+        from_version: &str,
+        to_version: &str,
+        review: Value,
+    ) -> Self {
+        let mut c = Self::base(
+            binding,
+            ContextKind::Conversion {
+                from_version: from_version.to_owned(),
+                to_version: to_version.to_owned(),
+                review,
+            },
+        );
+        c.include_snapshots_from = include_snapshots_from.to_vec();
         c
     }
 
@@ -153,13 +189,35 @@ impl BindingContext {
                 .collect();
             m.insert("snapshots".into(), Value::Object(snaps));
         }
+        match &self.kind {
+            ContextKind::Validating { review } => {
+                m.insert("type".into(), json!("Validating"));
+                m.insert("review".into(), review.clone());
+                return Value::Object(m);
+            }
+            ContextKind::Conversion {
+                from_version,
+                to_version,
+                review,
+            } => {
+                m.insert("type".into(), json!("Conversion"));
+                m.insert("fromVersion".into(), json!(from_version));
+                m.insert("toVersion".into(), json!(to_version));
+                m.insert("review".into(), review.clone());
+                return Value::Object(m);
+            }
+            _ => {}
+        }
         if let Some(group) = &self.group {
             m.insert("binding".into(), json!(group));
             m.insert("type".into(), json!("Group"));
             return Value::Object(m);
         }
         match &self.kind {
-            ContextKind::OnStartup | ContextKind::Helm => {}
+            ContextKind::OnStartup
+            | ContextKind::Helm
+            | ContextKind::Validating { .. }
+            | ContextKind::Conversion { .. } => {}
             ContextKind::Schedule => {
                 m.insert("type".into(), json!("Schedule"));
             }

@@ -29,6 +29,18 @@ fn json_stream(data: &[u8]) -> Result<Vec<Value>, String> {
 
 const PATCH_OPS: &[&str] = &["add", "remove", "replace", "move", "copy", "test"];
 
+/// The first JSON document of a response file (`VALIDATING_RESPONSE_PATH`,
+/// `CONVERSION_RESPONSE_PATH`), as shell-operator decodes it; `None` when the file is empty.
+pub fn parse_first_document(data: &[u8]) -> Result<Option<Value>, OutputError> {
+    if data.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let text = String::from_utf8_lossy(data);
+    json_stream(data)
+        .map(|docs| docs.into_iter().next())
+        .map_err(|e| err(format!("bad response data: {e}\n{text}")))
+}
+
 /// Parses `VALUES_JSON_PATCH_PATH` / `CONFIG_VALUES_JSON_PATCH_PATH`: a JSON stream of patches
 /// (arrays) and single operations, combined into one RFC 6902 patch. Empty means none.
 pub fn parse_values_patch(data: &[u8]) -> Result<Vec<Value>, OutputError> {

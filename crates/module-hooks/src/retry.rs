@@ -54,7 +54,10 @@ pub fn allow_failure(config: &HookConfig, contexts: &[BindingContext]) -> bool {
             .kubernetes
             .iter()
             .any(|k| k.name == first.binding && k.allow_failure),
-        ContextKind::OnStartup | ContextKind::Helm => false,
+        ContextKind::OnStartup
+        | ContextKind::Helm
+        | ContextKind::Validating { .. }
+        | ContextKind::Conversion { .. } => false,
     }
 }
 

@@ -61,6 +61,11 @@ pub struct HookOutput {
     pub metrics: Vec<MetricOperation>,
     /// What the hook printed, line by line (JSON log lines parsed).
     pub logs: Vec<LogLine>,
+    /// `VALIDATING_RESPONSE_PATH`: the first JSON document (`{"allowed": …, "message": …}`),
+    /// `None` when the hook wrote nothing.
+    pub validating_response: Option<Value>,
+    /// `CONVERSION_RESPONSE_PATH`: `{"convertedObjects": […]}` or `{"failedMessage": …}`.
+    pub conversion_response: Option<Value>,
 }
 
 /// Settings of the runner.
@@ -390,6 +395,14 @@ impl Runner {
                     "KUBERNETES_PATCH_PATH",
                     self.unique(&format!("{safe}-object-patch")),
                 ),
+                (
+                    "VALIDATING_RESPONSE_PATH",
+                    self.unique(&format!("{safe}-validating-response")) + ".json",
+                ),
+                (
+                    "CONVERSION_RESPONSE_PATH",
+                    self.unique(&format!("{safe}-conversion-response")) + ".json",
+                ),
             ],
             self.options.keep_tmp_files,
         );
@@ -408,6 +421,8 @@ impl Runner {
             "CONFIG_VALUES_JSON_PATCH_PATH",
             "METRICS_PATH",
             "KUBERNETES_PATCH_PATH",
+            "VALIDATING_RESPONSE_PATH",
+            "CONVERSION_RESPONSE_PATH",
         ] {
             files.write(empty, b"")?;
         }
@@ -463,6 +478,14 @@ impl Runner {
                 .map_err(|e| out_err("metrics", e))?,
             kube_operations: output::parse_kube_operations(&files.read("KUBERNETES_PATCH_PATH")?)
                 .map_err(|e| out_err("kubernetes patch", e))?,
+            validating_response: output::parse_first_document(
+                &files.read("VALIDATING_RESPONSE_PATH")?,
+            )
+            .map_err(|e| out_err("validating response", e))?,
+            conversion_response: output::parse_first_document(
+                &files.read("CONVERSION_RESPONSE_PATH")?,
+            )
+            .map_err(|e| out_err("conversion response", e))?,
             logs,
         })
     }
