@@ -1,0 +1,3 @@
+//! Deckhouse's `webhook-handler` (`d8 webhook-handler`).
+pub mod cel;
+pub mod render;
