@@ -228,7 +228,8 @@ pub struct FieldExpression {
     pub value: Option<String>,
 }
 
-/// Status of a webhook object (no fields are defined).
+/// Status of a webhook object: `conditions` (type `Ready`) say whether the webhook handler
+/// serves it, and why not.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WebhookStatus(pub BTreeMap<String, serde_json::Value>);
 
@@ -238,7 +239,10 @@ impl JsonSchema for WebhookStatus {
     }
 
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        crate::schema::empty_object(generator)
+        // Deckhouse defines no status fields; the webhook handler reports in `conditions`
+        // (type `Ready`) whether the object's handler is serving.
+        let conditions = crate::schema::condition_map(generator);
+        schemars::json_schema!({"type": "object", "properties": {"conditions": conditions}})
     }
 }
 

@@ -1,0 +1,222 @@
+//! Watches ValidationWebhook and ConversionWebhook objects and keeps, for each, its handler
+//! served, its webhook registered (the ValidatingWebhookConfiguration, the CRD's
+//! `spec.conversion`) and its status saying whether it serves and why not.
+
+use crate::Options;
+use crate::handlers::{Converter, Validator};
+use crate::render;
+use crate::server::Served;
+use api::webhooks::{ConversionWebhook, ValidationWebhook};
+use futures_util::StreamExt as _;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+const MANAGER: &str = "webhook-handler";
+
+/// Handlers built so far, by object name, with the content they were built from.
+#[derive(Default)]
+struct Built {
+    validators: BTreeMap<String, (String, Result<Arc<Validator>, String>)>,
+    converters: BTreeMap<String, (String, Result<Arc<Converter>, String>)>,
+}
+
+fn to_values(list: Vec<DynamicObject>) -> Vec<Value> {
+    list.into_iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect()
+}
+
+fn name_of(v: &Value) -> String {
+    v.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The status of a webhook object: serving, or why not.
+pub(crate) fn status(result: Result<&str, &str>) -> Value {
+    let (status, reason, message) = match result {
+        Ok(m) => ("True", "Serving", m),
+        Err(m) => ("False", "HandlerNotServed", m),
+    };
+    json!({"conditions": [{"type": "Ready", "status": status, "reason": reason, "message": message}]})
+}
+
+/// Writes the status unless it already says the same.
+async fn set_status(api: &Api<DynamicObject>, obj: &Value, mut want: Value) {
+    let current = obj.pointer("/status/conditions/0");
+    let same = current.is_some_and(|c| {
+        ["status", "reason", "message"]
+            .iter()
+            .all(|k| c.get(k) == want["conditions"][0].get(k))
+    });
+    if same {
+        return;
+    }
+    want["conditions"][0]["lastTransitionTime"] = json!(jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default());
+    let name = name_of(obj);
+    if let Err(e) = api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": want})))
+        .await
+    {
+        tracing::warn!(%name, error = %e, "cannot write the status");
+    }
+}
+
+/// One pass: build what changed, serve it, register it, report it.
+async fn reconcile(
+    client: &kube::Client,
+    opts: &Options,
+    served: &Served,
+    built: &mut Built,
+) -> Result<(), kube::Error> {
+    let vw_api = Api::<DynamicObject>::all_with(client.clone(), &ApiResource::erase::<ValidationWebhook>(&()));
+    let cw_api = Api::<DynamicObject>::all_with(client.clone(), &ApiResource::erase::<ConversionWebhook>(&()));
+    let vws = to_values(vw_api.list(&ListParams::default()).await?.items);
+    let cws = to_values(cw_api.list(&ListParams::default()).await?.items);
+
+    // Validation webhooks.
+    let mut next = BTreeMap::new();
+    let mut serving = BTreeMap::new();
+    let mut webhooks = Vec::new();
+    let mut statuses = Vec::new();
+    for vw in &vws {
+        let name = name_of(vw);
+        let key = json!([vw.get("validationObject"), vw.get("handler"), vw.get("context")]).to_string();
+        let result = match built.validators.remove(&name) {
+            Some((k, r)) if k == key => r,
+            _ => Validator::build(client, &opts.hooks_dir, vw).await.map(Arc::new),
+        };
+        match &result {
+            Ok(v) => {
+                serving.insert(render::validating_path(vw), v.clone());
+                webhooks.push(render::validating_webhook(vw, &opts.endpoint, &opts.ca_pem));
+                statuses.push((vw, status(Ok(&format!("the handler of webhook {} is serving", v.webhook)))));
+            }
+            Err(e) => statuses.push((vw, status(Err(e)))),
+        }
+        next.insert(name, (key, result));
+    }
+    *served.validators.write().unwrap_or_else(|p| p.into_inner()) = serving;
+    built.validators = next;
+    let vwc_api = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+    if webhooks.is_empty() {
+        match vwc_api.delete(render::CONFIGURATION_NAME, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    } else {
+        vwc_api
+            .patch(
+                render::CONFIGURATION_NAME,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(render::validating_configuration(webhooks)),
+            )
+            .await?;
+    }
+    for (vw, s) in statuses {
+        set_status(&vw_api, vw, s).await;
+    }
+
+    // Conversion webhooks.
+    let crd_api = Api::<CustomResourceDefinition>::all(client.clone());
+    let mut next = BTreeMap::new();
+    let mut serving = BTreeMap::new();
+    let mut statuses = Vec::new();
+    for cw in &cws {
+        let crd = name_of(cw);
+        let key = json!([cw.get("conversions"), cw.get("context")]).to_string();
+        let mut result = match built.converters.remove(&crd) {
+            Some((k, r)) if k == key => r,
+            _ => Converter::build(client, &opts.hooks_dir, cw).await.map(Arc::new),
+        };
+        if let Ok(c) = &result {
+            serving.insert(crd.clone(), c.clone());
+        }
+        *served.converters.write().unwrap_or_else(|p| p.into_inner()) = serving.clone();
+        if result.is_ok() {
+            let want = render::crd_conversion(&crd, &opts.endpoint, &opts.ca_pem);
+            match crd_api.get_opt(&crd).await? {
+                None => result = Err(format!("CustomResourceDefinition {crd} not found")),
+                Some(current) => {
+                    let have = serde_json::to_value(&current.spec.conversion).unwrap_or_default();
+                    if have != want {
+                        crd_api
+                            .patch(&crd, &PatchParams::default(), &Patch::Merge(json!({"spec": {"conversion": want}})))
+                            .await?;
+                    }
+                }
+            }
+        }
+        statuses.push((
+            cw,
+            match &result {
+                Ok(_) => status(Ok(&format!("converting {crd}"))),
+                Err(e) => status(Err(e)),
+            },
+        ));
+        next.insert(crd, (key, result));
+    }
+    // A removed ConversionWebhook leaves its CRD without a conversion webhook.
+    for crd in built.converters.keys() {
+        if !next.contains_key(crd) && crd_api.get_opt(crd).await?.is_some() {
+            crd_api
+                .patch(
+                    crd,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}})),
+                )
+                .await?;
+        }
+    }
+    *served.converters.write().unwrap_or_else(|p| p.into_inner()) = serving;
+    built.converters = next;
+    for (cw, s) in statuses {
+        set_status(&cw_api, cw, s).await;
+    }
+    Ok(())
+}
+
+/// Reconciles on every change of a webhook object (and every 30 seconds) until cancelled.
+pub(crate) async fn run(client: kube::Client, opts: Options, served: Arc<Served>) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(64);
+    for ar in [
+        ApiResource::erase::<ValidationWebhook>(&()),
+        ApiResource::erase::<ConversionWebhook>(&()),
+    ] {
+        let api = Api::<DynamicObject>::all_with(client.clone(), &ar);
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let mut events = watcher(api, watcher::Config::default()).boxed();
+            while let Some(e) = events.next().await {
+                if e.is_err() {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                let _ = tx.try_send(());
+            }
+        });
+    }
+    let mut built = Built::default();
+    loop {
+        if let Err(e) = reconcile(&client, &opts, &served, &mut built).await {
+            tracing::warn!(error = %e, "webhook handler reconcile failed; retrying");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        }
+        tokio::select! {
+            _ = rx.recv() => {}
+            _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+        }
+        while rx.try_recv().is_ok() {}
+    }
+}
