@@ -9,11 +9,17 @@ use std::collections::{BTreeMap, VecDeque};
 /// What a validating handler decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    Allow { warnings: Vec<String> },
-    Deny { message: String },
+    Allow {
+        warnings: Vec<String>,
+    },
+    Deny {
+        message: String,
+    },
     /// No answer within the webhook's timeout: the handler answers 500 so that the API server's
     /// `failurePolicy` decides, as it would had the call timed out.
-    Unavailable { message: String },
+    Unavailable {
+        message: String,
+    },
 }
 
 /// A Python handler's run as a decision: its `VALIDATING_RESPONSE_PATH`, or why it failed.
@@ -50,7 +56,12 @@ pub fn from_response(r: &Value) -> Decision {
     let warnings: Vec<String> = r
         .get("warnings")
         .and_then(Value::as_array)
-        .map(|w| w.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|w| {
+            w.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
     if r.get("allowed").and_then(Value::as_bool).unwrap_or(false) {
         Decision::Allow { warnings }
@@ -80,13 +91,17 @@ pub fn admission_review(uid: &Value, d: &Decision) -> Result<Value, String> {
         }),
         Decision::Unavailable { message } => return Err(message.clone()),
     };
-    Ok(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
+    Ok(
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
+    )
 }
 
 /// The ConversionReview answer.
 pub fn conversion_review(uid: &Value, result: Result<Vec<Value>, String>) -> Value {
     let response = match result {
-        Ok(objects) => json!({"uid": uid, "result": {"status": "Success"}, "convertedObjects": objects}),
+        Ok(objects) => {
+            json!({"uid": uid, "result": {"status": "Success"}, "convertedObjects": objects})
+        }
         Err(message) => json!({"uid": uid, "result": {"status": "Failure", "message": message}}),
     };
     json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response})
@@ -153,17 +168,40 @@ mod tests {
         for (r, want) in table {
             assert_eq!(from_hook(r), want);
         }
-        let review = admission_review(&json!("u"), &Decision::Deny { message: "no".into() }).unwrap();
-        assert_eq!(review["response"], json!({"uid": "u", "allowed": false, "status": {"code": 403, "message": "no"}}));
-        assert!(admission_review(&json!("u"), &Decision::Unavailable { message: "m".into() }).is_err());
+        let review = admission_review(
+            &json!("u"),
+            &Decision::Deny {
+                message: "no".into(),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            review["response"],
+            json!({"uid": "u", "allowed": false, "status": {"code": 403, "message": "no"}})
+        );
+        assert!(
+            admission_review(
+                &json!("u"),
+                &Decision::Unavailable {
+                    message: "m".into()
+                }
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn conversions_chain_through_the_shortest_path() {
         let p = |a: &str, b: &str| (a.to_string(), b.to_string());
         let pairs = [p("v1", "v2"), p("v2", "v3"), p("v3", "v2"), p("v2", "v1")];
-        assert_eq!(chain(&pairs, "v1", "v3"), Some(vec![p("v1", "v2"), p("v2", "v3")]));
-        assert_eq!(chain(&pairs, "v3", "v1"), Some(vec![p("v3", "v2"), p("v2", "v1")]));
+        assert_eq!(
+            chain(&pairs, "v1", "v3"),
+            Some(vec![p("v1", "v2"), p("v2", "v3")])
+        );
+        assert_eq!(
+            chain(&pairs, "v3", "v1"),
+            Some(vec![p("v3", "v2"), p("v2", "v1")])
+        );
         assert_eq!(chain(&pairs, "v1", "v1"), Some(vec![]));
         assert_eq!(chain(&pairs, "v1", "v9"), None);
     }

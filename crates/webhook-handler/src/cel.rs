@@ -82,8 +82,14 @@ pub fn compile(text: &str) -> Result<Vec<Rule>, String> {
 pub fn evaluate(rules: &[Rule], request: &Value, snapshots: &Value) -> Verdict {
     let mut ctx = cel::Context::default();
     let vars = [
-        ("object", request.get("object").cloned().unwrap_or(Value::Null)),
-        ("oldObject", request.get("oldObject").cloned().unwrap_or(Value::Null)),
+        (
+            "object",
+            request.get("object").cloned().unwrap_or(Value::Null),
+        ),
+        (
+            "oldObject",
+            request.get("oldObject").cloned().unwrap_or(Value::Null),
+        ),
         ("request", request.clone()),
         ("snapshots", snapshots.clone()),
     ];
@@ -128,9 +134,7 @@ mod tests {
             "- expression: object.spec.replicas <= 3\n  message: at most 3 replicas\n- expression: object.metadata.name.startsWith('w')\n- expression: size(snapshots.limits) == 0 || object.spec.replicas <= snapshots.limits[0].filterResult.max\n",
         )
         .unwrap();
-        let req = |replicas: i64, name: &str| {
-            json!({"object": {"metadata": {"name": name}, "spec": {"replicas": replicas}}, "oldObject": null})
-        };
+        let req = |replicas: i64, name: &str| json!({"object": {"metadata": {"name": name}, "spec": {"replicas": replicas}}, "oldObject": null});
         let no = json!({"limits": []});
         let two = json!({"limits": [{"filterResult": {"max": 2}}]});
         let table = [
@@ -143,8 +147,14 @@ mod tests {
             assert_eq!(evaluate(&rules, &r, snaps), want, "{r}");
         }
         let bad = compile("- expression: object.spec.replicas\n").unwrap();
-        assert!(matches!(evaluate(&bad, &req(1, "w"), &no), Verdict::Error(m) if m.contains("must evaluate to bool")));
-        assert!(compile("- expression: 'object.(('\n").unwrap_err().contains("does not compile"));
+        assert!(
+            matches!(evaluate(&bad, &req(1, "w"), &no), Verdict::Error(m) if m.contains("must evaluate to bool"))
+        );
+        assert!(
+            compile("- expression: 'object.(('\n")
+                .unwrap_err()
+                .contains("does not compile")
+        );
         assert_eq!(compile("object.spec.replicas > 0").unwrap().len(), 1);
     }
 }

@@ -5,7 +5,7 @@
 use futures_util::StreamExt as _;
 use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
-use kube::runtime::{reflector, watcher, WatchStreamExt as _};
+use kube::runtime::{WatchStreamExt as _, reflector, watcher};
 use module_hooks::config::{LabelSelector, NamespaceSelector};
 use module_hooks::{KubernetesBinding, Monitor};
 use serde_json::Value;
@@ -54,8 +54,14 @@ fn labels_match(sel: &LabelSelector, obj: &Value) -> bool {
 
 /// Whether a watched object belongs to the binding (names, namespaces, labels).
 fn selected(b: &KubernetesBinding, obj: &Value) -> bool {
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let ns = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let names_ok = b
         .name_selector
         .as_ref()
@@ -67,7 +73,11 @@ fn selected(b: &KubernetesBinding, obj: &Value) -> bool {
         }) => s.match_names.iter().any(|n| n == ns),
         _ => true,
     };
-    names_ok && ns_ok && b.label_selector.as_ref().is_none_or(|s| labels_match(s, obj))
+    names_ok
+        && ns_ok
+        && b.label_selector
+            .as_ref()
+            .is_none_or(|s| labels_match(s, obj))
 }
 
 impl Contexts {
@@ -99,8 +109,11 @@ impl Contexts {
             });
         }
         for w in &out {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), w.store.wait_until_ready())
-                .await;
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                w.store.wait_until_ready(),
+            )
+            .await;
         }
         Ok(Self(out))
     }

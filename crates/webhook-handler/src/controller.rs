@@ -59,13 +59,19 @@ async fn set_status(api: &Api<DynamicObject>, obj: &Value, mut want: Value) {
     if same {
         return;
     }
-    want["conditions"][0]["lastTransitionTime"] = json!(jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_default());
+    want["conditions"][0]["lastTransitionTime"] = json!(
+        jiff::Timestamp::now()
+            .round(jiff::Unit::Second)
+            .map(|t| t.to_string())
+            .unwrap_or_default()
+    );
     let name = name_of(obj);
     if let Err(e) = api
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": want})))
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": want})),
+        )
         .await
     {
         tracing::warn!(%name, error = %e, "cannot write the status");
@@ -79,8 +85,14 @@ async fn reconcile(
     served: &Served,
     built: &mut Built,
 ) -> Result<(), kube::Error> {
-    let vw_api = Api::<DynamicObject>::all_with(client.clone(), &ApiResource::erase::<ValidationWebhook>(&()));
-    let cw_api = Api::<DynamicObject>::all_with(client.clone(), &ApiResource::erase::<ConversionWebhook>(&()));
+    let vw_api = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &ApiResource::erase::<ValidationWebhook>(&()),
+    );
+    let cw_api = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &ApiResource::erase::<ConversionWebhook>(&()),
+    );
     let vws = to_values(vw_api.list(&ListParams::default()).await?.items);
     let cws = to_values(cw_api.list(&ListParams::default()).await?.items);
 
@@ -91,16 +103,29 @@ async fn reconcile(
     let mut statuses = Vec::new();
     for vw in &vws {
         let name = name_of(vw);
-        let key = json!([vw.get("validationObject"), vw.get("handler"), vw.get("context")]).to_string();
+        let key = json!([
+            vw.get("validationObject"),
+            vw.get("handler"),
+            vw.get("context")
+        ])
+        .to_string();
         let result = match built.validators.remove(&name) {
             Some((k, r)) if k == key => r,
-            _ => Validator::build(client, &opts.hooks_dir, vw).await.map(Arc::new),
+            _ => Validator::build(client, &opts.hooks_dir, vw)
+                .await
+                .map(Arc::new),
         };
         match &result {
             Ok(v) => {
                 serving.insert(render::validating_path(vw), v.clone());
                 webhooks.push(render::validating_webhook(vw, &opts.endpoint, &opts.ca_pem));
-                statuses.push((vw, status(Ok(&format!("the handler of webhook {} is serving", v.webhook)))));
+                statuses.push((
+                    vw,
+                    status(Ok(&format!(
+                        "the handler of webhook {} is serving",
+                        v.webhook
+                    ))),
+                ));
             }
             Err(e) => statuses.push((vw, status(Err(e)))),
         }
@@ -110,7 +135,10 @@ async fn reconcile(
     built.validators = next;
     let vwc_api = Api::<ValidatingWebhookConfiguration>::all(client.clone());
     if webhooks.is_empty() {
-        match vwc_api.delete(render::CONFIGURATION_NAME, &Default::default()).await {
+        match vwc_api
+            .delete(render::CONFIGURATION_NAME, &Default::default())
+            .await
+        {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e),
@@ -138,7 +166,9 @@ async fn reconcile(
         let key = json!([cw.get("conversions"), cw.get("context")]).to_string();
         let mut result = match built.converters.remove(&crd) {
             Some((k, r)) if k == key => r,
-            _ => Converter::build(client, &opts.hooks_dir, cw).await.map(Arc::new),
+            _ => Converter::build(client, &opts.hooks_dir, cw)
+                .await
+                .map(Arc::new),
         };
         if let Ok(c) = &result {
             serving.insert(crd.clone(), c.clone());
@@ -152,7 +182,11 @@ async fn reconcile(
                     let have = serde_json::to_value(&current.spec.conversion).unwrap_or_default();
                     if have != want {
                         crd_api
-                            .patch(&crd, &PatchParams::default(), &Patch::Merge(json!({"spec": {"conversion": want}})))
+                            .patch(
+                                &crd,
+                                &PatchParams::default(),
+                                &Patch::Merge(json!({"spec": {"conversion": want}})),
+                            )
                             .await?;
                     }
                 }
@@ -174,7 +208,9 @@ async fn reconcile(
                 .patch(
                     crd,
                     &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}})),
+                    &Patch::Merge(
+                        json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}}),
+                    ),
                 )
                 .await?;
         }

@@ -92,7 +92,11 @@ fn snapshots_json(contexts: &Contexts, include: &[String]) -> Result<Value, Stri
 
 impl Validator {
     /// Builds the handler of a ValidationWebhook; the error says why it cannot serve.
-    pub(crate) async fn build(client: &kube::Client, hooks_dir: &Path, vw: &Value) -> Result<Self, String> {
+    pub(crate) async fn build(
+        client: &kube::Client,
+        hooks_dir: &Path,
+        vw: &Value,
+    ) -> Result<Self, String> {
         let webhook = vw
             .pointer("/validationObject/name")
             .and_then(Value::as_str)
@@ -104,7 +108,8 @@ impl Validator {
             ));
         }
         let config = render::bindings(vw)?;
-        let include = render::snapshot_names(vw, vw.pointer("/validationObject/includeSnapshotsFrom"));
+        let include =
+            render::snapshot_names(vw, vw.pointer("/validationObject/includeSnapshotsFrom"));
         let timeout = vw
             .pointer("/validationObject/timeoutSeconds")
             .and_then(Value::as_u64)
@@ -114,7 +119,10 @@ impl Validator {
             vw.pointer("/handler/cel").and_then(Value::as_str),
         ) {
             (Some(_), _) => {
-                let name = vw.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+                let name = vw
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 let (runner, hook) = python_hook(
                     hooks_dir,
                     &format!("{name}/webhooks/validating/{name}.py"),
@@ -142,7 +150,11 @@ impl Validator {
             Exec::Python { runner, hook } => {
                 let monitors = match self.contexts.monitors() {
                     Ok(m) => m,
-                    Err(e) => return Decision::Deny { message: format!("Hook failed: {e}") },
+                    Err(e) => {
+                        return Decision::Deny {
+                            message: format!("Hook failed: {e}"),
+                        };
+                    }
                 };
                 let ctx = BindingContext::validating(&self.webhook, &self.include, review.clone())
                     .with_snapshots(&monitors);
@@ -151,11 +163,17 @@ impl Validator {
             Exec::Cel(rules) => {
                 let snapshots = match snapshots_json(&self.contexts, &self.include) {
                     Ok(s) => s,
-                    Err(e) => return Decision::Deny { message: format!("Internal webhook error: {e}") },
+                    Err(e) => {
+                        return Decision::Deny {
+                            message: format!("Internal webhook error: {e}"),
+                        };
+                    }
                 };
                 let request = review.get("request").cloned().unwrap_or(Value::Null);
                 match cel::evaluate(rules, &request, &snapshots) {
-                    cel::Verdict::Allow => Decision::Allow { warnings: Vec::new() },
+                    cel::Verdict::Allow => Decision::Allow {
+                        warnings: Vec::new(),
+                    },
                     cel::Verdict::Deny(message) => Decision::Deny { message },
                     cel::Verdict::Error(e) => Decision::Deny {
                         message: format!("Internal webhook error: {e}"),
@@ -168,11 +186,20 @@ impl Validator {
 
 impl Converter {
     /// Builds the handler of a ConversionWebhook; the error says why it cannot serve.
-    pub(crate) async fn build(client: &kube::Client, hooks_dir: &Path, cw: &Value) -> Result<Self, String> {
-        let crd = cw.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    pub(crate) async fn build(
+        client: &kube::Client,
+        hooks_dir: &Path,
+        cw: &Value,
+    ) -> Result<Self, String> {
+        let crd = cw
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let group = render::crd_group(crd).to_string();
         if group.is_empty() {
-            return Err(format!("metadata.name {crd:?} must name a CRD (<plural>.<group>)"));
+            return Err(format!(
+                "metadata.name {crd:?} must name a CRD (<plural>.<group>)"
+            ));
         }
         let pairs: Vec<(String, String)> = cw
             .get("conversions")
@@ -180,7 +207,12 @@ impl Converter {
             .into_iter()
             .flatten()
             .map(|c| {
-                let f = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                let f = |k: &str| {
+                    c.get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
                 (f("from"), f("to"))
             })
             .collect();
@@ -209,7 +241,10 @@ impl Converter {
 
     /// Converts the objects of a ConversionReview request to `desiredAPIVersion`.
     pub(crate) async fn convert(&self, request: &Value) -> Result<Vec<Value>, String> {
-        let desired = request.get("desiredAPIVersion").and_then(Value::as_str).unwrap_or_default();
+        let desired = request
+            .get("desiredAPIVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let to = desired.rsplit('/').next().unwrap_or_default();
         let mut objects: Vec<Value> = request
             .get("objects")
@@ -255,7 +290,9 @@ impl Converter {
                     .get("convertedObjects")
                     .and_then(Value::as_array)
                     .cloned()
-                    .ok_or_else(|| format!("Hook failed to convert to {desired}: no conversion response"))?;
+                    .ok_or_else(|| {
+                        format!("Hook failed to convert to {desired}: no conversion response")
+                    })?;
             }
         }
         Err(format!("Conversion to {desired} was not successuful"))

@@ -69,8 +69,18 @@ fn context_bindings(obj: &Value) -> Vec<Value> {
 /// The typed bindings of the object's `context`, checked as shell-operator checks a hook's
 /// config; the error is its message.
 pub fn bindings(obj: &Value) -> Result<HookConfig, String> {
-    let config = json!({"configVersion": "v1", "kubernetes": context_bindings(obj)});
-    HookConfig::parse(config.to_string().as_bytes(), HookScope::Global).map_err(|e| e.message)
+    let ctx = context_bindings(obj);
+    // shell-operator refuses a config with nothing but its version, and an empty `kubernetes`
+    // list: without context the config is parsed with an `onStartup` that is then dropped.
+    let config = if ctx.is_empty() {
+        json!({"configVersion": "v1", "onStartup": 1})
+    } else {
+        json!({"configVersion": "v1", "kubernetes": ctx})
+    };
+    let mut parsed = HookConfig::parse(config.to_string().as_bytes(), HookScope::Global)
+        .map_err(|e| e.message)?;
+    parsed.on_startup = None;
+    Ok(parsed)
 }
 
 /// The names of the context bindings a handler gets snapshots of: every binding of the
@@ -100,7 +110,10 @@ fn config_text(config: &Value) -> String {
 /// The `kubernetesValidating` entry of a ValidationWebhook (its `validationObject`, in group
 /// `main`).
 fn validating_binding(vw: &Value) -> Value {
-    let mut b = vw.get("validationObject").cloned().unwrap_or_else(|| json!({}));
+    let mut b = vw
+        .get("validationObject")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     if let Some(m) = b.as_object_mut() {
         m.entry("group").or_insert(json!(GROUP));
     }
@@ -110,13 +123,14 @@ fn validating_binding(vw: &Value) -> Value {
 /// The Python hook of a ValidationWebhook, as Deckhouse generates it: the user's code defines
 /// `validate(ctx, output)` and answers with `output.allow()` / `output.deny(msg)`.
 pub fn validation_hook(vw: &Value) -> String {
-    let mut config = json!({"configVersion": "v1", "kubernetesValidating": [validating_binding(vw)]});
+    let mut config =
+        json!({"configVersion": "v1", "kubernetesValidating": [validating_binding(vw)]});
     let ctx = context_bindings(vw);
     if !ctx.is_empty() {
         config["kubernetes"] = Value::Array(ctx);
     }
     format!(
-        r#"#!/usr/bin/python3
+        r#"#!/usr/bin/env python3
 from typing import Optional
 
 from deckhouse import hook
@@ -196,7 +210,7 @@ pub fn conversion_hook(cw: &Value) -> String {
         methods.push_str("    \n");
     }
     format!(
-        r#"#!/usr/bin/python3
+        r#"#!/usr/bin/env python3
 
 import typing
 
@@ -239,7 +253,10 @@ pub fn conversion_path(crd: &str) -> String {
 
 /// One webhook of the ValidatingWebhookConfiguration for a ValidationWebhook.
 pub fn validating_webhook(vw: &Value, endpoint: &Endpoint, ca_pem: &str) -> Value {
-    let vo = vw.get("validationObject").cloned().unwrap_or_else(|| json!({}));
+    let vo = vw
+        .get("validationObject")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     let mut w = json!({
         "name": s(&vo, "/name"),
         "admissionReviewVersions": ["v1"],
@@ -256,7 +273,10 @@ pub fn validating_webhook(vw: &Value, endpoint: &Endpoint, ca_pem: &str) -> Valu
     if let Some(n) = vo.pointer("/namespace/labelSelector") {
         w["namespaceSelector"] = n.clone();
     }
-    if let Some(m) = vo.get("matchConditions").filter(|m| m.as_array().is_some_and(|a| !a.is_empty())) {
+    if let Some(m) = vo
+        .get("matchConditions")
+        .filter(|m| m.as_array().is_some_and(|a| !a.is_empty()))
+    {
         w["matchConditions"] = m.clone();
     }
     w
@@ -301,20 +321,44 @@ mod tests {
     #[test]
     fn a_validation_webhook_becomes_deckhouses_hook_and_a_webhook_entry() {
         let py = validation_hook(&vw());
-        assert!(py.starts_with("#!/usr/bin/python3\n"));
+        assert!(py.starts_with("#!/usr/bin/env python3\n"));
         assert!(py.contains("validate(binding_context, ctx.output.validations)"));
         assert!(py.contains("ctx.output.validations.error(str(e))"));
         assert!(py.contains("def validate(ctx, output):\n    output.allow()\n"));
         assert!(py.contains("\"kubernetesValidating\""));
-        let w = validating_webhook(&vw(), &Endpoint::Url("https://127.0.0.1:9680".into()), "PEM");
+        let w = validating_webhook(
+            &vw(),
+            &Endpoint::Url("https://127.0.0.1:9680".into()),
+            "PEM",
+        );
         assert_eq!(w["name"], "widgets.example.deckhouse.io");
-        assert_eq!(w["clientConfig"]["url"], "https://127.0.0.1:9680/widgets/widgets.example.deckhouse.io");
+        assert_eq!(
+            w["clientConfig"]["url"],
+            "https://127.0.0.1:9680/widgets/widgets.example.deckhouse.io"
+        );
         assert_eq!(w["clientConfig"]["caBundle"], "UEVN");
-        assert_eq!((w["failurePolicy"].as_str(), w["timeoutSeconds"].as_i64()), (Some("Ignore"), Some(3)));
+        assert_eq!(
+            (w["failurePolicy"].as_str(), w["timeoutSeconds"].as_i64()),
+            (Some("Ignore"), Some(3))
+        );
         assert_eq!(w["objectSelector"], json!({"matchLabels": {"a": "b"}}));
-        let w = validating_webhook(&json!({"metadata": {"name": "x"}, "validationObject": {"name": "a.b.c"}}), &Endpoint::Service("d8-system".into()), "");
-        assert_eq!((w["failurePolicy"].as_str(), w["sideEffects"].as_str(), w["timeoutSeconds"].as_i64()), (Some("Fail"), Some("None"), Some(10)));
-        assert_eq!(w["clientConfig"]["service"], json!({"namespace": "d8-system", "name": "validating-webhook-handler", "path": "/x/a.b.c", "port": 443}));
+        let w = validating_webhook(
+            &json!({"metadata": {"name": "x"}, "validationObject": {"name": "a.b.c"}}),
+            &Endpoint::Service("d8-system".into()),
+            "",
+        );
+        assert_eq!(
+            (
+                w["failurePolicy"].as_str(),
+                w["sideEffects"].as_str(),
+                w["timeoutSeconds"].as_i64()
+            ),
+            (Some("Fail"), Some("None"), Some(10))
+        );
+        assert_eq!(
+            w["clientConfig"]["service"],
+            json!({"namespace": "d8-system", "name": "validating-webhook-handler", "path": "/x/a.b.c", "port": 443})
+        );
     }
 
     #[test]
@@ -326,6 +370,7 @@ mod tests {
         assert_eq!(snapshot_names(&vw(), None), ["limits"]);
         let bad = json!({"context": [{"name": "x", "kubernetes": {"apiVersion": "v1"}}]});
         assert!(bindings(&bad).is_err());
+        assert!(bindings(&json!({})).unwrap().kubernetes.is_empty());
     }
 
     #[test]
@@ -336,8 +381,15 @@ mod tests {
         assert!(py.contains("class Conversion(utils.BaseConversionHook):"));
         assert!(py.contains("    def v1_to_v2(self, o: dict) -> typing.Tuple[str | None, dict]:\n        o[\"apiVersion\"] = \"example.io/v2\"\n        return None, o\n"));
         assert!(py.contains("\"fromVersion\": \"example.io/v1\""));
-        let c = crd_conversion("sprockets.example.io", &Endpoint::Url("https://127.0.0.1:1".into()), "");
+        let c = crd_conversion(
+            "sprockets.example.io",
+            &Endpoint::Url("https://127.0.0.1:1".into()),
+            "",
+        );
         assert_eq!(c["strategy"], "Webhook");
-        assert_eq!(c["webhook"]["clientConfig"]["url"], "https://127.0.0.1:1/sprockets.example.io");
+        assert_eq!(
+            c["webhook"]["clientConfig"]["url"],
+            "https://127.0.0.1:1/sprockets.example.io"
+        );
     }
 }

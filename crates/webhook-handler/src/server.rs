@@ -22,7 +22,12 @@ pub(crate) struct Served {
 }
 
 fn json(status: StatusCode, v: &Value) -> Response {
-    (status, [("content-type", "application/json")], v.to_string()).into_response()
+    (
+        status,
+        [("content-type", "application/json")],
+        v.to_string(),
+    )
+        .into_response()
 }
 
 async fn handle(served: Arc<Served>, method: Method, uri: Uri, body: Bytes) -> Response {
@@ -84,12 +89,14 @@ pub(crate) fn acceptor(cert_pem: &str, key_pem: &str) -> Result<tokio_rustls::Tl
         .collect::<Result<_, _>>()
         .map_err(|e| format!("certificate: {e}"))?;
     let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| format!("key: {e}"))?;
-    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .map_err(|e| e.to_string())?;
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .map_err(|e| e.to_string())?;
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(cfg)))
 }
 
@@ -113,13 +120,15 @@ pub(crate) async fn serve(
             let Ok(tls) = acceptor.accept(tcp).await else {
                 return;
             };
-            let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                use tower::ServiceExt as _;
-                app.clone().oneshot(req)
-            });
-            let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
-                .await;
+            let svc =
+                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    use tower::ServiceExt as _;
+                    app.clone().oneshot(req)
+                });
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                    .await;
         });
     }
 }
