@@ -23,11 +23,6 @@ pub(crate) fn plain_string(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string" })
 }
 
-/// `{type: object}` with no declared properties and nothing preserved: an empty spec or status.
-pub(crate) fn empty_object(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "type": "object" })
-}
-
 /// `metav1.Condition` list keyed by `type` (`x-kubernetes-list-type: map`).
 pub(crate) fn condition_map(generator: &mut SchemaGenerator) -> Schema {
     let mut schema = list_of::<Condition>(generator);

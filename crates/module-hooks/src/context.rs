@@ -57,7 +57,9 @@ pub enum ContextKind {
         object: ObjectAndFilterResult,
     },
     /// A `kubernetesValidating` binding: the AdmissionReview to answer.
-    Validating { review: Value },
+    Validating {
+        review: Value,
+    },
     /// A `kubernetesCustomResourceConversion` binding: the ConversionReview and the step.
     Conversion {
         from_version: String,

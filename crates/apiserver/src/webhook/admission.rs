@@ -89,14 +89,19 @@ pub(crate) fn verify(
             .ok()
             .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
             .unwrap_or_else(|| text.trim().to_string());
-        return Err(format!(
-            "failed to call webhook: the server responded with the status code {status} but did not return more information{}",
-            if message.is_empty() {
-                String::new()
-            } else {
-                format!(": {message}")
-            }
-        ));
+        // client-go's words for an answer that is not a Status.
+        let why = match status {
+            400 => "the server rejected our request for an unknown reason".to_string(),
+            404 => "the server could not find the requested resource".to_string(),
+            503 => "the server is currently unable to handle the request".to_string(),
+            _ if !message.is_empty() => format!(
+                "an error on the server ({message:?}) has prevented the request from succeeding"
+            ),
+            _ => format!(
+                "the server responded with the status code {status} but did not return more information"
+            ),
+        };
+        return Err(format!("failed to call webhook: {why}"));
     }
     let review: Value = serde_json::from_slice(body)
         .map_err(|e| format!("received invalid webhook response: {e}"))?;
