@@ -11,6 +11,7 @@ mod queue_cmd;
 mod registry_cmd;
 mod release_cmd;
 mod up_cmd;
+mod webhook_handler_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -51,6 +52,9 @@ enum Command {
     /// The whole platform on this machine: API server, controllers and this node's registry
     /// agent in one process.
     Up(Box<up_cmd::Args>),
+    /// Deckhouse's webhook handler: serves ValidationWebhook and ConversionWebhook objects'
+    /// handlers (Python with the `deckhouse` SDK, CEL) to the API server over HTTPS.
+    WebhookHandler(Box<webhook_handler_cmd::Args>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -75,6 +79,7 @@ fn main() -> anyhow::Result<()> {
             Command::Registry { command } => registry_cmd::run(command).await,
             Command::Release(args) => release_cmd::run(args).await,
             Command::Up(args) => up_cmd::run(*args).await,
+            Command::WebhookHandler(args) => webhook_handler_cmd::run(*args).await,
         }
     })
 }
