@@ -1,7 +1,7 @@
 //! `d8 controller`: the one place every controller of the platform is composed. One replica at
 //! a time acts, elected through Lease `d8-system/deckhouse-leader-election`; while it leads it
-//! runs the registry controller, the release engine and the module manager, and stops them the
-//! moment it loses the lease. Metrics are served on every replica.
+//! runs the registry controller, the release engine, the module manager, the ObjectKeeper
+//! controller and the module documentation builds, and stops them the moment it loses the lease. Metrics are served on every replica.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -50,6 +50,37 @@ pub(crate) struct Args {
     engine: release_cmd::EngineArgs,
     #[command(flatten)]
     modules: crate::module_cmd::ManagerArgs,
+    /// How often the ObjectKeeper controller looks again at an object a keeper follows.
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    object_keeper_recheck: Duration,
+    /// First wait before a documentation builder that failed is tried again (doubled each
+    /// time, at most 5m).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    documentation_retry: Duration,
+}
+
+/// The utility controllers: ObjectKeeper always, module documentation builds when modules are
+/// downloaded here.
+#[derive(Debug, Default)]
+pub(crate) struct Utilities {
+    /// The ObjectKeeper controller's settings.
+    pub(crate) object_keeper: utilities::object_keeper::Options,
+    /// The documentation controller's settings, when it runs.
+    pub(crate) documentation: Option<utilities::documentation::Options>,
+}
+
+fn utilities_options(args: &Args) -> Utilities {
+    Utilities {
+        object_keeper: utilities::object_keeper::Options {
+            recheck: args.object_keeper_recheck,
+            ..Default::default()
+        },
+        documentation: args.modules.downloaded_dir().map(|dir| {
+            let mut options = utilities::documentation::Options::new(dir);
+            options.retry_base = args.documentation_retry;
+            options
+        }),
+    }
 }
 
 fn registry_options(args: &Args) -> anyhow::Result<registry_controller::Options> {
@@ -96,6 +127,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         registry: registry_options(&args)?,
         engine,
         metrics_address: args.metrics_address,
+        utilities: utilities_options(&args),
     };
     let modules = crate::module_cmd::manager(client.clone(), &args.modules)?;
     if modules.is_none() {
@@ -130,6 +162,8 @@ pub(crate) struct Composition {
     pub(crate) engine: Option<release_controller::controller::Engine>,
     /// Where `/metrics` is served.
     pub(crate) metrics_address: SocketAddr,
+    /// The utility controllers.
+    pub(crate) utilities: Utilities,
 }
 
 /// Binds the metrics listener (separately, so a caller learns of a busy port before it starts).
@@ -162,6 +196,7 @@ pub(crate) async fn lead(
         registry,
         engine,
         metrics_address,
+        utilities,
     } = composition;
     let registry = Arc::new(registry_controller::Controller::new(
         client.clone(),
@@ -183,9 +218,29 @@ pub(crate) async fn lead(
     tracing::info!(address = %metrics_address, "metrics at /metrics");
     let metrics_task = tokio::spawn(serve_metrics(listener, metrics, queues));
     let modules = modules.map(Arc::new);
-    let result = elect_and_run(client, &identity, registry, engine, modules, shutdown).await;
+    let utilities = Arc::new(utility_controllers(&client, utilities)?);
+    let result = elect_and_run(
+        client, &identity, registry, engine, modules, utilities, shutdown,
+    )
+    .await;
     metrics_task.abort();
     result
+}
+
+/// The ObjectKeeper controller and, when it runs, the documentation controller.
+type UtilityControllers = (
+    utilities::object_keeper::Controller,
+    Option<utilities::documentation::Controller>,
+);
+
+fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<UtilityControllers> {
+    let keepers = utilities::object_keeper::Controller::new(client.clone(), options.object_keeper);
+    let documentation = options
+        .documentation
+        .map(|o| utilities::documentation::Controller::new(client.clone(), o))
+        .transpose()
+        .context("documentation controller")?;
+    Ok((keepers, documentation))
 }
 
 async fn elect_and_run(
@@ -194,6 +249,7 @@ async fn elect_and_run(
     registry: Arc<registry_controller::Controller>,
     engine: Option<Arc<release_controller::controller::Engine>>,
     modules: Option<Arc<Modules>>,
+    utilities: Arc<UtilityControllers>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let leases: Api<Lease> = Api::namespaced(client, "d8-system");
@@ -242,6 +298,20 @@ async fn elect_and_run(
             tasks.push(tokio::spawn(
                 async move { runtime.run(runtime_stopped).await },
             ));
+        }
+        tasks.push(tokio::spawn({
+            let utilities = utilities.clone();
+            let stopped = until_stopped(stopped.clone());
+            async move { utilities.0.run(stopped).await }
+        }));
+        if utilities.1.is_some() {
+            let utilities = utilities.clone();
+            let stopped = until_stopped(stopped.clone());
+            tasks.push(tokio::spawn(async move {
+                if let Some(documentation) = &utilities.1 {
+                    documentation.run(stopped).await
+                }
+            }));
         }
         let quit = loop {
             tokio::select! {

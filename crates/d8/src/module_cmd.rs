@@ -80,6 +80,13 @@ pub(crate) struct ManagerArgs {
     module_source_interval: std::time::Duration,
 }
 
+impl ManagerArgs {
+    /// `--downloaded-modules-dir`, when given.
+    pub(crate) fn downloaded_dir(&self) -> Option<&std::path::Path> {
+        self.downloaded_modules_dir.as_deref()
+    }
+}
+
 /// The module manager and when it runs passes, or `None` without `--downloaded-modules-dir`.
 pub(crate) fn manager(
     client: Client,

@@ -5,6 +5,7 @@
 mod agent;
 mod apiserver;
 mod mirror;
+mod object_keeper;
 mod module;
 mod release;
 mod storage;
