@@ -60,11 +60,18 @@ impl Options {
 pub type Attempts = HashMap<String, (u32, tokio::time::Instant)>;
 
 /// The controller.
-#[derive(Debug)]
 pub struct Controller {
     client: Client,
     http: reqwest::Client,
     options: Options,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Controller {
@@ -187,11 +194,18 @@ impl Controller {
         Ok(plan::builder_addresses(&list.items))
     }
 
-    async fn render(&self, doc: &ModuleDocumentation, steps: Vec<Step>) -> Vec<DocumentationCondition> {
+    async fn render(
+        &self,
+        doc: &ModuleDocumentation,
+        steps: Vec<Step>,
+    ) -> Vec<DocumentationCondition> {
         let module = doc.name_any();
         let version = &doc.spec.version;
         let archive = docs_archive(&self.options.downloaded, &module, doc);
-        let now = Time(Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now()));
+        let now = Time(
+            Timestamp::from_second(Timestamp::now().as_second())
+                .unwrap_or_else(|_| Timestamp::now()),
+        );
         let mut out = Vec::with_capacity(steps.len());
         for step in steps {
             let address = match step {
@@ -206,7 +220,14 @@ impl Controller {
                 Err(e) => Err(e.clone()),
             };
             out.push(DocumentationCondition {
-                type_: Some(if outcome.is_ok() { plan::RENDERED } else { plan::ERROR }.into()),
+                type_: Some(
+                    if outcome.is_ok() {
+                        plan::RENDERED
+                    } else {
+                        plan::ERROR
+                    }
+                    .into(),
+                ),
                 version: Some(version.clone()),
                 checksum: doc.spec.checksum.clone(),
                 address: Some(address),
@@ -217,7 +238,13 @@ impl Controller {
         out
     }
 
-    async fn send(&self, base: &str, module: &str, version: &str, archive: Vec<u8>) -> Result<(), String> {
+    async fn send(
+        &self,
+        base: &str,
+        module: &str,
+        version: &str,
+        archive: Vec<u8>,
+    ) -> Result<(), String> {
         let url = format!("{base}/api/v1/doc/{module}/{version}");
         self.post(&url, Some(archive), reqwest::StatusCode::CREATED)
             .await
@@ -228,10 +255,17 @@ impl Controller {
             .map_err(|e| format!("build documentation: {e}"))
     }
 
-    async fn post(&self, url: &str, body: Option<Vec<u8>>, expected: reqwest::StatusCode) -> Result<(), String> {
+    async fn post(
+        &self,
+        url: &str,
+        body: Option<Vec<u8>>,
+        expected: reqwest::StatusCode,
+    ) -> Result<(), String> {
         let mut request = self.http.post(url);
         if let Some(body) = body {
-            request = request.header("Content-Type", "application/x-tar").body(body);
+            request = request
+                .header("Content-Type", "application/x-tar")
+                .body(body);
         }
         let response = request
             .send()
@@ -246,16 +280,28 @@ impl Controller {
         Err(format!("POST {url:?}: [{}] {text:?}", status.as_u16()))
     }
 
-    async fn write_status(&self, doc: &ModuleDocumentation, conditions: &[DocumentationCondition], result: &str) -> Result<(), Error> {
+    async fn write_status(
+        &self,
+        doc: &ModuleDocumentation,
+        conditions: &[DocumentationCondition],
+        result: &str,
+    ) -> Result<(), Error> {
         let docs: Api<ModuleDocumentation> = Api::all(self.client.clone());
         let patch = json!({"status": {"result": result, "conditions": conditions}});
         match docs
-            .patch_status(&doc.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_status(
+                &doc.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
         {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(e) => Err(Error::kube(format!("update ModuleDocumentation {} status", doc.name_any()), e)),
+            Err(e) => Err(Error::kube(
+                format!("update ModuleDocumentation {} status", doc.name_any()),
+                e,
+            )),
         }
     }
 }
@@ -289,7 +335,11 @@ fn module_dir(downloaded: &Path, module: &str, doc: &ModuleDocumentation) -> Opt
 }
 
 /// The tar the builder wants: the documentation files of the module, paths relative to it.
-fn docs_archive(downloaded: &Path, module: &str, doc: &ModuleDocumentation) -> Result<Vec<u8>, String> {
+fn docs_archive(
+    downloaded: &Path,
+    module: &str,
+    doc: &ModuleDocumentation,
+) -> Result<Vec<u8>, String> {
     let failed = |e: String| {
         format!("failed to get {module} module documentation from local directory with error: {e}")
     };
@@ -297,7 +347,13 @@ fn docs_archive(downloaded: &Path, module: &str, doc: &ModuleDocumentation) -> R
         failed(format!(
             "{} isn't a directory",
             downloaded
-                .join(doc.spec.path.as_deref().unwrap_or_default().trim_start_matches('/'))
+                .join(
+                    doc.spec
+                        .path
+                        .as_deref()
+                        .unwrap_or_default()
+                        .trim_start_matches('/')
+                )
                 .display()
         ))
     })?;
@@ -306,11 +362,14 @@ fn docs_archive(downloaded: &Path, module: &str, doc: &ModuleDocumentation) -> R
     let mut stack = vec![dir.clone()];
     let mut files = Vec::new();
     while let Some(current) = stack.pop() {
-        let entries = std::fs::read_dir(&current).map_err(|e| failed(format!("{}: {e}", current.display())))?;
+        let entries = std::fs::read_dir(&current)
+            .map_err(|e| failed(format!("{}: {e}", current.display())))?;
         for entry in entries {
             let entry = entry.map_err(|e| failed(e.to_string()))?;
             let path = entry.path();
-            let Ok(relative) = path.strip_prefix(&dir) else { continue };
+            let Ok(relative) = path.strip_prefix(&dir) else {
+                continue;
+            };
             let relative = relative.to_string_lossy().into_owned();
             let kind = entry.file_type().map_err(|e| failed(e.to_string()))?;
             if kind.is_dir() {

@@ -41,10 +41,18 @@ impl Default for Options {
 }
 
 /// The controller.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Controller {
     client: Client,
     options: Options,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Controller {
@@ -189,7 +197,10 @@ impl Controller {
                         Ok(_) => {}
                         Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
                         Err(e) => {
-                            return Err(Error::kube(format!("update ObjectKeeper {name} status"), e));
+                            return Err(Error::kube(
+                                format!("update ObjectKeeper {name} status"),
+                                e,
+                            ));
                         }
                     }
                 }

@@ -5,8 +5,8 @@
 mod agent;
 mod apiserver;
 mod mirror;
-mod object_keeper;
 mod module;
+mod object_keeper;
 mod release;
 mod storage;
 mod up;

@@ -48,7 +48,9 @@ fn keeper(admin: &Path, dir: &Path, name: &str, spec: &str) {
         admin,
         dir,
         &format!("{name}.yaml"),
-        &format!("apiVersion: deckhouse.io/v1alpha1\nkind: ObjectKeeper\nmetadata:\n  name: {name}\nspec:\n{spec}"),
+        &format!(
+            "apiVersion: deckhouse.io/v1alpha1\nkind: ObjectKeeper\nmetadata:\n  name: {name}\nspec:\n{spec}"
+        ),
     );
     let owner = uid(admin, &["objectkeeper", name]);
     apply(
@@ -66,13 +68,17 @@ fn target(admin: &Path, dir: &Path, name: &str) -> String {
         admin,
         dir,
         &format!("target-{name}.yaml"),
-        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\n"),
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\n"
+        ),
     );
     uid(admin, &["configmap", "-n", "default", name])
 }
 
 fn follow(name: &str, uid: &str) -> String {
-    format!("  followObjectRef:\n    apiVersion: v1\n    kind: ConfigMap\n    namespace: default\n    name: {name}\n    uid: {uid}\n")
+    format!(
+        "  followObjectRef:\n    apiVersion: v1\n    kind: ConfigMap\n    namespace: default\n    name: {name}\n    uid: {uid}\n"
+    )
 }
 
 async fn eventually(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
@@ -86,7 +92,13 @@ async fn eventually(what: &str, timeout: Duration, mut check: impl FnMut() -> bo
 fn status(admin: &Path, name: &str) -> String {
     kubectl(
         admin,
-        &["get", "objectkeeper", name, "-o", "jsonpath={.status.phase}: {.status.message}"],
+        &[
+            "get",
+            "objectkeeper",
+            name,
+            "-o",
+            "jsonpath={.status.phase}: {.status.message}",
+        ],
     )
     .1
 }
@@ -102,12 +114,20 @@ async fn object_keepers_keep_what_they_own_while_their_target_lives() {
 
     // FollowObject: kept while the target lives, gone with it.
     let t1 = target(&admin, dir.path(), "t1");
-    keeper(&admin, dir.path(), "follow", &format!("  mode: FollowObject\n{}", follow("t1", &t1)));
+    keeper(
+        &admin,
+        dir.path(),
+        "follow",
+        &format!("  mode: FollowObject\n{}", follow("t1", &t1)),
+    );
     eventually("Tracking", long, || {
         status(&admin, "follow") == "Tracking: Following object v1/ConfigMap/t1"
     })
     .await;
-    assert!(exists(&admin, &["configmap", "-n", "default", "kept-by-follow"]));
+    assert!(exists(
+        &admin,
+        &["configmap", "-n", "default", "kept-by-follow"]
+    ));
     kubectl_ok(&admin, &["delete", "configmap", "-n", "default", "t1"]);
     eventually("keeper and kept object gone", long, || {
         !exists(&admin, &["objectkeeper", "follow"])
@@ -117,8 +137,16 @@ async fn object_keepers_keep_what_they_own_while_their_target_lives() {
 
     // A target replaced under the same name (new UID) is a different object.
     let t2 = target(&admin, dir.path(), "t2");
-    keeper(&admin, dir.path(), "replaced", &format!("  mode: FollowObject\n{}", follow("t2", &t2)));
-    eventually("Tracking", long, || status(&admin, "replaced").starts_with("Tracking")).await;
+    keeper(
+        &admin,
+        dir.path(),
+        "replaced",
+        &format!("  mode: FollowObject\n{}", follow("t2", &t2)),
+    );
+    eventually("Tracking", long, || {
+        status(&admin, "replaced").starts_with("Tracking")
+    })
+    .await;
     kubectl_ok(&admin, &["delete", "configmap", "-n", "default", "t2"]);
     let t2b = target(&admin, dir.path(), "t2");
     assert_ne!(t2, t2b);
@@ -133,17 +161,35 @@ async fn object_keepers_keep_what_they_own_while_their_target_lives() {
         &admin,
         dir.path(),
         "linger",
-        &format!("  mode: FollowObjectWithTTL\n  ttl: 4s\n{}", follow("t3", &t3)),
+        &format!(
+            "  mode: FollowObjectWithTTL\n  ttl: 4s\n{}",
+            follow("t3", &t3)
+        ),
     );
-    eventually("Tracking", long, || status(&admin, "linger").starts_with("Tracking")).await;
+    eventually("Tracking", long, || {
+        status(&admin, "linger").starts_with("Tracking")
+    })
+    .await;
     kubectl_ok(&admin, &["delete", "configmap", "-n", "default", "t3"]);
     eventually("Expiring", long, || {
         status(&admin, "linger").starts_with("Expiring: TTL expires at ")
     })
     .await;
-    let lost_at = kubectl_ok(&admin, &["get", "objectkeeper", "linger", "-o", "jsonpath={.status.lostAt}"]);
+    let lost_at = kubectl_ok(
+        &admin,
+        &[
+            "get",
+            "objectkeeper",
+            "linger",
+            "-o",
+            "jsonpath={.status.lostAt}",
+        ],
+    );
     assert!(!lost_at.is_empty());
-    assert!(exists(&admin, &["configmap", "-n", "default", "kept-by-linger"]), "kept during the TTL");
+    assert!(
+        exists(&admin, &["configmap", "-n", "default", "kept-by-linger"]),
+        "kept during the TTL"
+    );
     eventually("kept object gone after the TTL", long, || {
         !exists(&admin, &["configmap", "-n", "default", "kept-by-linger"])
     })
@@ -174,6 +220,12 @@ async fn a_ttl_survives_a_controller_restart() {
     })
     .await;
     let elapsed = created.elapsed();
-    assert!(elapsed >= Duration::from_secs(7), "not before its TTL: {elapsed:?} ({message})");
-    assert!(elapsed < Duration::from_secs(12), "counted from the restart: {elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_secs(7),
+        "not before its TTL: {elapsed:?} ({message})"
+    );
+    assert!(
+        elapsed < Duration::from_secs(12),
+        "counted from the restart: {elapsed:?}"
+    );
 }

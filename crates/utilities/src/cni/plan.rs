@@ -9,7 +9,11 @@
 use api::network::{CniMigrationCondition, CniMigrationPhase, TargetCni};
 
 /// The CNI modules, in the order a detection prefers them.
-pub const CNI_MODULES: [TargetCni; 3] = [TargetCni::Cilium, TargetCni::Flannel, TargetCni::SimpleBridge];
+pub const CNI_MODULES: [TargetCni; 3] = [
+    TargetCni::Cilium,
+    TargetCni::Flannel,
+    TargetCni::SimpleBridge,
+];
 
 /// Reason written into `failedSummary` for a node deleted mid-migration.
 pub const NODE_DELETED: &str = "the node was deleted during the migration";
@@ -118,10 +122,18 @@ pub fn failed_nodes(nodes: &[NodeView]) -> Vec<(String, String)> {
 pub fn next(o: &Observed) -> Step {
     use CniMigrationCondition as C;
     use CniMigrationPhase as P;
-    let live: Vec<&NodeView> = o.nodes.iter().filter(|n| n.exists && n.failed.is_none()).collect();
+    let live: Vec<&NodeView> = o
+        .nodes
+        .iter()
+        .filter(|n| n.exists && n.failed.is_none())
+        .collect();
     let all = |f: fn(&NodeView) -> bool| live.iter().all(|n| f(n));
     let waiting = |what: &str, f: fn(&NodeView) -> bool| {
-        let left: Vec<&str> = live.iter().filter(|n| !f(n)).map(|n| n.name.as_str()).collect();
+        let left: Vec<&str> = live
+            .iter()
+            .filter(|n| !f(n))
+            .map(|n| n.name.as_str())
+            .collect();
         Step::Wait(format!("waiting for {what} on nodes: {}", left.join(", ")))
     };
     let advance = |act, phase, condition, message: String| Step::Advance {
@@ -181,7 +193,9 @@ pub fn next(o: &Observed) -> Step {
             C::TargetCniReady,
             format!("The CNI {} is ready.", o.target),
         ),
-        Some(P::WaitingTargetCni) => Step::Wait(format!("waiting for the CNI {} to become ready", o.target)),
+        Some(P::WaitingTargetCni) => {
+            Step::Wait(format!("waiting for the CNI {} to become ready", o.target))
+        }
         Some(P::RestartingPods) if all(|n| n.pods_restarted) => advance(
             None,
             P::Completed,
@@ -206,7 +220,9 @@ pub fn refuse_switch(target: &str, existing: &[String], enabled: &[String]) -> O
         ));
     }
     if enabled.len() == 1 && enabled[0] == target {
-        return Some(format!("the cluster already runs the CNI {target:?}: nothing to switch"));
+        return Some(format!(
+            "the cluster already runs the CNI {target:?}: nothing to switch"
+        ));
     }
     None
 }
@@ -255,7 +271,12 @@ pub fn agent_next(
     completed: bool,
 ) -> AgentStep {
     use CniMigrationPhase as P;
-    let rank = |p: P| CniMigrationPhase::ALL.iter().position(|q| *q == p).unwrap_or(0);
+    let rank = |p: P| {
+        CniMigrationPhase::ALL
+            .iter()
+            .position(|q| *q == p)
+            .unwrap_or(0)
+    };
     let Some(phase) = cluster else {
         return AgentStep::Wait;
     };

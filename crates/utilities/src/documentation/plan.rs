@@ -142,7 +142,11 @@ mod tests {
         let slices = [
             slice(
                 ("builder-http", 8081),
-                &[("10.0.0.2", Some(true)), ("10.0.0.1", None), ("10.0.0.3", Some(false))],
+                &[
+                    ("10.0.0.2", Some(true)),
+                    ("10.0.0.1", None),
+                    ("10.0.0.3", Some(false)),
+                ],
             ),
             slice(("http", 8080), &[("10.0.0.9", Some(true))]),
             slice(("builder-http", 8081), &[("fd00::1", Some(true))]),
@@ -160,15 +164,32 @@ mod tests {
 
     #[test]
     fn docs_paths() {
-        for yes in ["docs/README.md", "crds/x.yaml", "openapi/config-values.yaml", "module.yaml", "oss.yaml"] {
+        for yes in [
+            "docs/README.md",
+            "crds/x.yaml",
+            "openapi/config-values.yaml",
+            "module.yaml",
+            "oss.yaml",
+        ] {
             assert!(is_docs_path(yes), "{yes}");
         }
-        for no in ["templates/a.yaml", "hooks/x.py", "Chart.yaml", "charts/docs/x", "version.json"] {
+        for no in [
+            "templates/a.yaml",
+            "hooks/x.py",
+            "Chart.yaml",
+            "charts/docs/x",
+            "version.json",
+        ] {
             assert!(!is_docs_path(no), "{no}");
         }
     }
 
-    fn condition(address: &str, type_: &str, version: &str, checksum: &str) -> DocumentationCondition {
+    fn condition(
+        address: &str,
+        type_: &str,
+        version: &str,
+        checksum: &str,
+    ) -> DocumentationCondition {
         DocumentationCondition {
             type_: Some(type_.into()),
             version: Some(version.into()),
@@ -195,7 +216,13 @@ mod tests {
             condition(&c, ERROR, "v1.1.0", "c2"),
             condition(&d, RENDERED, "v1.1.0", "c1"),
         ];
-        let addresses = [a.clone(), b.clone(), c.clone(), d.clone(), "http://e:8081".into()];
+        let addresses = [
+            a.clone(),
+            b.clone(),
+            c.clone(),
+            d.clone(),
+            "http://e:8081".into(),
+        ];
         assert_eq!(
             steps(&spec, &conditions, &addresses),
             [
@@ -220,7 +247,13 @@ mod tests {
     #[test]
     fn backoff_doubles_up_to_the_limit() {
         let s = Duration::from_secs;
-        let rows = [(0, s(10)), (1, s(20)), (2, s(40)), (5, s(300)), (40, s(300))];
+        let rows = [
+            (0, s(10)),
+            (1, s(20)),
+            (2, s(40)),
+            (5, s(300)),
+            (40, s(300)),
+        ];
         for (attempt, expected) in rows {
             assert_eq!(backoff(attempt, s(10), s(300)), expected, "{attempt}");
         }

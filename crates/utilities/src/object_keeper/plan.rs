@@ -69,7 +69,9 @@ pub enum Decision {
 /// Whether the followed object must be looked up for this keeper (and which `apiVersion`).
 pub fn must_look_up(keeper: &Keeper<'_>) -> bool {
     keeper.mode != ObjectKeeperMode::Ttl
-        && keeper.follow.is_some_and(|f| parse_api_version(&f.api_version).is_ok())
+        && keeper
+            .follow
+            .is_some_and(|f| parse_api_version(&f.api_version).is_ok())
 }
 
 /// `group/version` or `version` → `(group, version)`.
@@ -92,7 +94,12 @@ pub fn parse_api_version(api_version: &str) -> Result<(String, String), String> 
 }
 
 /// Decides the keeper's fate at `now`; `recheck` is how long a live followed object is trusted.
-pub fn decide(keeper: &Keeper<'_>, followed: &Followed, now: Timestamp, recheck: Duration) -> Decision {
+pub fn decide(
+    keeper: &Keeper<'_>,
+    followed: &Followed,
+    now: Timestamp,
+    recheck: Duration,
+) -> Decision {
     let pending = |reason: &'static str, message: String| Decision::Keep {
         phase: ObjectKeeperPhase::Pending,
         active: (false, reason),
@@ -114,7 +121,13 @@ pub fn decide(keeper: &Keeper<'_>, followed: &Followed, now: Timestamp, recheck:
         },
     };
     if keeper.mode == ObjectKeeperMode::Ttl {
-        return expiring_or_delete(keeper.created, ttl.unwrap_or_default(), None, now, "TTL expired");
+        return expiring_or_delete(
+            keeper.created,
+            ttl.unwrap_or_default(),
+            None,
+            now,
+            "TTL expired",
+        );
     }
     let Some(follow) = keeper.follow else {
         return pending(
@@ -141,19 +154,30 @@ pub fn decide(keeper: &Keeper<'_>, followed: &Followed, now: Timestamp, recheck:
     }
     if *followed == Followed::NotLookedUp && keeper.lost_at.is_none() {
         // Nothing known yet: keep as is until the lookup succeeds.
-        return pending("LookupFailed", "the followed object could not be looked up".into());
+        return pending(
+            "LookupFailed",
+            "the followed object could not be looked up".into(),
+        );
     }
     let gone = match followed {
         Followed::Present { .. } if !alive => "the followed object was replaced (new UID)",
         _ => "the followed object is gone",
     };
     match ttl {
-        None => Decision::Delete { why: gone.to_owned() },
+        None => Decision::Delete {
+            why: gone.to_owned(),
+        },
         Some(ttl) => {
             let lost_at = keeper
                 .lost_at
                 .unwrap_or_else(|| Timestamp::from_second(now.as_second()).unwrap_or(now));
-            expiring_or_delete(lost_at, ttl, Some(lost_at), now, "TTL after the followed object expired")
+            expiring_or_delete(
+                lost_at,
+                ttl,
+                Some(lost_at),
+                now,
+                "TTL after the followed object expired",
+            )
         }
     }
 }
@@ -167,7 +191,9 @@ fn expiring_or_delete(
 ) -> Decision {
     let expires = from.checked_add(ttl).unwrap_or(Timestamp::MAX);
     if now >= expires {
-        return Decision::Delete { why: why.to_owned() };
+        return Decision::Delete {
+            why: why.to_owned(),
+        };
     }
     let remaining = now.duration_until(expires).unsigned_abs();
     Decision::Keep {
