@@ -227,6 +227,11 @@ pub fn refuse_switch(target: &str, existing: &[String], enabled: &[String]) -> O
     None
 }
 
+/// The annotation the agent puts on a node's pod-network pods: the CNI they were started
+/// with (Deckhouse's `effective-cni.network.deckhouse.io`). Pods carrying the current CNI
+/// are the ones restarted once the target CNI is ready.
+pub const EFFECTIVE_CNI_ANNOTATION: &str = "effective-cni.network.deckhouse.io";
+
 /// A pod as the agent sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodView {
@@ -240,11 +245,70 @@ pub struct PodView {
     pub cni_daemon: bool,
     /// Already gone (deletion requested).
     pub terminating: bool,
+    /// `status.phase` is `Succeeded` or `Failed`: no network to move.
+    pub finished: bool,
+    /// Its `effective-cni.network.deckhouse.io` annotation.
+    pub effective_cni: Option<String>,
 }
 
-/// Whether the agent restarts this pod: it uses the pod network and is not the CNI's own.
-pub fn restarts(pod: &PodView) -> bool {
-    !pod.host_network && !pod.cni_daemon && !pod.terminating
+/// Whether the agent marks this pod as started with `current`: it uses the pod network, still
+/// runs, is not the CNI's own, and is not marked yet.
+pub fn annotates(pod: &PodView, current: &str) -> bool {
+    !pod.host_network
+        && !pod.cni_daemon
+        && !pod.terminating
+        && !pod.finished
+        && pod.effective_cni.as_deref() != Some(current)
+}
+
+/// Whether the agent restarts (deletes) this pod: it was marked as started with `current`
+/// and is not already going.
+pub fn restarts(pod: &PodView, current: &str) -> bool {
+    pod.effective_cni.as_deref() == Some(current) && !pod.terminating
+}
+
+/// What a CNI leaves on a node: its configuration files (in the CNI config directory, matched
+/// by name) and its network links.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Artifacts {
+    /// A file of the CNI config directory is the CNI's when its name contains this.
+    pub file_marker: &'static str,
+    /// The CNI's links (`ip link delete`).
+    pub links: &'static [&'static str],
+}
+
+/// The artifacts of `cni` (`None`: not a CNI this migration knows).
+pub fn artifacts(cni: &str) -> Option<Artifacts> {
+    let (file_marker, links): (&str, &[&str]) = match cni {
+        "cilium" => ("cilium", &["cilium_host", "cilium_net", "cilium_vxlan"]),
+        "flannel" => ("flannel", &["flannel.1", "cni0"]),
+        "simple-bridge" => ("simple-bridge", &["cni0"]),
+        _ => return None,
+    };
+    Some(Artifacts { file_marker, links })
+}
+
+/// Whether a file of the CNI config directory belongs to the CNI (`.conf`, `.conflist` or
+/// `.json` whose name carries the marker).
+pub fn is_cni_file(name: &str, artifacts: &Artifacts) -> bool {
+    let config = [".conf", ".conflist", ".json"]
+        .iter()
+        .any(|ext| name.ends_with(ext));
+    config && name.contains(artifacts.file_marker)
+}
+
+/// The migration that runs when several exist: the oldest, then the smallest name (as
+/// Deckhouse's `detect-cni-migration` hook picks it). Items are `(name, creationTimestamp)`.
+pub fn active<'a>(migrations: &[(&'a str, Option<jiff::Timestamp>)]) -> Option<&'a str> {
+    migrations
+        .iter()
+        .min_by(|a, b| {
+            let key = |m: &(&str, Option<jiff::Timestamp>)| {
+                (m.1.unwrap_or(jiff::Timestamp::MAX), m.0.to_owned())
+            };
+            key(a).cmp(&key(b))
+        })
+        .map(|m| m.0)
 }
 
 /// The node agent's next step.

@@ -186,21 +186,71 @@ fn switch_refusals() {
 }
 
 #[test]
-fn which_pods_restart() {
-    let pod = |host_network, cni_daemon, terminating| PodView {
+fn which_pods_are_marked_and_restarted() {
+    let pod = |host_network, cni_daemon, terminating, finished, cni: Option<&str>| PodView {
         namespace: "default".into(),
         name: "p".into(),
         host_network,
         cni_daemon,
         terminating,
+        finished,
+        effective_cni: cni.map(str::to_owned),
     };
-    assert!(restarts(&pod(false, false, false)));
-    assert!(!restarts(&pod(true, false, false)), "host network");
-    assert!(
-        !restarts(&pod(false, true, false)),
-        "the CNI's own DaemonSet pod"
+    let rows = [
+        // (pod, marked, restarted once marked)
+        (pod(false, false, false, false, None), true, false),
+        (
+            pod(false, false, false, false, Some("flannel")),
+            false,
+            true,
+        ),
+        (pod(false, false, false, false, Some("cilium")), true, false),
+        (pod(true, false, false, false, None), false, false),
+        (pod(false, true, false, false, None), false, false),
+        (pod(false, false, true, false, None), false, false),
+        (
+            pod(false, false, true, false, Some("flannel")),
+            false,
+            false,
+        ),
+        (pod(false, false, false, true, None), false, false),
+    ];
+    for (p, marked, restarted) in rows {
+        assert_eq!(annotates(&p, "flannel"), marked, "{p:?}");
+        assert_eq!(restarts(&p, "flannel"), restarted, "{p:?}");
+    }
+}
+
+#[test]
+fn cni_artifacts() {
+    let flannel = artifacts("flannel").unwrap();
+    assert!(is_cni_file("10-flannel.conflist", &flannel));
+    assert!(!is_cni_file("05-cilium-cni.conf", &flannel));
+    assert!(!is_cni_file("flannel-notes.txt", &flannel));
+    let cilium = artifacts("cilium").unwrap();
+    assert!(is_cni_file("05-cilium-cni.conf", &cilium));
+    assert_eq!(cilium.links, ["cilium_host", "cilium_net", "cilium_vxlan"]);
+    assert!(artifacts("calico").is_none());
+}
+
+#[test]
+fn the_oldest_migration_runs() {
+    let t = |s: &str| Some(s.parse::<jiff::Timestamp>().unwrap());
+    assert_eq!(active(&[]), None);
+    assert_eq!(
+        active(&[
+            ("newer", t("2024-01-02T00:00:00Z")),
+            ("older", t("2024-01-01T00:00:00Z"))
+        ]),
+        Some("older")
     );
-    assert!(!restarts(&pod(false, false, true)), "already terminating");
+    assert_eq!(
+        active(&[
+            ("migration-b", t("2024-01-01T00:00:00Z")),
+            ("migration-a", t("2024-01-01T00:00:00Z"))
+        ]),
+        Some("migration-a")
+    );
 }
 
 #[test]
