@@ -1,7 +1,8 @@
 //! `d8 controller`: the one place every controller of the platform is composed. One replica at
 //! a time acts, elected through Lease `d8-system/deckhouse-leader-election`; while it leads it
 //! runs the registry controller, the release engine, the module manager, the ObjectKeeper
-//! controller and the module documentation builds, and stops them the moment it loses the lease. Metrics are served on every replica.
+//! controller, the module documentation builds and the CNI migration manager, and stops them
+//! the moment it loses the lease. Metrics are served on every replica.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -57,6 +58,10 @@ pub(crate) struct Args {
     /// time, at most 5m).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     documentation_retry: Duration,
+    /// Time between two passes of the CNI migration manager (it acts only while a
+    /// CNIMigration exists).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    cni_migration_interval: Duration,
 }
 
 /// The utility controllers: ObjectKeeper always, module documentation builds when modules are
@@ -67,6 +72,8 @@ pub(crate) struct Utilities {
     pub(crate) object_keeper: utilities::object_keeper::Options,
     /// The documentation controller's settings, when it runs.
     pub(crate) documentation: Option<utilities::documentation::Options>,
+    /// The CNI migration manager's settings.
+    pub(crate) cni_migration: utilities::cni::manager::Options,
 }
 
 fn utilities_options(args: &Args) -> Utilities {
@@ -80,6 +87,9 @@ fn utilities_options(args: &Args) -> Utilities {
             options.retry_base = args.documentation_retry;
             options
         }),
+        cni_migration: utilities::cni::manager::Options {
+            interval: args.cni_migration_interval,
+        },
     }
 }
 
@@ -227,10 +237,12 @@ pub(crate) async fn lead(
     result
 }
 
-/// The ObjectKeeper controller and, when it runs, the documentation controller.
+/// The ObjectKeeper controller, the documentation controller (when it runs) and the CNI
+/// migration manager.
 type UtilityControllers = (
     utilities::object_keeper::Controller,
     Option<utilities::documentation::Controller>,
+    utilities::cni::manager::Manager,
 );
 
 fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<UtilityControllers> {
@@ -240,7 +252,8 @@ fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<Ut
         .map(|o| utilities::documentation::Controller::new(client.clone(), o))
         .transpose()
         .context("documentation controller")?;
-    Ok((keepers, documentation))
+    let cni = utilities::cni::manager::Manager::new(client.clone(), options.cni_migration);
+    Ok((keepers, documentation, cni))
 }
 
 async fn elect_and_run(
@@ -303,6 +316,11 @@ async fn elect_and_run(
             let utilities = utilities.clone();
             let stopped = until_stopped(stopped.clone());
             async move { utilities.0.run(stopped).await }
+        }));
+        tasks.push(tokio::spawn({
+            let utilities = utilities.clone();
+            let stopped = until_stopped(stopped.clone());
+            async move { utilities.2.run(stopped).await }
         }));
         if utilities.1.is_some() {
             let utilities = utilities.clone();

@@ -7,6 +7,7 @@ mod kube_client;
 mod mirror_cmd;
 mod module_cmd;
 mod module_render;
+mod network_cmd;
 mod queue_cmd;
 mod registry_cmd;
 mod release_cmd;
@@ -36,6 +37,11 @@ enum Command {
     /// Modules: list (phase, source, version, why disabled), releases (why each waits), the
     /// module manager.
     Module(module_cmd::Args),
+    /// Networking: `cni-migration` (switch the cluster's CNI: switch, status, manager, agent).
+    Network {
+        #[command(subcommand)]
+        command: network_cmd::Command,
+    },
     /// The registry module's components.
     Registry {
         #[command(subcommand)]
@@ -71,6 +77,7 @@ fn main() -> anyhow::Result<()> {
             Command::Controller(args) => controller_cmd::run(*args).await,
             Command::Mirror { command } => mirror_cmd::run(command).await,
             Command::Module(args) => module_cmd::run(args).await,
+            Command::Network { command } => network_cmd::run(command).await,
             Command::Queue { command } => queue_cmd::run(command).await,
             Command::Registry { command } => registry_cmd::run(command).await,
             Command::Release(args) => release_cmd::run(args).await,
