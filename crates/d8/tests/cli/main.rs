@@ -4,6 +4,7 @@
 
 mod agent;
 mod apiserver;
+mod cni_migration;
 mod mirror;
 mod module;
 mod object_keeper;
