@@ -298,14 +298,6 @@ async fn switching_the_cni_runs_every_phase_and_survives_a_killed_manager() {
     ]);
     let watch = Service::spawn("kubectl watch", watch, d.join("phases.log")).unwrap();
 
-    let dirs: Vec<NodeDirs> = nodes.iter().map(|n| node_dirs(d, n)).collect();
-    let mut manager1 = manager(&admin, d, "manager-1.log");
-    let mut agents: Vec<Option<Service>> = nodes
-        .iter()
-        .zip(&dirs)
-        .map(|(n, dirs)| Some(agent(&admin, d, n, dirs)))
-        .collect();
-
     let (ok, out, err) = d8(&admin, &["switch", "--to-cni", "cilium"]);
     assert!(ok, "{out}{err}");
     assert!(out.contains("CNIMigration cni-migration created"), "{out}");
@@ -314,6 +306,19 @@ async fn switching_the_cni_runs_every_phase_and_survives_a_killed_manager() {
         !ok && err.contains("a CNI migration already exists: cni-migration"),
         "{err}"
     );
+    // The watcher has seen the new migration (or listed it) before anything acts on it.
+    eventually("the watcher sees the migration", || {
+        watch.log().contains('\n')
+    })
+    .await;
+
+    let dirs: Vec<NodeDirs> = nodes.iter().map(|n| node_dirs(d, n)).collect();
+    let mut manager1 = manager(&admin, d, "manager-1.log");
+    let mut agents: Vec<Option<Service>> = nodes
+        .iter()
+        .zip(&dirs)
+        .map(|(n, dirs)| Some(agent(&admin, d, n, dirs)))
+        .collect();
 
     // Cleaning done everywhere, the target CNI not ready: the manager waits.
     eventually("WaitingTargetCNI", || phase(&admin) == "WaitingTargetCNI").await;

@@ -5,6 +5,7 @@
 mod agent;
 mod apiserver;
 mod cni_migration;
+mod documentation;
 mod mirror;
 mod module;
 mod object_keeper;
