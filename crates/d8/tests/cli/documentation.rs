@@ -62,7 +62,11 @@ async fn builder(failing: Arc<AtomicBool>) -> (u16, Received) {
                     }
                     buffer.extend_from_slice(&chunk[..n]);
                 }
-                let path = head.split_whitespace().nth(1).unwrap_or_default().to_owned();
+                let path = head
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_owned();
                 let (status, body) = if path.starts_with("/api/v1/doc/") {
                     if failing.load(Ordering::SeqCst) {
                         ("500 Internal Server Error", "builder is down")
@@ -135,7 +139,10 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let start = Instant::now();
     while !check() {
-        assert!(start.elapsed() < Duration::from_secs(60), "timed out: {what}");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -178,7 +185,10 @@ async fn module_docs_reach_the_builder_on_install_and_update_and_failures_are_re
 
     // Installed: the version's docs (and only those) reach the builder, then a build.
     documentation(&admin, d, "v1.0.0", "sum-1");
-    eventually("v1.0.0 rendered", || status(&admin, "{.status.result}") == "Rendered").await;
+    eventually("v1.0.0 rendered", || {
+        status(&admin, "{.status.result}") == "Rendered"
+    })
+    .await;
     {
         let got = received.lock().unwrap();
         let (_, tar) = got
@@ -187,11 +197,17 @@ async fn module_docs_reach_the_builder_on_install_and_update_and_failures_are_re
             .expect("the docs of v1.0.0 were sent");
         assert!(contains(tar, b"docs/README.md") && contains(tar, b"echo docs, first version"));
         assert!(contains(tar, b"module.yaml"));
-        assert!(!contains(tar, b"templates/deployment.yaml"), "only documentation files");
+        assert!(
+            !contains(tar, b"templates/deployment.yaml"),
+            "only documentation files"
+        );
         assert!(got.iter().any(|(p, _)| p == "/api/v1/build"));
     }
     assert_eq!(
-        status(&admin, "{.status.conditions[0].type} {.status.conditions[0].version} {.status.conditions[0].address}"),
+        status(
+            &admin,
+            "{.status.conditions[0].type} {.status.conditions[0].version} {.status.conditions[0].address}"
+        ),
         format!("Rendered v1.0.0 {address}")
     );
 
