@@ -65,9 +65,9 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
     match args.command {
         CniCommand::Switch { to_cni } => {
             let message = utilities::cni::cli::switch(&client, &to_cni).await?;
-            print!("{message}");
+            write_out(&message)?;
         }
-        CniCommand::Status => print!("{}", utilities::cni::cli::status(&client).await?),
+        CniCommand::Status => write_out(&utilities::cni::cli::status(&client).await?)?,
         CniCommand::Manager { interval } => {
             let manager = utilities::cni::manager::Manager::new(
                 client,
@@ -97,4 +97,9 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn write_out(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    std::io::stdout().lock().write_all(text.as_bytes())
 }

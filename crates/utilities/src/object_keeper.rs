@@ -186,7 +186,7 @@ impl Controller {
                     let patch = json!({"status": {
                         "phase": phase,
                         "message": message,
-                        "lostAt": lost_at.map(|t| Time(t)),
+                        "lostAt": lost_at.map(Time),
                         "conditions": [condition],
                     }});
                     let keepers: Api<ObjectKeeper> = Api::all(self.client.clone());

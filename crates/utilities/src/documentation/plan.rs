@@ -239,7 +239,7 @@ mod tests {
     fn results() {
         let ok = condition("a", RENDERED, "v1", "x");
         let bad = condition("b", ERROR, "v1", "x");
-        assert_eq!(result(&[ok.clone()]), RENDERED);
+        assert_eq!(result(std::slice::from_ref(&ok)), RENDERED);
         assert_eq!(result(&[ok.clone(), bad.clone()]), PARTIALLY);
         assert_eq!(result(&[bad]), ERROR);
     }
