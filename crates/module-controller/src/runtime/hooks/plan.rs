@@ -279,7 +279,7 @@ mod tests {
             r#"{"configVersion":"v1","schedule":[
                 {"name":"every5s","crontab":"*/5 * * * * *"},
                 {"name":"every10s","crontab":"*/10 * * * * *"},
-                {"name":"minute","crontab":"0 * * * *"}]}"#,
+                {"name":"minute","crontab":"* * * * *"}]}"#,
         );
         let s: Vec<(usize, usize, &ScheduleBinding)> = h
             .config
