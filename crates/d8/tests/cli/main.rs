@@ -6,6 +6,7 @@ mod agent;
 mod apiserver;
 mod mirror;
 mod module;
+mod module_hooks;
 mod release;
 mod storage;
 mod up;

@@ -314,10 +314,19 @@ impl Runtime {
                 module,
                 hook,
                 binding,
-            } => self
-                .run_hook_task(module, hook, binding)
-                .await
-                .map(|_| Vec::new()),
+            } => {
+                self.run_hook_task(module, hook, binding).await?;
+                if task.failures > 0 {
+                    // The hook passes again: a module run writes the status anew.
+                    self.queue_view.push(
+                        MAIN,
+                        TaskKind::ModuleRun {
+                            module: module.clone(),
+                        },
+                    );
+                }
+                Ok(Vec::new())
+            }
             TaskKind::GlobalHookRun { .. } => Ok(Vec::new()),
         }
     }
