@@ -216,17 +216,19 @@ pub(crate) async fn lead(
     let mut metrics = Registry::default();
     registry.metrics().register(&mut metrics);
     let mut queues = None;
+    let mut hook_metrics = None;
     if let Some((manager, _, runtime)) = &modules {
         manager.metrics().register(&mut metrics);
         runtime.queue_metrics().register(&mut metrics);
         queues = Some(runtime.queue_view());
+        hook_metrics = Some(runtime.hook_metrics());
     }
     if let Some(engine) = &engine {
         engine.metrics().register(&mut metrics);
     }
     let metrics = Arc::new(metrics);
     tracing::info!(address = %metrics_address, "metrics at /metrics");
-    let metrics_task = tokio::spawn(serve_metrics(listener, metrics, queues));
+    let metrics_task = tokio::spawn(serve_metrics(listener, metrics, queues, hook_metrics));
     let modules = modules.map(Arc::new);
     let utilities = Arc::new(utility_controllers(&client, utilities)?);
     let result = elect_and_run(
@@ -351,10 +353,28 @@ async fn elect_and_run(
 
 /// A minimal `/metrics` endpoint (Prometheus text format) and `/queue/list` (the module
 /// runtime's queues, for `d8 queue list`); anything else is 404.
+/// The metrics module hooks wrote (`METRICS_PATH`).
+type HookMetrics = Arc<std::sync::Mutex<module_controller::module_hooks::MetricStore>>;
+
+/// The registry's text with the hooks' metrics before its `# EOF`.
+fn with_hook_metrics(text: String, hooks: Option<&HookMetrics>) -> String {
+    let Some(extra) = hooks
+        .and_then(|h| h.lock().ok().map(|s| s.render()))
+        .filter(|t| !t.is_empty())
+    else {
+        return text;
+    };
+    match text.strip_suffix("# EOF\n") {
+        Some(head) => format!("{head}{extra}# EOF\n"),
+        None => format!("{text}{extra}"),
+    }
+}
+
 async fn serve_metrics(
     listener: tokio::net::TcpListener,
     metrics: Arc<Registry>,
     queues: Option<module_controller::runtime::worker::QueueView>,
+    hooks: Option<HookMetrics>,
 ) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
@@ -362,6 +382,7 @@ async fn serve_metrics(
         };
         let metrics = metrics.clone();
         let queues = queues.clone();
+        let hooks = hooks.clone();
         tokio::spawn(async move {
             let mut buffer = [0u8; 1024];
             let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer)).await;
@@ -369,7 +390,13 @@ async fn serve_metrics(
             let request = String::from_utf8_lossy(&buffer[..n]);
             let path = request.split_whitespace().nth(1).unwrap_or_default();
             let (status, body) = if path == "/metrics" {
-                ("200 OK", registry_controller::metrics::encode(&metrics))
+                (
+                    "200 OK",
+                    with_hook_metrics(
+                        registry_controller::metrics::encode(&metrics),
+                        hooks.as_ref(),
+                    ),
+                )
             } else if path == "/queue/list" {
                 match &queues {
                     Some(q) => ("200 OK", q.render()),

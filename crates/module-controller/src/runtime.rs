@@ -11,6 +11,7 @@
 
 pub mod apply;
 pub mod converge;
+pub mod hooks;
 pub mod queue;
 pub mod readiness;
 pub mod release;
@@ -92,7 +93,8 @@ pub struct Runtime {
     applier: Applier,
     dirs: ModuleDirs,
     global: Value,
-    current_global: std::sync::RwLock<Value>,
+    values: values::ValuesStore,
+    hooks: hooks::HookHost,
     clock: std::sync::Arc<dyn release_controller::Clock>,
     queue_view: worker::QueueView,
     queue_metrics: worker::QueueMetrics,
@@ -118,7 +120,8 @@ impl Runtime {
             client,
             dirs,
             global: json!({}),
-            current_global: std::sync::RwLock::new(json!({"enabledModules": []})),
+            values: values::ValuesStore::default(),
+            hooks: hooks::HookHost::default(),
             clock,
             queue_view: worker::QueueView::new(),
             queue_metrics: worker::QueueMetrics::default(),
@@ -128,18 +131,14 @@ impl Runtime {
     /// The base of the global values (`global` in every chart): what the caller knows about
     /// the cluster; the global ModuleConfig's settings and Deckhouse's own keys go over it.
     pub fn with_global(mut self, global: Value) -> Self {
-        if let Ok(mut current) = self.current_global.write() {
-            *current = values::global(&global, None, &[], None);
-        }
         self.global = global;
         self
     }
 
     /// The global values of the last converge.
     pub fn global_values(&self) -> Value {
-        self.current_global
-            .read()
-            .map(|g| g.clone())
+        self.global_module_values()
+            .map(|g| g.values().clone())
             .unwrap_or_default()
     }
 
@@ -169,6 +168,7 @@ impl Runtime {
         let ending = match &result {
             Ok(o) if o.maintenance => Ending::Maintenance,
             Ok(o) => Ending::Done(o.readiness.clone()),
+            Err(e @ Error::Hook { .. }) => Ending::HookError(e.to_string()),
             Err(e) => Ending::ModuleError(e.to_string()),
         };
         let (phase, conditions) = status::ended(&ending);
@@ -249,12 +249,59 @@ impl Runtime {
         if let Some(reason) = checked.error {
             return Err(Error::SettingsRejected { reason });
         }
-        let global = self.global_values();
-        let values = render::chart_values(
-            module,
-            &global,
-            &checked.values.unwrap_or_else(|| json!({})),
-        );
+        let definition = values::module_definition(&dir, &files.settings)?;
+        let mut module_values = values::next_module_values(
+            self.values.module(module).as_ref(),
+            definition,
+            Some(&spec),
+        )
+        .map_err(values::values_error)?;
+        self.values.set_module(module_values.clone());
+        self.start_hooks(module, &dir, &mut module_values).await?;
+        self.run_phase(module, hooks::plan::Phase::BeforeHelm, &mut module_values)
+            .await?;
+        let mut starting = starting;
+        let mut outcome = self
+            .helm(
+                module,
+                &dir,
+                &files,
+                maintenance,
+                &module_values,
+                starting.take(),
+            )
+            .await?;
+        for _ in 0..hooks::plan::AFTER_HELM_RERENDERS {
+            let before = module_values.checksum();
+            self.run_phase(module, hooks::plan::Phase::AfterHelm, &mut module_values)
+                .await?;
+            if !hooks::plan::rerun_module(&before, &module_values.checksum()) {
+                break;
+            }
+            tracing::info!(
+                module,
+                "afterHelm hooks changed the values: rendering again"
+            );
+            outcome = self
+                .helm(module, &dir, &files, maintenance, &module_values, None)
+                .await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Render → apply → release → readiness with the module's values.
+    async fn helm(
+        &self,
+        module: &str,
+        dir: &std::path::Path,
+        files: &ModuleFiles,
+        maintenance: bool,
+        module_values: &module_plan::values::ModuleValues,
+        starting: Option<(ModulePhase, Vec<status::Condition>)>,
+    ) -> Result<Outcome, Error> {
+        module_values.check_helm().map_err(values::values_error)?;
+        let global = self.global_module_values()?;
+        let values = module_plan::values::helm_values(&global, module_values);
         let namespace = files
             .definition
             .yaml
@@ -281,7 +328,7 @@ impl Runtime {
                 maintenance: true,
             });
         }
-        let Some(chart) = render::read_chart(module, &dir)? else {
+        let Some(chart) = render::read_chart(module, dir)? else {
             return Ok(Outcome {
                 revision: None,
                 applied: 0,
@@ -534,6 +581,7 @@ impl Runtime {
     pub async fn delete_module(&self, module: &str) -> Result<usize, Error> {
         let history = self.applier.history(RELEASE_NAMESPACE, module).await?;
         if history.is_empty() {
+            self.stop_hooks(module).await?;
             return Ok(0);
         }
         let objects = self.released_objects(module, &history).await;
@@ -549,6 +597,8 @@ impl Runtime {
                 .await?;
         }
         tracing::info!(module, deleted, "module release uninstalled");
+        // afterDeleteHelm, then the module's watches and schedules stop.
+        self.stop_hooks(module).await?;
         Ok(deleted)
     }
 

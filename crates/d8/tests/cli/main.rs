@@ -8,6 +8,7 @@ mod cni_migration;
 mod documentation;
 mod mirror;
 mod module;
+mod module_hooks;
 mod object_keeper;
 mod release;
 mod storage;

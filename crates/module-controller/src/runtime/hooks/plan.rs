@@ -1,0 +1,326 @@
+//! Pure decisions about hooks: which hooks run for a binding and in what order, what a watch
+//! asks the API server for and which objects it keeps, when schedules fire, what a hook run
+//! leads to, and the words of a hook failure.
+
+use module_hooks::config::{KubernetesBinding, ScheduleBinding};
+use module_hooks::{Hook, HookConfig, WatchEvent};
+use serde_json::Value;
+
+/// The bindings a module run goes through, in addon-operator's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Once, at the module's first run.
+    OnStartup,
+    /// Before the chart is rendered.
+    BeforeHelm,
+    /// After the release is applied.
+    AfterHelm,
+    /// After the module's release was deleted.
+    AfterDeleteHelm,
+}
+
+impl Phase {
+    /// The binding name (`beforeHelm`).
+    pub fn binding(self) -> &'static str {
+        match self {
+            Phase::OnStartup => "onStartup",
+            Phase::BeforeHelm => "beforeHelm",
+            Phase::AfterHelm => "afterHelm",
+            Phase::AfterDeleteHelm => "afterDeleteHelm",
+        }
+    }
+
+    fn order(self, config: &HookConfig) -> Option<f64> {
+        match self {
+            Phase::OnStartup => config.on_startup,
+            Phase::BeforeHelm => config.before_helm,
+            Phase::AfterHelm => config.after_helm,
+            Phase::AfterDeleteHelm => config.after_delete_helm,
+        }
+    }
+}
+
+/// The indexes of the hooks bound to `phase`, by their order, then by name (addon-operator's
+/// sort).
+pub fn hooks_for(hooks: &[Hook], phase: Phase) -> Vec<usize> {
+    let mut out: Vec<(f64, &str, usize)> = hooks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| phase.order(&h.config).map(|o| (o, h.name.as_str(), i)))
+        .collect();
+    out.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    out.into_iter().map(|(_, _, i)| i).collect()
+}
+
+/// What a watch asks the API server for: one namespace (or all), and the label and field
+/// selectors it can pass on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchRequest {
+    /// `None`: every namespace (or a cluster-wide kind).
+    pub namespace: Option<String>,
+    /// `matchLabels` and `matchExpressions` as a selector string.
+    pub label_selector: Option<String>,
+    /// `fieldSelector`, plus `metadata.name=` for a single `nameSelector` name.
+    pub field_selector: Option<String>,
+}
+
+/// The request of a binding. Several namespaces or several names are watched wider and
+/// filtered with [`keeps`].
+pub fn watch_request(binding: &KubernetesBinding) -> WatchRequest {
+    let names = binding
+        .namespace
+        .as_ref()
+        .and_then(|n| n.name_selector.as_ref())
+        .map(|s| s.match_names.clone())
+        .unwrap_or_default();
+    let namespace = (names.len() == 1).then(|| names[0].clone());
+    let mut labels: Vec<String> = Vec::new();
+    if let Some(sel) = &binding.label_selector {
+        labels.extend(sel.match_labels.iter().map(|(k, v)| format!("{k}={v}")));
+        for e in &sel.match_expressions {
+            labels.push(match e.operator.as_str() {
+                "In" => format!("{} in ({})", e.key, e.values.join(",")),
+                "NotIn" => format!("{} notin ({})", e.key, e.values.join(",")),
+                "Exists" => e.key.clone(),
+                _ => format!("!{}", e.key),
+            });
+        }
+    }
+    let mut fields: Vec<String> = binding
+        .field_selector
+        .iter()
+        .map(|f| {
+            let op = match f.operator.as_str() {
+                "!=" | "NotEquals" => "!=",
+                "==" => "==",
+                _ => "=",
+            };
+            format!("{}{op}{}", f.field, f.value)
+        })
+        .collect();
+    if let Some(sel) = &binding.name_selector
+        && sel.match_names.len() == 1
+    {
+        fields.push(format!("metadata.name={}", sel.match_names[0]));
+    }
+    WatchRequest {
+        namespace,
+        label_selector: (!labels.is_empty()).then(|| labels.join(",")),
+        field_selector: (!fields.is_empty()).then(|| fields.join(",")),
+    }
+}
+
+/// Whether an object the watch returned belongs to the binding (the name and namespace lists
+/// the request could not express).
+pub fn keeps(binding: &KubernetesBinding, object: &Value) -> bool {
+    let name = object.pointer("/metadata/name").and_then(Value::as_str);
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if let Some(sel) = &binding.name_selector
+        && !sel.match_names.is_empty()
+        && !name.is_some_and(|n| sel.match_names.iter().any(|m| m == n))
+    {
+        return false;
+    }
+    if let Some(names) = binding
+        .namespace
+        .as_ref()
+        .and_then(|n| n.name_selector.as_ref())
+        && !names.match_names.is_empty()
+        && !names.match_names.iter().any(|m| m == namespace)
+    {
+        return false;
+    }
+    true
+}
+
+/// An object that arrived through a watch: Added when the binding had not seen it.
+pub fn applied_event(seen: bool) -> WatchEvent {
+    if seen {
+        WatchEvent::Modified
+    } else {
+        WatchEvent::Added
+    }
+}
+
+/// The next time any schedule fires strictly after `after`, and which (hook index, binding
+/// index) pairs fire then.
+pub fn next_fire(
+    schedules: &[(usize, usize, &ScheduleBinding)],
+    after: &jiff::Zoned,
+) -> Option<(jiff::Zoned, Vec<(usize, usize)>)> {
+    let mut best: Option<(jiff::Zoned, Vec<(usize, usize)>)> = None;
+    for (hook, index, s) in schedules {
+        let Some(at) = s.next_after(after.clone()) else {
+            continue;
+        };
+        match &mut best {
+            Some((t, list)) if *t == at => list.push((*hook, *index)),
+            Some((t, _)) if *t < at => {}
+            _ => best = Some((at, vec![(*hook, *index)])),
+        }
+    }
+    best
+}
+
+/// What follows a hook run outside the module run (kubernetes, schedule): a new module run
+/// when the hook changed the module's values (addon-operator compares the values checksums).
+pub fn rerun_module(before: &str, after: &str) -> bool {
+    before != after
+}
+
+/// How many times a module run renders again because its afterHelm hooks changed the values
+/// (addon-operator renders once more when they did).
+pub const AFTER_HELM_RERENDERS: usize = 1;
+
+/// The Module status text of a failed hook: the binding, the hook, and its error.
+pub fn hook_failure(binding: &str, hook: &str, error: &str) -> String {
+    format!("{binding} hook '{hook}' failed: {error}")
+}
+
+#[cfg(test)]
+mod tests {
+    use module_hooks::HookScope;
+    use serde_json::json;
+
+    use super::*;
+
+    fn hook(name: &str, config: &str) -> Hook {
+        Hook {
+            name: name.into(),
+            path: name.into(),
+            kind: module_hooks::HookKind::Shell,
+            module: None,
+            config: HookConfig::parse(config.as_bytes(), HookScope::Module).unwrap(),
+        }
+    }
+
+    #[test]
+    fn hooks_by_phase_in_order() {
+        let hooks = vec![
+            hook("c", r#"{"configVersion":"v1","beforeHelm":10}"#),
+            hook(
+                "a",
+                r#"{"configVersion":"v1","beforeHelm":10,"afterHelm":5}"#,
+            ),
+            hook("b", r#"{"configVersion":"v1","beforeHelm":1}"#),
+            hook("d", r#"{"configVersion":"v1","onStartup":1}"#),
+        ];
+        let rows: &[(Phase, &[usize])] = &[
+            (Phase::BeforeHelm, &[2, 1, 0]),
+            (Phase::AfterHelm, &[1]),
+            (Phase::OnStartup, &[3]),
+            (Phase::AfterDeleteHelm, &[]),
+        ];
+        for (phase, want) in rows {
+            assert_eq!(hooks_for(&hooks, *phase), *want, "{phase:?}");
+        }
+        assert_eq!(Phase::AfterDeleteHelm.binding(), "afterDeleteHelm");
+    }
+
+    fn binding(k: &str) -> KubernetesBinding {
+        let h = hook(
+            "h",
+            &format!(r#"{{"configVersion":"v1","kubernetes":[{k}]}}"#),
+        );
+        h.config.kubernetes[0].clone()
+    }
+
+    #[test]
+    fn watch_requests_and_filters() {
+        let one = binding(
+            r#"{"apiVersion":"v1","kind":"ConfigMap","nameSelector":{"matchNames":["x"]},
+               "namespace":{"nameSelector":{"matchNames":["d8-echo"]}},
+               "labelSelector":{"matchLabels":{"app":"echo"},
+                 "matchExpressions":[{"key":"tier","operator":"In","values":["a","b"]},{"key":"gone","operator":"DoesNotExist"}]}}"#,
+        );
+        assert_eq!(
+            watch_request(&one),
+            WatchRequest {
+                namespace: Some("d8-echo".into()),
+                label_selector: Some("app=echo,tier in (a,b),!gone".into()),
+                field_selector: Some("metadata.name=x".into()),
+            }
+        );
+        let many = binding(
+            r#"{"kind":"ConfigMap","nameSelector":{"matchNames":["x","y"]},
+               "namespace":{"nameSelector":{"matchNames":["a","b"]}}}"#,
+        );
+        assert_eq!(
+            watch_request(&many),
+            WatchRequest {
+                namespace: None,
+                label_selector: None,
+                field_selector: None
+            }
+        );
+        let obj = |ns: &str, name: &str| json!({"metadata": {"namespace": ns, "name": name}});
+        let rows = [
+            (obj("a", "x"), true),
+            (obj("b", "y"), true),
+            (obj("c", "x"), false),
+            (obj("a", "z"), false),
+        ];
+        for (o, want) in rows {
+            assert_eq!(keeps(&many, &o), want, "{o}");
+        }
+        let all = binding(r#"{"kind":"Pod"}"#);
+        assert!(keeps(&all, &obj("any", "thing")));
+        assert_eq!(applied_event(false), WatchEvent::Added);
+        assert_eq!(applied_event(true), WatchEvent::Modified);
+    }
+
+    #[test]
+    fn schedules_fire_together() {
+        let h = hook(
+            "h",
+            r#"{"configVersion":"v1","schedule":[
+                {"name":"every5s","crontab":"*/5 * * * * *"},
+                {"name":"every10s","crontab":"*/10 * * * * *"},
+                {"name":"minute","crontab":"* * * * *"}]}"#,
+        );
+        let s: Vec<(usize, usize, &ScheduleBinding)> = h
+            .config
+            .schedules
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (0, i, b))
+            .collect();
+        let at = |t: &str| -> jiff::Zoned { format!("{t}[UTC]").parse().unwrap() };
+        let rows = [
+            (
+                "2026-01-01T00:00:01+00:00",
+                "2026-01-01T00:00:05+00:00",
+                vec![(0, 0)],
+            ),
+            (
+                "2026-01-01T00:00:05+00:00",
+                "2026-01-01T00:00:10+00:00",
+                vec![(0, 0), (0, 1)],
+            ),
+            (
+                "2026-01-01T00:00:59+00:00",
+                "2026-01-01T00:01:00+00:00",
+                vec![(0, 0), (0, 1), (0, 2)],
+            ),
+        ];
+        for (from, when, which) in rows {
+            let (t, fired) = next_fire(&s, &at(from)).unwrap();
+            assert_eq!(t, at(when), "{from}");
+            assert_eq!(fired, which, "{from}");
+        }
+        assert!(next_fire(&[], &at("2026-01-01T00:00:00+00:00")).is_none());
+    }
+
+    #[test]
+    fn follow_ups_and_words() {
+        assert!(rerun_module("a", "b"));
+        assert!(!rerun_module("a", "a"));
+        assert_eq!(
+            hook_failure("beforeHelm", "echo/hooks/fail.sh", "exit status 1"),
+            "beforeHelm hook 'echo/hooks/fail.sh' failed: exit status 1"
+        );
+    }
+}
