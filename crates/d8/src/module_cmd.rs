@@ -53,6 +53,10 @@ pub(crate) struct ManagerArgs {
     /// The embedded modules directory (`$MODULES_DIR`: `NNN-name` directories or `module.yaml`).
     #[arg(long, env = "MODULES_DIR")]
     modules_dir: Option<PathBuf>,
+    /// Global hooks (`$GLOBAL_HOOKS_DIR`): every executable below it is a global hook of the
+    /// module runtime (onStartup, beforeAll/afterAll, schedule, kubernetes).
+    #[arg(long, env = "GLOBAL_HOOKS_DIR")]
+    global_hooks_dir: Option<PathBuf>,
     /// The bundle (`Default`, `Minimal`, `Managed`).
     #[arg(long, default_value = "Default")]
     bundle: String,
@@ -121,7 +125,8 @@ pub(crate) fn manager(
             downloaded: Some(downloaded.clone()),
         },
         Arc::new(release_controller::SystemClock),
-    );
+    )
+    .with_global_hooks_dir(args.global_hooks_dir.clone());
     let manager = Manager::new(
         client,
         downloaded,

@@ -93,6 +93,7 @@ pub struct Runtime {
     applier: Applier,
     dirs: ModuleDirs,
     global: Value,
+    global_hooks_dir: Option<PathBuf>,
     values: values::ValuesStore,
     hooks: hooks::HookHost,
     clock: std::sync::Arc<dyn release_controller::Clock>,
@@ -120,6 +121,7 @@ impl Runtime {
             client,
             dirs,
             global: json!({}),
+            global_hooks_dir: None,
             values: values::ValuesStore::default(),
             hooks: hooks::HookHost::default(),
             clock,
@@ -132,6 +134,13 @@ impl Runtime {
     /// the cluster; the global ModuleConfig's settings and Deckhouse's own keys go over it.
     pub fn with_global(mut self, global: Value) -> Self {
         self.global = global;
+        self
+    }
+
+    /// Global hooks from `dir` (addon-operator's `GLOBAL_HOOKS_DIR`): run before the first
+    /// converge and around every converge.
+    pub fn with_global_hooks_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.global_hooks_dir = dir;
         self
     }
 
@@ -171,6 +180,11 @@ impl Runtime {
             Err(e @ Error::Hook { .. }) => Ending::HookError(e.to_string()),
             Err(e) => Ending::ModuleError(e.to_string()),
         };
+        // A failing hook shows before anything else, as Deckhouse's status reporter has it.
+        let ending = match self.hooks.error_status(module) {
+            Some((message, _)) => Ending::HookError(message),
+            None => ending,
+        };
         let (phase, conditions) = status::ended(&ending);
         if current.is_some() {
             self.write_status(module, phase, conditions).await?;
@@ -186,6 +200,12 @@ impl Runtime {
     ) -> Result<(), Error> {
         let api: Api<Module> = Api::all(self.client.clone());
         let now = Time(self.clock.now());
+        // `status.hooksState`: every failing hook with its error (empty when none fails).
+        let hooks_state = self
+            .hooks
+            .error_status(module)
+            .map(|(_, state)| state)
+            .unwrap_or_default();
         let new: Vec<_> = conditions
             .into_iter()
             .map(|(t, ok, reason, message)| {
@@ -203,14 +223,22 @@ impl Runtime {
                 return Ok(());
             };
             let current_phase = current.status.as_ref().and_then(|s| s.phase);
+            let current_hooks = current
+                .status
+                .as_ref()
+                .and_then(|s| s.hooks_state.clone())
+                .unwrap_or_default();
             let old = current.status.map(|s| s.conditions).unwrap_or_default();
-            if current_phase == Some(phase) && status::holds(&old, &new) {
+            if current_phase == Some(phase)
+                && status::holds(&old, &new)
+                && current_hooks == hooks_state
+            {
                 return Ok(());
             }
             let merged = crate::manager::merge_conditions(&old, new.clone());
             let patch = json!({
                 "metadata": {"resourceVersion": current.metadata.resource_version},
-                "status": {"phase": phase, "conditions": merged},
+                "status": {"phase": phase, "conditions": merged, "hooksState": hooks_state},
             });
             match api
                 .patch_status(module, &PatchParams::default(), &Patch::Merge(patch))

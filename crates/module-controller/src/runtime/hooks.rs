@@ -6,12 +6,15 @@
 //! (a changed checksum means a new module run), its Kubernetes operations ([`kube_ops`]), its
 //! metrics to the store served on `/metrics`. Decisions are in [`plan`].
 
+mod global;
 pub mod kube_ops;
 pub mod plan;
+pub mod settings;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use module_hooks::{BindingContext, Hook, MetricStore, ModuleRef, Monitor, Runner};
@@ -27,6 +30,11 @@ use crate::Error;
 pub const CHROOT_CONFIG_MAP: &str = "chroot-mode";
 /// Where modules' chroots are assembled.
 pub const CHROOT_ROOT: &str = "/chroot";
+/// The key of the global hooks' state, beside the modules' (no module is named `global`).
+pub const GLOBAL: &str = "global";
+
+/// A failing hook's error, with the sequence number of its failure (the latest shows).
+type HookErrors = BTreeMap<String, (u64, String)>;
 
 /// The hooks of one running module.
 #[derive(Debug)]
@@ -65,6 +73,10 @@ pub struct HookHost {
     runner: Mutex<Runner>,
     pub(crate) modules: Arc<Mutex<HashMap<String, ModuleHooks>>>,
     metrics: Arc<Mutex<MetricStore>>,
+    /// Per module: its failing hooks (addon-operator's hook errors; a hook that passes again
+    /// is removed).
+    errors: Mutex<HashMap<String, HookErrors>>,
+    failures: AtomicU64,
 }
 
 impl Default for HookHost {
@@ -73,6 +85,8 @@ impl Default for HookHost {
             runner: Mutex::new(Runner::new(Default::default(), None)),
             modules: Arc::default(),
             metrics: Arc::new(Mutex::new(MetricStore::new())),
+            errors: Mutex::default(),
+            failures: AtomicU64::new(0),
         }
     }
 }
@@ -87,6 +101,37 @@ impl HookHost {
     pub fn set_runner(&self, runner: Runner) {
         if let Ok(mut r) = self.runner.lock() {
             *r = runner;
+        }
+    }
+
+    fn record_error(&self, module: &str, hook: &str, error: Option<&str>) {
+        let Ok(mut all) = self.errors.lock() else {
+            return;
+        };
+        match error {
+            Some(e) => {
+                let at = self.failures.fetch_add(1, Ordering::Relaxed);
+                all.entry(module.to_owned())
+                    .or_default()
+                    .insert(hook.to_owned(), (at, e.to_owned()));
+            }
+            None => {
+                if let Some(m) = all.get_mut(module) {
+                    m.remove(hook);
+                }
+            }
+        }
+    }
+
+    /// The IsReady message and `status.hooksState` of a module whose hooks fail.
+    pub(crate) fn error_status(&self, module: &str) -> Option<(String, String)> {
+        let all = self.errors.lock().ok()?;
+        plan::hook_errors_status(all.get(module)?)
+    }
+
+    fn forget_errors(&self, module: &str) {
+        if let Ok(mut all) = self.errors.lock() {
+            all.remove(module);
         }
     }
 
@@ -260,7 +305,8 @@ impl Runtime {
     }
 
     /// Runs one hook with `contexts` and applies its outputs; `values` become the patched
-    /// values. A failure carries the status text.
+    /// values (the global values for a global hook). A failure is kept as the hook's error
+    /// (addon-operator's words) until the hook passes again.
     pub(crate) async fn run_hook(
         &self,
         module: &str,
@@ -278,55 +324,113 @@ impl Runtime {
         let Some(hook) = hook else {
             return Ok(());
         };
-        let global = self.global_module_values()?;
-        let hook_values = module_plan::values::hook_values(&global, values);
-        let config_values = module_plan::values::hook_config_values(&global, values);
-        let failed = |message: String| Error::Hook {
-            module: module.to_owned(),
-            hook: hook.name.clone(),
-            message: plan::hook_failure(binding, &hook.name, &message),
+        match self
+            .hook_outputs(module, &hook, binding, contexts, values)
+            .await?
+        {
+            Ok(Some(next)) => {
+                self.hooks.record_error(module, &hook.name, None);
+                tracing::info!(module, hook = %hook.name, binding, "hook ran");
+                *values = next;
+                if module == GLOBAL {
+                    self.values.set_global(values.clone());
+                } else {
+                    self.values.set_module(values.clone());
+                }
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(message) => {
+                self.hooks.record_error(module, &hook.name, Some(&message));
+                Err(Error::Hook {
+                    module: module.to_owned(),
+                    hook: hook.name.clone(),
+                    message,
+                })
+            }
+        }
+    }
+
+    /// Runs the hook and carries out its outputs: the patched values (`None`: it failed with
+    /// `allowFailure`), or addon-operator's error text.
+    async fn hook_outputs(
+        &self,
+        module: &str,
+        hook: &Hook,
+        binding: &str,
+        contexts: Vec<BindingContext>,
+        values: &ModuleValues,
+    ) -> Result<Result<Option<ModuleValues>, String>, Error> {
+        let global_scope = module == GLOBAL;
+        let (hook_values, config_values) = if global_scope {
+            (values.prefixed_values(), values.prefixed_config_values())
+        } else {
+            let global = self.global_module_values()?;
+            (
+                module_plan::values::hook_values(&global, values),
+                module_plan::values::hook_config_values(&global, values),
+            )
         };
         let contexts = module_hooks::context::compact_groups(contexts);
         let output = match self
             .hooks
             .runner()
-            .run(&hook, &contexts, &hook_values, &config_values)
+            .run(hook, &contexts, &hook_values, &config_values)
             .await
         {
             Ok(o) => o,
             Err(e) => {
                 if module_hooks::retry::allow_failure(&hook.config, &contexts) {
                     tracing::warn!(module, hook = %hook.name, binding, error = %e, "hook failed, allowFailure: go on");
-                    return Ok(());
+                    return Ok(Ok(None));
                 }
-                return Err(failed(e.to_string()));
+                return Ok(Err(plan::hook_failure(
+                    global_scope,
+                    &hook.name,
+                    &e.to_string(),
+                )));
             }
         };
-        let patch = patch_of(module, PatchKind::Values, &output.values_patch)
-            .map_err(|e| failed(e.for_hook(&hook.name)))?;
-        let mut next = values
-            .apply_values_patch(&patch)
-            .map_err(|e| failed(e.for_hook(&hook.name)))?;
-        let config_patch = patch_of(module, PatchKind::ConfigValues, &output.config_values_patch)
-            .map_err(|e| failed(e.for_hook(&hook.name)))?;
-        next = next
-            .apply_config_values_patch(&config_patch)
-            .map_err(|e| failed(e.for_hook(&hook.name)))?;
+        let name = values.module().to_owned();
+        // addon-operator's order: Kubernetes operations, metrics, config values, values.
         for op in &output.kube_operations {
-            kube_ops::execute(&self.applier, op)
-                .await
-                .map_err(|e| failed(e.to_string()))?;
+            if let Err(e) = kube_ops::execute(&self.applier, op).await {
+                return Ok(Err(e.to_string()));
+            }
         }
         if !output.metrics.is_empty() {
-            let ops = kube_ops::label_metrics(output.metrics, module, &hook.name);
+            let owner = if global_scope { "" } else { module };
+            let ops = kube_ops::label_metrics(output.metrics, owner, &hook.name);
             if let Ok(mut store) = self.hooks.metrics.lock() {
                 store.apply(&ops);
             }
         }
-        tracing::info!(module, hook = %hook.name, binding, "hook ran");
-        *values = next;
-        self.values.set_module(values.clone());
-        Ok(())
+        let mut next = values.clone();
+        let config_patch = patch_of(&name, PatchKind::ConfigValues, &output.config_values_patch)
+            .and_then(|p| next.apply_config_values_patch(&p));
+        match config_patch {
+            Ok(patched) => {
+                if patched.config_values() != next.config_values() {
+                    // Saved to the ModuleConfig, as addon-operator's config manager does.
+                    if let Err(e) = self.save_config_values(&patched).await {
+                        let scope = if global_scope { "global" } else { "module" };
+                        return Ok(Err(format!(
+                            "{scope} hook '{}': set kube {scope} config failed: {e}",
+                            hook.name
+                        )));
+                    }
+                }
+                next = patched;
+            }
+            Err(e) => return Ok(Err(e.for_hook(&hook.name))),
+        }
+        match patch_of(&name, PatchKind::Values, &output.values_patch)
+            .and_then(|p| next.apply_values_patch(&p))
+        {
+            Ok(patched) => next = patched,
+            Err(e) => return Ok(Err(e.for_hook(&hook.name))),
+        }
+        Ok(Ok(Some(next)))
     }
 
     /// A queued hook run (kubernetes events, schedules): runs the waiting contexts; a change of
@@ -350,7 +454,12 @@ impl Runtime {
         if contexts.is_empty() {
             return Ok(());
         }
-        let Some(mut values) = self.values.module(module) else {
+        let values = if module == GLOBAL {
+            Some(self.global_module_values()?)
+        } else {
+            self.values.module(module)
+        };
+        let Some(mut values) = values else {
             return Ok(());
         };
         let before = values.checksum();
@@ -374,7 +483,16 @@ impl Runtime {
             self.write_hook_error(module, &e).await;
             return Err(e);
         }
-        if plan::rerun_module(&before, &values.checksum()) {
+        if module == GLOBAL {
+            if plan::reconverge_after_global_hook(binding, &before, &values.checksum()) {
+                tracing::info!(
+                    hook,
+                    binding,
+                    "global values changed: converging every module"
+                );
+                self.queue_view.push(MAIN, TaskKind::ConvergeModules);
+            }
+        } else if plan::rerun_module(&before, &values.checksum()) {
             self.queue_view.push(
                 MAIN,
                 TaskKind::ModuleRun {
@@ -386,8 +504,14 @@ impl Runtime {
     }
 
     async fn write_hook_error(&self, module: &str, e: &Error) {
-        let (phase, conditions) =
-            super::status::ended(&super::status::Ending::HookError(e.to_string()));
+        if module == GLOBAL {
+            return;
+        }
+        let message = self
+            .hooks
+            .error_status(module)
+            .map_or_else(|| e.to_string(), |(m, _)| m);
+        let (phase, conditions) = super::status::ended(&super::status::Ending::HookError(message));
         if let Err(e) = self.write_status(module, phase, conditions).await {
             tracing::warn!(module, error = %e, "cannot write the Module status");
         }
@@ -440,6 +564,7 @@ impl Runtime {
         if let Ok(mut m) = self.hooks.modules.lock() {
             m.remove(module);
         }
+        self.hooks.forget_errors(module);
         self.values.forget(module);
         Ok(())
     }
@@ -559,14 +684,19 @@ fn queue_context(
             .push(context);
         queue
     };
-    queues.push(
-        &queue,
+    let task = if module == GLOBAL {
+        TaskKind::GlobalHookRun {
+            hook: hook.to_owned(),
+            binding: binding.to_owned(),
+        }
+    } else {
         TaskKind::ModuleHookRun {
             module: module.to_owned(),
             hook: hook.to_owned(),
             binding: binding.to_owned(),
-        },
-    );
+        }
+    };
+    queues.push(&queue, task);
 }
 
 fn poisoned(module: &str) -> Error {

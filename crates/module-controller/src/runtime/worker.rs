@@ -303,8 +303,15 @@ impl Runtime {
     async fn execute(&self, task: &Task) -> Result<Vec<TaskKind>, Error> {
         match &task.kind {
             TaskKind::ConvergeModules => {
+                // Global hooks start before the first converge (onStartup, bindings).
+                self.start_global_hooks().await?;
                 let (enabled, to_delete) = self.converge_plan().await?;
-                Ok(super::queue::converge_tasks(&enabled, &to_delete))
+                let (before_all, after_all) = self.global_phase_hooks();
+                Ok(super::queue::with_global_hooks(
+                    &before_all,
+                    super::queue::converge_tasks(&enabled, &to_delete),
+                    &after_all,
+                ))
             }
             TaskKind::ModuleRun { module } => self.run_module(module).await.map(|_| Vec::new()),
             TaskKind::ModuleDelete { module } => {
@@ -327,7 +334,10 @@ impl Runtime {
                 }
                 Ok(Vec::new())
             }
-            TaskKind::GlobalHookRun { .. } => Ok(Vec::new()),
+            TaskKind::GlobalHookRun { hook, binding } => self
+                .run_global_hook_task(hook, binding)
+                .await
+                .map(|_| Vec::new()),
         }
     }
 

@@ -11,12 +11,16 @@ use crate::Error;
 use crate::runtime::apply::Applier;
 
 /// A module hook's metrics get `hook` and `module` labels (what addon-operator adds), unless
-/// the hook set them itself. Pure.
+/// the hook set them itself; a global hook's (`module` empty) get `hook` only. Pure.
 pub fn label_metrics(ops: Vec<MetricOperation>, module: &str, hook: &str) -> Vec<MetricOperation> {
     ops.into_iter()
         .map(|mut op| {
             if !op.name.is_empty() {
+                // A global hook's metrics carry no module label.
                 for (k, v) in [("hook", hook), ("module", module)] {
+                    if v.is_empty() {
+                        continue;
+                    }
                     if !op.labels.iter().any(|(l, _)| l == k) {
                         op.labels.push((k.to_owned(), v.to_owned()));
                     }
@@ -253,6 +257,11 @@ mod tests {
                 ("hook".into(), "mine".into()),
                 ("module".into(), "echo".into())
             ]
+        );
+        // A global hook's: `hook` only.
+        assert_eq!(
+            label_metrics(vec![op(vec![])], "", "g")[0].labels,
+            vec![("hook".into(), "g".into())]
         );
         let expire = MetricOperation {
             name: String::new(),

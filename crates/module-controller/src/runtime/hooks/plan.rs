@@ -17,6 +17,10 @@ pub enum Phase {
     AfterHelm,
     /// After the module's release was deleted.
     AfterDeleteHelm,
+    /// Global hooks, at the start of a converge.
+    BeforeAll,
+    /// Global hooks, after every module of a converge ran.
+    AfterAll,
 }
 
 impl Phase {
@@ -27,7 +31,23 @@ impl Phase {
             Phase::BeforeHelm => "beforeHelm",
             Phase::AfterHelm => "afterHelm",
             Phase::AfterDeleteHelm => "afterDeleteHelm",
+            Phase::BeforeAll => "beforeAll",
+            Phase::AfterAll => "afterAll",
         }
+    }
+
+    /// The phase a helm-like binding name stands for (`beforeAll` → [`Phase::BeforeAll`]).
+    pub fn of_binding(binding: &str) -> Option<Self> {
+        [
+            Phase::OnStartup,
+            Phase::BeforeHelm,
+            Phase::AfterHelm,
+            Phase::AfterDeleteHelm,
+            Phase::BeforeAll,
+            Phase::AfterAll,
+        ]
+        .into_iter()
+        .find(|p| p.binding() == binding)
     }
 
     fn order(self, config: &HookConfig) -> Option<f64> {
@@ -36,6 +56,8 @@ impl Phase {
             Phase::BeforeHelm => config.before_helm,
             Phase::AfterHelm => config.after_helm,
             Phase::AfterDeleteHelm => config.after_delete_helm,
+            Phase::BeforeAll => config.before_all,
+            Phase::AfterAll => config.after_all,
         }
     }
 }
@@ -171,13 +193,40 @@ pub fn rerun_module(before: &str, after: &str) -> bool {
     before != after
 }
 
+/// Whether a global hook run that changed the global values from `before` to `after` queues
+/// a converge of every module: any binding but `beforeAll` (its converge runs the modules
+/// next anyway), as addon-operator reloads all modules when global values change.
+pub fn reconverge_after_global_hook(binding: &str, before: &str, after: &str) -> bool {
+    before != after && binding != Phase::BeforeAll.binding()
+}
+
 /// How many times a module run renders again because its afterHelm hooks changed the values
 /// (addon-operator renders once more when they did).
 pub const AFTER_HELM_RERENDERS: usize = 1;
 
-/// The Module status text of a failed hook: the binding, the hook, and its error.
-pub fn hook_failure(binding: &str, hook: &str, error: &str) -> String {
-    format!("{binding} hook '{hook}' failed: {error}")
+/// addon-operator's error of a hook whose process failed (`error` is the process's stderr, or
+/// `cmd run: exit status 1` when it wrote none): `module hook '<hook>' failed: <error>`, or
+/// `global hook '<hook>' failed: <error>` for a global hook.
+pub fn hook_failure(global: bool, hook: &str, error: &str) -> String {
+    let scope = if global { "global" } else { "module" };
+    format!("{scope} hook '{hook}' failed: {error}")
+}
+
+/// The Module status of a module whose hooks failed, as Deckhouse's status reporter writes it
+/// from addon-operator's hook errors (hook → its error, a hook that passed again removed):
+/// the IsReady message is one failing hook's `<hook>: <error>` (here the latest to fail), and
+/// `status.hooksState` lists every failing hook's `<hook>: <error>`, sorted, one per line.
+/// `None` when no hook fails.
+pub fn hook_errors_status(
+    errors: &std::collections::BTreeMap<String, (u64, String)>,
+) -> Option<(String, String)> {
+    let (latest, (_, error)) = errors.iter().max_by_key(|(_, (at, _))| *at)?;
+    let mut lines: Vec<String> = errors
+        .iter()
+        .map(|(h, (_, e))| format!("{h}: {e}"))
+        .collect();
+    lines.sort();
+    Some((format!("{latest}: {error}"), lines.join("\n")))
 }
 
 #[cfg(test)]
@@ -319,8 +368,52 @@ mod tests {
         assert!(rerun_module("a", "b"));
         assert!(!rerun_module("a", "a"));
         assert_eq!(
-            hook_failure("beforeHelm", "echo/hooks/fail.sh", "exit status 1"),
-            "beforeHelm hook 'echo/hooks/fail.sh' failed: exit status 1"
+            hook_failure(false, "echo/hooks/fail.sh", "cmd run: exit status 1"),
+            "module hook 'echo/hooks/fail.sh' failed: cmd run: exit status 1"
+        );
+        assert_eq!(
+            hook_failure(true, "discovery.sh", "boom"),
+            "global hook 'discovery.sh' failed: boom"
+        );
+        let rows = [
+            ("kubernetes", "a", "b", true),
+            ("schedule", "a", "b", true),
+            ("afterAll", "a", "b", true),
+            ("onStartup", "a", "b", true),
+            ("beforeAll", "a", "b", false),
+            ("kubernetes", "a", "a", false),
+        ];
+        for (binding, before, after, want) in rows {
+            assert_eq!(
+                reconverge_after_global_hook(binding, before, after),
+                want,
+                "{binding}"
+            );
+        }
+        assert_eq!(Phase::of_binding("afterAll"), Some(Phase::AfterAll));
+        assert_eq!(Phase::of_binding("kubernetes-x"), None);
+    }
+
+    #[test]
+    fn hook_errors_on_the_module_status() {
+        let mut errors = std::collections::BTreeMap::new();
+        assert_eq!(hook_errors_status(&errors), None);
+        errors.insert(
+            "hooked/hooks/b.sh".to_owned(),
+            (2, "module hook 'hooked/hooks/b.sh' failed: two".to_owned()),
+        );
+        errors.insert(
+            "hooked/hooks/a.sh".to_owned(),
+            (1, "module hook 'hooked/hooks/a.sh' failed: one".to_owned()),
+        );
+        let (message, state) = hook_errors_status(&errors).unwrap();
+        assert_eq!(
+            message,
+            "hooked/hooks/b.sh: module hook 'hooked/hooks/b.sh' failed: two"
+        );
+        assert_eq!(
+            state,
+            "hooked/hooks/a.sh: module hook 'hooked/hooks/a.sh' failed: one\nhooked/hooks/b.sh: module hook 'hooked/hooks/b.sh' failed: two"
         );
     }
 }

@@ -172,7 +172,7 @@ impl Runtime {
             let failed = |message: String| Error::Hook {
                 module: module.to_owned(),
                 hook: hook.clone(),
-                message: plan::hook_failure(&binding.name, &hook, &message),
+                message: plan::hook_failure(module == super::GLOBAL, &hook, &message),
             };
             let first = tokio::time::timeout(FIRST_LIST_TIMEOUT, rx)
                 .await
