@@ -3,7 +3,9 @@
 //! patches values (the next render differs), a `schedule` hook and an `afterHelm` hook write
 //! metrics served on `/metrics`, a failing hook puts its error on the Module status and is
 //! retried until it passes, and disabling the module removes its resources and runs
-//! `afterDeleteHelm`.
+//! `afterDeleteHelm`. A global hook (`--global-hooks-dir`) patches the global values at
+//! onStartup and from a watched ConfigMap (every module converges again) and writes a metric
+//! after every converge (afterAll).
 
 use std::process::Command;
 
@@ -21,7 +23,25 @@ const CONFIG_SCHEMA: &str =
     "type: object\nproperties:\n  message: {type: string, default: hello}\n";
 const VALUES_SCHEMA: &str = "x-extend:\n  schema: config-values.yaml\ntype: object\nproperties:\n  internal:\n    type: object\n    default: {}\n    properties:\n      color: {type: string, default: unset}\n";
 const NAMESPACE: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: d8-hooked\n";
-const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hooked\ndata:\n  message: {{ .Values.hooked.message | quote }}\n  color: {{ .Values.hooked.internal.color | quote }}\n  modules: {{ .Values.global.enabledModules | join \",\" | quote }}\n";
+const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hooked\ndata:\n  message: {{ .Values.hooked.message | quote }}\n  color: {{ .Values.hooked.internal.color | quote }}\n  modules: {{ .Values.global.enabledModules | join \",\" | quote }}\n  tint: {{ .Values.global.tint | default \"unset\" | quote }}\n  startedBy: {{ .Values.global.startedBy | default \"unset\" | quote }}\n";
+
+/// A global hook (`--global-hooks-dir`): onStartup and a kubernetes binding patch the global
+/// values (`startedBy`, `tint` from ConfigMap `default/tint`), afterAll writes a metric.
+const GLOBAL_SH: &str = r#"#!/bin/sh
+if [ "$1" = "--config" ]; then
+  echo '{"configVersion":"v1","onStartup":1,"afterAll":1,"kubernetes":[{"name":"tint","apiVersion":"v1","kind":"ConfigMap","namespace":{"nameSelector":{"matchNames":["default"]}},"nameSelector":{"matchNames":["tint"]},"jqFilter":".data.tint","includeSnapshotsFrom":["tint"]}]}'
+  exit 0
+fi
+case "$(jq -r '.[0].binding' "$BINDING_CONTEXT_PATH")" in
+onStartup)
+  echo '[{"op":"add","path":"/global/startedBy","value":"onStartup"}]' > "$VALUES_JSON_PATCH_PATH" ;;
+afterAll)
+  echo '{"name":"global_after_all_runs","action":"add","value":1}' >> "$METRICS_PATH" ;;
+tint)
+  tint=$(jq -r '.[-1].snapshots.tint[0].filterResult // "none"' "$BINDING_CONTEXT_PATH")
+  echo "[{\"op\":\"add\",\"path\":\"/global/tint\",\"value\":\"$tint\"}]" > "$VALUES_JSON_PATCH_PATH" ;;
+esac
+"#;
 
 /// Flant's Python SDK: the color ConfigMap's `data.color` becomes `internal.color`.
 const COLOR_PY: &str = r#"#!/usr/bin/env python3
@@ -158,6 +178,22 @@ async fn the_controller_runs_module_hooks() {
         "color.yaml",
         &config_map("color", "red"),
     );
+    apply(
+        &admin,
+        dir.path(),
+        "tint.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tint\n  namespace: default\ndata:\n  tint: amber\n"
+        ),
+    );
+    let global_hooks = dir.path().join("global-hooks");
+    std::fs::create_dir_all(&global_hooks).unwrap();
+    std::fs::write(global_hooks.join("tint.sh"), GLOBAL_SH).unwrap();
+    std::fs::set_permissions(
+        global_hooks.join("tint.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let metrics_port = free_port();
     let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
     command
@@ -167,6 +203,8 @@ async fn the_controller_runs_module_hooks() {
         .args(["--identity", "test-controller", "--without-release-engine"])
         .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
         .arg("--module-source-interval=2s")
+        .arg("--global-hooks-dir")
+        .arg(&global_hooks)
         .arg("--downloaded-modules-dir")
         .arg(dir.path().join("downloaded"));
     let _controller =
@@ -205,6 +243,21 @@ async fn the_controller_runs_module_hooks() {
     .await;
     assert_eq!(rendered("message").as_deref(), Some("hi"));
     assert_eq!(rendered("modules").as_deref(), Some("hooked"));
+    // Global values the global hook patched: onStartup, and its kubernetes binding.
+    assert_eq!(rendered("startedBy").as_deref(), Some("onStartup"));
+    assert_eq!(rendered("tint").as_deref(), Some("amber"));
+
+    // The global hook's ConfigMap changes: global values change, every module converges.
+    apply(
+        &admin,
+        dir.path(),
+        "tint.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tint\n  namespace: default\ndata:\n  tint: teal\n",
+    );
+    until("the new global tint is rendered", || {
+        rendered("tint").as_deref() == Some("teal")
+    })
+    .await;
 
     // The watched ConfigMap changes: the hook patches the values, the module renders again.
     apply(
@@ -245,6 +298,15 @@ async fn the_controller_runs_module_hooks() {
         metrics.contains("hooked_schedule_runs_total{"),
         "no schedule metric:\n{metrics}"
     );
+    // The global afterAll hook's metric: labelled with its hook, no module.
+    let after_all = metrics
+        .lines()
+        .find(|l| l.starts_with("global_after_all_runs"))
+        .unwrap_or_else(|| panic!("no afterAll metric:\n{metrics}"));
+    assert!(
+        after_all.contains("hook=\"tint.sh\"") && !after_all.contains("module="),
+        "{after_all}"
+    );
 
     // A failing hook: its error on the Module status; retried until it passes.
     apply(
@@ -266,6 +328,16 @@ async fn the_controller_runs_module_hooks() {
                 .contains("broken on purpose")
     })
     .await;
+    // addon-operator's words: `<hook>: module hook '<hook>' failed: <stderr>`, and the
+    // failing hooks in status.hooksState.
+    let message = status("{.status.conditions[?(@.type==\"IsReady\")].message}");
+    let hook = message.split(": ").next().unwrap_or_default().to_owned();
+    assert!(hook.ends_with("hooks/breaker.sh"), "{message}");
+    assert_eq!(
+        message,
+        format!("{hook}: module hook '{hook}' failed: broken on purpose")
+    );
+    assert_eq!(status("{.status.hooksState}"), message);
     assert_eq!(
         status("{.status.conditions[?(@.type==\"IsReady\")].reason}"),
         "HookError"
@@ -275,6 +347,7 @@ async fn the_controller_runs_module_hooks() {
         status("{.status.phase}") == "Ready"
     })
     .await;
+    assert_eq!(status("{.status.hooksState}"), "");
 
     // Disabled: resources removed, afterDeleteHelm ran.
     apply(&admin, dir.path(), "config.yaml", &config(false));

@@ -46,15 +46,24 @@ pub(crate) struct ModuleHooks {
     pending: BTreeMap<(String, String), Vec<BindingContext>>,
     /// Watches and schedules.
     tasks: Vec<tokio::task::AbortHandle>,
+    /// The hooks' `settings` throttles, by hook name.
+    limits: BTreeMap<String, plan::RateLimit>,
 }
 
 impl ModuleHooks {
     fn new(hooks: Vec<Hook>, monitors: Vec<BTreeMap<String, Monitor>>) -> Self {
+        let limits = hooks
+            .iter()
+            .filter_map(|h| {
+                plan::RateLimit::new(h.config.settings.as_ref()).map(|l| (h.name.clone(), l))
+            })
+            .collect();
         Self {
             hooks,
             monitors,
             pending: BTreeMap::new(),
             tasks: Vec::new(),
+            limits,
         }
     }
 }

@@ -114,6 +114,11 @@ impl QueueView {
         }
     }
 
+    /// Time since the queues' epoch.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+
     /// Queues a task at the tail of `queue` and wakes the worker.
     pub(crate) fn push(&self, queue: &str, kind: TaskKind) {
         let now = self.epoch.elapsed();

@@ -229,8 +229,78 @@ pub fn hook_errors_status(
     Some((format!("{latest}: {error}"), lines.join("\n")))
 }
 
+/// A hook's `settings` (`executionMinInterval`, `executionBurst`) as shell-operator enforces
+/// them: a token bucket refilled with one token per interval, holding at most `burst`, full at
+/// the start; each run takes a token and waits until there is one. Times are offsets from any
+/// fixed instant. Pure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RateLimit {
+    interval: std::time::Duration,
+    burst: f64,
+    tokens: f64,
+    last: std::time::Duration,
+}
+
+impl RateLimit {
+    /// The bucket of a hook's settings (`None`: no settings, no limit).
+    pub fn new(settings: Option<&module_hooks::config::Settings>) -> Option<Self> {
+        let s = settings?;
+        if s.execution_min_interval.is_zero() {
+            return None;
+        }
+        let burst = f64::from(s.execution_burst.max(1));
+        Some(Self {
+            interval: s.execution_min_interval,
+            burst,
+            tokens: burst,
+            last: std::time::Duration::ZERO,
+        })
+    }
+
+    /// Takes a token for a run at `now`; how long the run waits for it.
+    pub fn take(&mut self, now: std::time::Duration) -> std::time::Duration {
+        let elapsed = now.saturating_sub(self.last);
+        self.last = self.last.max(now);
+        let per = self.interval.as_secs_f64();
+        self.tokens = (self.tokens + elapsed.as_secs_f64() / per).min(self.burst);
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            std::time::Duration::ZERO
+        } else {
+            std::time::Duration::from_secs_f64(-self.tokens * per)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn settings_throttle_runs() {
+        use std::time::Duration;
+        let settings = |interval: u64, burst: u32| module_hooks::config::Settings {
+            execution_min_interval: Duration::from_secs(interval),
+            execution_burst: burst,
+        };
+        assert_eq!(RateLimit::new(None), None);
+        assert_eq!(RateLimit::new(Some(&settings(0, 3))), None);
+        let s = Duration::from_secs;
+        // (interval, burst, run times, waits)
+        let rows: &[(u64, u32, &[u64], &[u64])] = &[
+            // A burst of 2 passes at once, the third waits a whole interval.
+            (10, 2, &[0, 0, 0], &[0, 0, 10]),
+            // One every 10 s: a run 4 s after the last waits 6 s.
+            (10, 1, &[0, 4], &[0, 6]),
+            // Runs far apart never wait, and the bucket refills no further than the burst.
+            (10, 2, &[0, 100, 100, 100], &[0, 0, 0, 10]),
+        ];
+        for (interval, burst, at, want) in rows {
+            let mut limit = RateLimit::new(Some(&settings(*interval, *burst))).unwrap();
+            let got: Vec<Duration> = at.iter().map(|t| limit.take(s(*t))).collect();
+            let want: Vec<Duration> = want.iter().map(|w| s(*w)).collect();
+            assert_eq!(got, want, "{interval}s x{burst} at {at:?}");
+        }
+    }
+
     use module_hooks::HookScope;
     use serde_json::json;
 
