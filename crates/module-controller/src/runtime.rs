@@ -94,6 +94,7 @@ pub struct Runtime {
     dirs: ModuleDirs,
     global: Value,
     global_hooks_dir: Option<PathBuf>,
+    chroot_root: PathBuf,
     values: values::ValuesStore,
     hooks: hooks::HookHost,
     clock: std::sync::Arc<dyn release_controller::Clock>,
@@ -122,6 +123,7 @@ impl Runtime {
             dirs,
             global: json!({}),
             global_hooks_dir: None,
+            chroot_root: PathBuf::from(hooks::CHROOT_ROOT),
             values: values::ValuesStore::default(),
             hooks: hooks::HookHost::default(),
             clock,
@@ -141,6 +143,12 @@ impl Runtime {
     /// converge and around every converge.
     pub fn with_global_hooks_dir(mut self, dir: Option<PathBuf>) -> Self {
         self.global_hooks_dir = dir;
+        self
+    }
+
+    /// Where chroot mode assembles the modules' chroots (`/chroot` by default).
+    pub fn with_chroot_root(mut self, root: PathBuf) -> Self {
+        self.chroot_root = root;
         self
     }
 

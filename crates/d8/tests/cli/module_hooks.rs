@@ -182,9 +182,7 @@ async fn the_controller_runs_module_hooks() {
         &admin,
         dir.path(),
         "tint.yaml",
-        &format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tint\n  namespace: default\ndata:\n  tint: amber\n"
-        ),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tint\n  namespace: default\ndata:\n  tint: amber\n",
     );
     let global_hooks = dir.path().join("global-hooks");
     std::fs::create_dir_all(&global_hooks).unwrap();

@@ -172,7 +172,8 @@ impl Runtime {
         &self.hooks
     }
 
-    /// The hook runner: chrooted (root [`CHROOT_ROOT`]) when ConfigMap `d8-system/chroot-mode`
+    /// The hook runner: chrooted (under the runtime's chroot root, [`CHROOT_ROOT`] unless
+    /// [`Runtime::with_chroot_root`] says otherwise) when ConfigMap `d8-system/chroot-mode`
     /// exists, as the Deckhouse controller decides at start.
     pub(crate) async fn hook_runner(&self) -> Runner {
         let chroot = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
@@ -184,13 +185,20 @@ impl Runtime {
         .ok()
         .flatten()
         .is_some();
+        let root = self.chroot_root.clone();
         let manager = chroot.then(|| {
-            tracing::info!("chroot mode: shell hooks run chrooted under {CHROOT_ROOT}");
+            tracing::info!(root = %root.display(), "chroot mode: shell hooks run chrooted");
             Arc::new(module_hooks::ChrootManager::new(
-                module_hooks::ChrootOptions::deckhouse(CHROOT_ROOT),
+                module_hooks::ChrootOptions::deckhouse(root),
             ))
         });
         Runner::new(Default::default(), manager)
+    }
+
+    /// Looks for ConfigMap `d8-system/chroot-mode` and runs the hooks chrooted or not from
+    /// now on ([`Runtime::run`] does it when it starts).
+    pub async fn detect_chroot_mode(&self) {
+        self.hooks.set_runner(self.hook_runner().await);
     }
 
     fn hook_started(&self, module: &str) -> bool {
@@ -333,6 +341,25 @@ impl Runtime {
         let Some(hook) = hook else {
             return Ok(());
         };
+        // `settings`: executionMinInterval / executionBurst.
+        let wait = {
+            let now = self.queue_view.elapsed();
+            let mut modules = self.hooks.modules.lock().map_err(|_| poisoned(module))?;
+            modules
+                .get_mut(module)
+                .and_then(|s| s.limits.get_mut(hook_name))
+                .map(|l| l.take(now))
+                .unwrap_or_default()
+        };
+        if !wait.is_zero() {
+            tracing::debug!(
+                module,
+                hook = hook_name,
+                ?wait,
+                "hook settings: waiting for the rate limit"
+            );
+            tokio::time::sleep(wait).await;
+        }
         match self
             .hook_outputs(module, &hook, binding, contexts, values)
             .await?

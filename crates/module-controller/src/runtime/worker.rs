@@ -227,7 +227,7 @@ impl Runtime {
                 })
             },
         ];
-        self.hooks.set_runner(self.hook_runner().await);
+        self.detect_chroot_mode().await;
         self.queue_converge();
         let mut running = tokio::task::JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
