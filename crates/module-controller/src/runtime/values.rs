@@ -29,8 +29,16 @@ pub fn global_facts(
     if let Value::Object(map) = base {
         extra = map.clone();
     }
+    // The cluster domain the caller's cluster configuration names is what Deckhouse
+    // discovers as `discovery.clusterDomain`.
+    let cluster_domain = extra
+        .get("clusterConfiguration")
+        .and_then(|c| c.get("clusterDomain"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let mut discovery = Discovery {
         kubernetes_version: kubernetes_version.map(str::to_owned),
+        cluster_domain,
         ..Default::default()
     };
     // `discovery` given by the caller goes under the discovered facts.
@@ -152,7 +160,7 @@ mod tests {
             &json!({
                 "clusterConfiguration": {"clusterDomain": "cluster.local"},
                 "enabledModules": ["a", "b"],
-                "discovery": {"a": 1, "kubernetesVersion": "1.29"},
+                "discovery": {"a": 1, "kubernetesVersion": "1.29", "clusterDomain": "cluster.local"},
             })
         );
         let empty = global_facts(&Value::Null, &[], None);
