@@ -261,8 +261,9 @@ async fn elect_and_run(
     }
 }
 
-/// A minimal `/metrics` endpoint (Prometheus text format) and `/queue/list` (the module
-/// runtime's queues, for `d8 queue list`); anything else is 404.
+/// A minimal `/metrics` endpoint (Prometheus text format), `/healthz` (the liveness and
+/// readiness probes, through the pod's kube-rbac-proxy) and `/queue/list` (the module runtime's
+/// queues, for `d8 queue list`); anything else is 404.
 async fn serve_metrics(
     listener: tokio::net::TcpListener,
     metrics: Arc<Registry>,
@@ -282,6 +283,8 @@ async fn serve_metrics(
             let path = request.split_whitespace().nth(1).unwrap_or_default();
             let (status, body) = if path == "/metrics" {
                 ("200 OK", registry_controller::metrics::encode(&metrics))
+            } else if path == "/healthz" {
+                ("200 OK", "ok\n".into())
             } else if path == "/queue/list" {
                 match &queues {
                     Some(q) => ("200 OK", q.render()),

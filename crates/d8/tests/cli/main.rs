@@ -4,6 +4,8 @@
 
 mod agent;
 mod apiserver;
+mod image;
+mod install;
 mod mirror;
 mod module;
 mod release;
