@@ -66,15 +66,19 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Build(args) => {
             let built = build(&args)?;
-            println!("{}", built.digest);
-            Ok(())
+            say(&built.digest.to_string())
         }
         Command::Push(args) => {
             let pushed = push(&args).await?;
-            println!("{pushed}");
-            Ok(())
+            say(&pushed)
         }
     }
+}
+
+/// Prints the one line a script reads (the digest, or the pushed reference).
+fn say(line: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    writeln!(std::io::stdout().lock(), "{line}").context("write to stdout")
 }
 
 fn build(args: &BuildArgs) -> anyhow::Result<image_build::Built> {

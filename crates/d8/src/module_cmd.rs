@@ -58,8 +58,7 @@ fn init_downloaded_modules(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::write(&probe, b"")
         .with_context(|| format!("{} is not writable", modules.display()))?;
     std::fs::remove_file(&probe).with_context(|| format!("remove {}", probe.display()))?;
-    println!("{} is ready", modules.display());
-    Ok(())
+    print(&format!("{} is ready\n", modules.display()))
 }
 
 /// Flags of the module manager (also part of `d8 controller`).
