@@ -316,6 +316,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             },
             engine,
             metrics_address: controller_metrics,
+            secure_metrics: None,
         },
         modules,
         metrics,
