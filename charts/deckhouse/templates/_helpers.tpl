@@ -29,19 +29,38 @@ securityContext:
     drop: ["ALL"]
 {{- end -}}
 
+{{- /* What a scraper must be allowed: `get` on the Deployment's prometheus-metrics, as
+Deckhouse configures kube-rbac-proxy. */ -}}
+{{- define "d8.metricsResource" -}}
+namespace={{ .namespace }},apiGroup=apps,apiVersion=v1,resource=deployments,subresource=prometheus-metrics,name={{ .name }}
+{{- end -}}
+
 {{- define "d8.kubeRbacProxy" -}}
 - name: kube-rbac-proxy
   image: {{ .root.Values.kubeRbacProxy.image }}
   args:
     - --secure-listen-address=$(POD_IP):{{ .port }}
-    - --upstream=http://127.0.0.1:{{ .upstream }}/
-    - --ignore-paths=/healthz
     - --stale-cache-interval=1h30m
   env:
     - name: POD_IP
       valueFrom:
         fieldRef:
           fieldPath: status.podIP
+    - name: KUBE_RBAC_PROXY_CONFIG
+      value: |
+        excludePaths:
+        - /healthz
+        upstreams:
+        - upstream: http://127.0.0.1:{{ .upstream }}/
+          path: /
+          authorization:
+            resourceAttributes:
+              namespace: {{ .root.Release.Namespace }}
+              apiGroup: apps
+              apiVersion: v1
+              resource: deployments
+              subresource: prometheus-metrics
+              name: {{ .name }}
   ports:
     - name: https-metrics
       containerPort: {{ .port }}

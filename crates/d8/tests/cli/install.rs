@@ -34,6 +34,7 @@ const VALUE_SETS: &[&[&str]] = &[
         "monitoring.enabled=false",
         "registry.cache.enabled=false",
         "deckhouse.moduleManagerClusterAdmin=false",
+        "deckhouse.metricsProtection=kubeRbacProxy",
     ],
 ];
 
