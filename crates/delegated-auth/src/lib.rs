@@ -7,7 +7,7 @@
 //!
 //! The reviews go through a [`Reviewer`]; [`Kube`] asks the API server. This crate serves
 //! nothing itself: the caller passes the method, path and `Authorization` header and answers
-//! with the [`Verdict`].
+//! with the [`Verdict`]. It must not depend on an HTTP server, TLS or the filesystem.
 
 mod attributes;
 mod cache;
