@@ -461,3 +461,36 @@ fn node_bootstrap_points_containerd_2_at_the_drop_in_once() {
         assert_eq!(stdout.trim(), "/etc/containerd/registry.d", "{name}");
     }
 }
+
+/// The deckhouse Deployment of a rendering.
+fn deckhouse_deployment(rendered: &str) -> &str {
+    rendered
+        .split("\n---\n")
+        .find(|doc| doc.contains("kind: Deployment\n") && doc.contains("\n  name: deckhouse\n"))
+        .expect("Deployment deckhouse")
+}
+
+#[test]
+fn deckhouse_protects_its_metrics_itself_unless_the_sidecar_is_chosen() {
+    // The flags `metrics::secure_metrics_answer_only_reviewed_and_allowed_tokens` runs with.
+    let attributes = "--metrics-resource-attributes=namespace=d8-system,apiGroup=apps,apiVersion=v1,resource=deployments,subresource=prometheus-metrics,name=deckhouse";
+    let rendered = render(&[]);
+    let builtin = deckhouse_deployment(&rendered);
+    assert!(
+        builtin.contains("- --secure-metrics-address=$(POD_IP):9650"),
+        "{builtin}"
+    );
+    assert!(builtin.contains(attributes), "{builtin}");
+    assert!(!builtin.contains("name: kube-rbac-proxy"), "{builtin}");
+    let rendered = render(&["deckhouse.metricsProtection=kubeRbacProxy"]);
+    let sidecar = deckhouse_deployment(&rendered);
+    assert!(!sidecar.contains("--secure-metrics-address"), "{sidecar}");
+    assert!(sidecar.contains("name: kube-rbac-proxy"), "{sidecar}");
+    let lines: Vec<&str> = sidecar.lines().map(str::trim).collect();
+    assert!(
+        lines
+            .windows(2)
+            .any(|w| w == ["subresource: prometheus-metrics", "name: deckhouse"]),
+        "{sidecar}"
+    );
+}
