@@ -2,7 +2,11 @@
 //! a time acts, elected through Lease `d8-system/deckhouse-leader-election`; while it leads it
 //! runs the registry controller, the release engine, the module manager, the ObjectKeeper
 //! controller, the module documentation builds and the CNI migration manager, and stops them
-//! the moment it loses the lease. Metrics are served on every replica.
+//! the moment it loses the lease. Metrics are served on every replica: on the loopback address to
+//! anyone, and, with `--secure-metrics-address`, over HTTPS to callers a TokenReview and a
+//! SubjectAccessReview let through (kube-rbac-proxy built in, [`metrics`]).
+
+mod metrics;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,7 +17,6 @@ use anyhow::Context;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::release_cmd;
 
@@ -32,6 +35,21 @@ pub(crate) struct Args {
     /// Where `/metrics` is served.
     #[arg(long, default_value = "127.0.0.1:4281")]
     metrics_address: SocketAddr,
+    /// Also serve `/metrics` and `/queue/list` here over HTTPS, only to bearer tokens that pass
+    /// a TokenReview and a SubjectAccessReview (`/healthz` stays open for the probes).
+    #[arg(long)]
+    secure_metrics_address: Option<SocketAddr>,
+    /// The secure listener's certificate (PEM; default: self-signed at start).
+    #[arg(long, requires = "metrics_tls_private_key_file")]
+    metrics_tls_cert_file: Option<PathBuf>,
+    /// The secure listener's private key (PEM).
+    #[arg(long, requires = "metrics_tls_cert_file")]
+    metrics_tls_private_key_file: Option<PathBuf>,
+    /// What a caller must be allowed, as kube-rbac-proxy's `resourceAttributes`
+    /// (`namespace=d8-system,apiGroup=apps,apiVersion=v1,resource=deployments,subresource=prometheus-metrics,name=deckhouse`);
+    /// without it, `get` on the request path as a non-resource URL.
+    #[arg(long, requires = "secure_metrics_address")]
+    metrics_resource_attributes: Option<delegated_auth::ResourceAttributes>,
     /// Time between two passes of the registry controller.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     registry_interval: Duration,
@@ -132,12 +150,36 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     } else {
         Some(release_cmd::engine(client.clone(), &args.engine)?)
     };
+    let secure_metrics = match args.secure_metrics_address {
+        Some(address) => {
+            let tls = metrics::tls_acceptor(
+                args.metrics_tls_cert_file
+                    .as_deref()
+                    .zip(args.metrics_tls_private_key_file.as_deref()),
+            )?;
+            let guard = delegated_auth::Guard::new(
+                delegated_auth::Kube(client.clone()),
+                args.metrics_resource_attributes.clone(),
+            )
+            .exclude("/healthz");
+            tracing::info!(%address, "metrics over HTTPS for reviewed tokens");
+            Some((
+                bind_metrics(address).await?,
+                metrics::Secure {
+                    tls,
+                    guard: Arc::new(guard),
+                },
+            ))
+        }
+        None => None,
+    };
     let composition = Composition {
         identity,
         registry: registry_options(&args)?,
         engine,
         metrics_address: args.metrics_address,
         utilities: utilities_options(&args),
+        secure_metrics,
     };
     let modules = crate::module_cmd::manager(client.clone(), &args.modules)?;
     if modules.is_none() {
@@ -174,6 +216,8 @@ pub(crate) struct Composition {
     pub(crate) metrics_address: SocketAddr,
     /// The utility controllers.
     pub(crate) utilities: Utilities,
+    /// The protected listener, if any.
+    pub(crate) secure_metrics: Option<(tokio::net::TcpListener, metrics::Secure)>,
 }
 
 /// Binds the metrics listener (separately, so a caller learns of a busy port before it starts).
@@ -207,6 +251,7 @@ pub(crate) async fn lead(
         engine,
         metrics_address,
         utilities,
+        secure_metrics,
     } = composition;
     let registry = Arc::new(registry_controller::Controller::new(
         client.clone(),
@@ -226,16 +271,30 @@ pub(crate) async fn lead(
     if let Some(engine) = &engine {
         engine.metrics().register(&mut metrics);
     }
-    let metrics = Arc::new(metrics);
+    let endpoints = metrics::Endpoints {
+        metrics: Arc::new(metrics),
+        queues,
+        hooks: hook_metrics,
+    };
     tracing::info!(address = %metrics_address, "metrics at /metrics");
-    let metrics_task = tokio::spawn(serve_metrics(listener, metrics, queues, hook_metrics));
+    let mut servers = vec![tokio::spawn(metrics::serve_plain(
+        listener,
+        endpoints.clone(),
+    ))];
+    if let Some((listener, secure)) = secure_metrics {
+        servers.push(tokio::spawn(metrics::serve_secure(
+            listener, endpoints, secure,
+        )));
+    }
     let modules = modules.map(Arc::new);
     let utilities = Arc::new(utility_controllers(&client, utilities)?);
     let result = elect_and_run(
         client, &identity, registry, engine, modules, utilities, shutdown,
     )
     .await;
-    metrics_task.abort();
+    for server in servers {
+        server.abort();
+    }
     result
 }
 
@@ -348,71 +407,5 @@ async fn elect_and_run(
             return Ok(());
         }
         tracing::warn!(%identity, "lost the lease: controllers stopped");
-    }
-}
-
-/// A minimal `/metrics` endpoint (Prometheus text format) and `/queue/list` (the module
-/// runtime's queues, for `d8 queue list`); anything else is 404.
-/// The metrics module hooks wrote (`METRICS_PATH`).
-type HookMetrics = Arc<std::sync::Mutex<module_controller::module_hooks::MetricStore>>;
-
-/// The registry's text with the hooks' metrics before its `# EOF`.
-fn with_hook_metrics(text: String, hooks: Option<&HookMetrics>) -> String {
-    let Some(extra) = hooks
-        .and_then(|h| h.lock().ok().map(|s| s.render()))
-        .filter(|t| !t.is_empty())
-    else {
-        return text;
-    };
-    match text.strip_suffix("# EOF\n") {
-        Some(head) => format!("{head}{extra}# EOF\n"),
-        None => format!("{text}{extra}"),
-    }
-}
-
-async fn serve_metrics(
-    listener: tokio::net::TcpListener,
-    metrics: Arc<Registry>,
-    queues: Option<module_controller::runtime::worker::QueueView>,
-    hooks: Option<HookMetrics>,
-) {
-    loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let metrics = metrics.clone();
-        let queues = queues.clone();
-        let hooks = hooks.clone();
-        tokio::spawn(async move {
-            let mut buffer = [0u8; 1024];
-            let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer)).await;
-            let Ok(Ok(n)) = read else { return };
-            let request = String::from_utf8_lossy(&buffer[..n]);
-            let path = request.split_whitespace().nth(1).unwrap_or_default();
-            let (status, body) = if path == "/metrics" {
-                (
-                    "200 OK",
-                    with_hook_metrics(
-                        registry_controller::metrics::encode(&metrics),
-                        hooks.as_ref(),
-                    ),
-                )
-            } else if path == "/queue/list" {
-                match &queues {
-                    Some(q) => ("200 OK", q.render()),
-                    None => (
-                        "404 Not Found",
-                        "the module runtime does not run here\n".into(),
-                    ),
-                }
-            } else {
-                ("404 Not Found", String::new())
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
-        });
     }
 }

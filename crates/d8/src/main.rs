@@ -3,6 +3,7 @@
 
 mod apiserver_cmd;
 mod controller_cmd;
+mod image_cmd;
 mod kube_client;
 mod mirror_cmd;
 mod module_cmd;
@@ -29,6 +30,11 @@ enum Command {
     Apiserver(apiserver_cmd::Args),
     /// Every platform controller (registry, releases) under leader election.
     Controller(Box<controller_cmd::Args>),
+    /// d8's own container image: build it (reproducibly) and push it to a registry.
+    Image {
+        #[command(subcommand)]
+        command: image_cmd::Command,
+    },
     /// Bundles of platform releases and modules for air-gapped clusters.
     Mirror {
         #[command(subcommand)]
@@ -75,6 +81,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
             Command::Controller(args) => controller_cmd::run(*args).await,
+            Command::Image { command } => image_cmd::run(command).await,
             Command::Mirror { command } => mirror_cmd::run(command).await,
             Command::Module(args) => module_cmd::run(args).await,
             Command::Network { command } => network_cmd::run(command).await,

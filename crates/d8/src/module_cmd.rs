@@ -41,6 +41,24 @@ enum Command {
     Controller(Box<ManagerArgs>),
     /// Render a module's chart exactly as `helm template` does (no cluster needed).
     Render(Box<crate::module_render::RenderArgs>),
+    /// Prepare the downloaded modules directory (the `init-downloaded-modules` init container):
+    /// create `DIR/modules` and check that it is writable.
+    InitDownloadedModules {
+        /// The downloaded modules directory (`$DOWNLOADED_MODULES_DIR`).
+        #[arg(long, env = "DOWNLOADED_MODULES_DIR")]
+        dir: PathBuf,
+    },
+}
+
+/// Creates `dir/modules` and proves it writable by writing and removing a probe file.
+fn init_downloaded_modules(dir: &std::path::Path) -> anyhow::Result<()> {
+    let modules = dir.join("modules");
+    std::fs::create_dir_all(&modules).with_context(|| format!("create {}", modules.display()))?;
+    let probe = modules.join(".d8-write-probe");
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("{} is not writable", modules.display()))?;
+    std::fs::remove_file(&probe).with_context(|| format!("remove {}", probe.display()))?;
+    print(&format!("{} is ready\n", modules.display()))
 }
 
 /// Flags of the module manager (also part of `d8 controller`).
@@ -182,6 +200,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     if let Command::Render(render) = args.command {
         crate::module_render::run(*render);
     }
+    if let Command::InitDownloadedModules { dir } = &args.command {
+        return init_downloaded_modules(dir);
+    }
     let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
     match args.command {
         Command::List => {
@@ -202,7 +223,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 .context("listing ModuleReleases")?;
             print(&view::render_releases(&releases.items))
         }
-        Command::Render(_) => unreachable!("handled before connecting"),
+        Command::Render(_) | Command::InitDownloadedModules { .. } => {
+            unreachable!("handled before connecting")
+        }
         Command::Controller(args) => {
             let (manager, options, _) = manager(client, &args)?
                 .context("the module manager needs --downloaded-modules-dir")?;

@@ -320,6 +320,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 documentation: Some(utilities::documentation::Options::new(&downloaded_modules)),
                 ..Default::default()
             },
+            secure_metrics: None,
         },
         modules,
         metrics,
