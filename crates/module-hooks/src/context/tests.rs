@@ -182,3 +182,25 @@ fn v0_event_context() {
         json!({"binding": "onKubernetesEvent", "resourceEvent": "update", "resourceNamespace": "d8", "resourceKind": "ConfigMap", "resourceName": "a"})
     );
 }
+
+#[test]
+fn validating_and_conversion_contexts_render_as_shell_operator_writes_them() {
+    let review = json!({"request": {"uid": "u"}});
+    let v = BindingContext::validating("w.example.io", &[], review.clone());
+    assert_eq!(
+        v.to_json(ConfigVersion::V1),
+        json!({"binding": "w.example.io", "type": "Validating", "review": review})
+    );
+    let c = BindingContext::conversion(
+        "v1_to_v2",
+        &[],
+        "example.io/v1",
+        "example.io/v2",
+        review.clone(),
+    );
+    assert_eq!(
+        c.to_json(ConfigVersion::V1),
+        json!({"binding": "v1_to_v2", "type": "Conversion", "fromVersion": "example.io/v1",
+            "toVersion": "example.io/v2", "review": review})
+    );
+}
