@@ -12,7 +12,7 @@ use crate::resources::{self, Registry, ResourceDef};
 use crate::schema::Cause;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Change, Committed, Key, Store, prefix};
-use crate::validate::{GroupVersionKind, Validator};
+use crate::validate::{Attributes, Converter, GroupVersionKind, Objects, Operation, Validator};
 use crate::watch::EventType;
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -105,6 +105,7 @@ pub(crate) struct Core {
     pub(crate) store: Store,
     registry: RwLock<Arc<Registry>>,
     validator: Box<dyn Validator>,
+    converter: Box<dyn Converter>,
 }
 
 impl std::fmt::Debug for Core {
@@ -124,6 +125,30 @@ fn conflict(def: &ResourceDef, name: &str) -> ApiError {
     )
 }
 
+/// The stored objects, as the injected hook reads them.
+struct StoredObjects<'a>(&'a Core);
+
+impl Objects for StoredObjects<'_> {
+    fn list(&self, group: &str, kind: &str) -> Vec<Value> {
+        let registry = self.0.registry();
+        let Some(def) = registry.all().find(|d| d.group == group && d.kind == kind) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let scanned = self
+            .0
+            .store
+            .scan(&prefix(&def.group, &def.plural, None), None, |_, v| {
+                out.push(v);
+                true
+            });
+        if let Err(e) = scanned {
+            tracing::warn!(resource = %def.group_resource(), error = %e, "cannot read objects for admission");
+        }
+        out
+    }
+}
+
 /// Whether the object is marked for deletion and nothing holds it any more.
 fn finalized(obj: &Value) -> bool {
     meta::deleting(obj)
@@ -136,11 +161,16 @@ fn finalized(obj: &Value) -> bool {
 
 impl Core {
     /// A core over `store`, serving built-ins and the CRDs stored in it.
-    pub(crate) fn new(store: Store, validator: Box<dyn Validator>) -> Result<Self, crate::Error> {
+    pub(crate) fn new(
+        store: Store,
+        validator: Box<dyn Validator>,
+        converter: Box<dyn Converter>,
+    ) -> Result<Self, crate::Error> {
         let core = Self {
             store,
             registry: RwLock::new(Arc::new(Registry::default())),
             validator,
+            converter,
         };
         core.refresh_registry()?;
         Ok(core)
@@ -180,13 +210,30 @@ impl Core {
         Key::new(&def.group, &def.plural, ns, name)
     }
 
-    /// The object as seen through `version`.
-    pub(crate) fn to_version(def: &ResourceDef, version: &str, mut obj: Value) -> Value {
+    /// The object as seen through `version`: custom resources stored in another version go
+    /// through the injected converter (kube-apiserver's CRD conversion), a failure of which is
+    /// the client's 500 with the converter's message.
+    pub(crate) fn to_version(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        mut obj: Value,
+    ) -> Result<Value, ApiError> {
+        let desired = def.api_version(version);
+        let current = obj.get("apiVersion").and_then(Value::as_str);
+        if def.custom && current.is_some_and(|c| c != desired) {
+            obj = self.converter.convert(obj, &desired).map_err(|e| {
+                ApiError::internal(format!(
+                    "conversion of {} to {desired} failed: {e}",
+                    def.group_resource()
+                ))
+            })?;
+        }
         if let Value::Object(m) = &mut obj {
-            m.insert("apiVersion".into(), Value::String(def.api_version(version)));
+            m.insert("apiVersion".into(), Value::String(desired));
             m.insert("kind".into(), Value::String(def.kind.clone()));
         }
-        obj
+        Ok(obj)
     }
 
     fn storage_version(def: &ResourceDef) -> &str {
@@ -243,10 +290,11 @@ impl Core {
         ns: Option<&str>,
         name: &str,
     ) -> Result<Value, ApiError> {
-        self.store
+        let stored = self
+            .store
             .get(&Self::key(def, ns, name))?
-            .map(|o| Self::to_version(def, version, o))
-            .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))
+            .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+        self.to_version(def, version, stored)
     }
 
     /// Lists objects, filtered and paginated.
@@ -296,9 +344,13 @@ impl Core {
                 return false;
             }
             last_key = k.to_string();
-            items.push(Self::to_version(def, version, obj));
+            items.push(obj);
             true
         })?;
+        let items = items
+            .into_iter()
+            .map(|o| self.to_version(def, version, o))
+            .collect::<Result<Vec<_>, _>>()?;
         // Later pages report the revision of the first one: a watch from it sees every change.
         let rv = token_rv.unwrap_or(rv);
         let continue_token = more.then(|| {
@@ -321,6 +373,7 @@ impl Core {
         old: Option<&Value>,
         mut new: Value,
         opts: &WriteOpts,
+        subresource: Option<&str>,
         warnings: &mut Vec<String>,
     ) -> Result<Change, ApiError> {
         if def.group.is_empty() && def.plural == "secrets" {
@@ -371,29 +424,21 @@ impl Core {
         if !causes.is_empty() {
             return Err(ApiError::invalid(&def.group, &def.kind, &name, &causes));
         }
-        let gvk = GroupVersionKind::new(&def.group, version, &def.kind);
-        match self.validator.validate(&gvk, old, &new) {
-            Ok(w) => warnings.extend(w),
-            Err(d) if d.code == 403 => return Err(ApiError::forbidden(d.message)),
-            // The hook's message is the complete Status message, verbatim.
-            Err(d) => {
-                let cause = Cause {
-                    reason: "FieldValueInvalid".into(),
-                    field: d.field.unwrap_or_default(),
-                    message: d.message.clone(),
-                };
-                let mut e = ApiError::invalid(&def.group, &def.kind, &name, &[cause]);
-                e.message = d.message;
-                return Err(e);
-            }
-        }
-        if let Some(m) = new.as_object_mut() {
-            m.insert(
-                "apiVersion".into(),
-                Value::String(def.api_version(Self::storage_version(def))),
-            );
-            m.insert("kind".into(), Value::String(def.kind.clone()));
-        }
+        // The hook sees both objects in the request's version, as a webhook does.
+        let old_seen = old
+            .map(|o| self.to_version(def, version, o.clone()))
+            .transpose()?;
+        warnings.extend(self.run_validator(
+            def,
+            version,
+            &name,
+            Operation::Update,
+            old_seen.as_ref(),
+            Some(&new),
+            opts.dry_run,
+            subresource,
+        )?);
+        let new = self.to_version(def, Self::storage_version(def), new)?;
         if let Some(old) = old {
             if finalized(&new) {
                 return Ok(Change::Delete);
@@ -407,6 +452,49 @@ impl Core {
             }
         }
         Ok(Change::Put(new))
+    }
+
+    /// Runs the injected hook on one request and turns its denial into the API error.
+    #[allow(clippy::too_many_arguments)]
+    fn run_validator(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        name: &str,
+        operation: Operation,
+        old: Option<&Value>,
+        new: Option<&Value>,
+        dry_run: bool,
+        subresource: Option<&str>,
+    ) -> Result<Vec<String>, ApiError> {
+        let gvk = GroupVersionKind::new(&def.group, version, &def.kind);
+        let operation = match (operation, old) {
+            (Operation::Update, None) => Operation::Create,
+            (op, _) => op,
+        };
+        let attributes = Attributes {
+            gvk: &gvk,
+            operation,
+            subresource,
+            old,
+            new,
+            dry_run,
+        };
+        match self.validator.admit(&attributes, &StoredObjects(self)) {
+            Ok(w) => Ok(w),
+            Err(d) if d.code == 403 => Err(ApiError::forbidden(d.message)),
+            // The hook's message is the complete Status message, verbatim.
+            Err(d) => {
+                let cause = Cause {
+                    reason: "FieldValueInvalid".into(),
+                    field: d.field.unwrap_or_default(),
+                    message: d.message.clone(),
+                };
+                let mut e = ApiError::invalid(&def.group, &def.kind, name, &[cause]);
+                e.message = d.message;
+                Err(e)
+            }
+        }
     }
 
     fn check_namespace(
@@ -608,10 +696,10 @@ impl Core {
             if current.is_some() {
                 return Err(ApiError::already_exists(&def.group, &def.plural, &name));
             }
-            self.admit(def, version, None, body, &opts, &mut warnings)
+            self.admit(def, version, None, body, &opts, None, &mut warnings)
         })?;
         Ok(Written {
-            object: Self::to_version(def, version, committed.object),
+            object: self.to_version(def, version, committed.object)?,
             warnings,
             created: true,
         })
@@ -749,7 +837,7 @@ impl Core {
                 }
             },
         }
-        self.admit(def, version, Some(&old), new, opts, warnings)
+        self.admit(def, version, Some(&old), new, opts, subresource, warnings)
     }
 
     /// Replaces an object (PUT), or its status.
@@ -801,7 +889,7 @@ impl Core {
             )
         })?;
         Ok(Written {
-            object: Self::to_version(def, version, committed.object),
+            object: self.to_version(def, version, committed.object)?,
             warnings,
             created: false,
         })
@@ -825,7 +913,7 @@ impl Core {
         }
         let key = Self::key(def, ns, name);
         self.rewrite(def, version, &key, name, subresource, &opts, |old| {
-            let mut doc = Self::to_version(def, version, old.clone());
+            let mut doc = self.to_version(def, version, old.clone())?;
             patch::apply(ty, &mut doc, body, def.custom).map_err(|e| {
                 // As kube-apiserver: a JSON patch that does not apply (a failed `test`) is 422.
                 if ty == PatchType::Json && e.starts_with("the JSON patch could not be applied") {
@@ -890,7 +978,7 @@ impl Core {
             }
         }
         self.rewrite(def, version, &key, name, subresource, &opts, |old| {
-            let live = Self::to_version(def, version, old.clone());
+            let live = self.to_version(def, version, old.clone())?;
             let mut doc = managed::apply(&live, &config, &shape, &w, opts.force)?;
             let fields = meta::meta_mut(&mut doc).remove("managedFields");
             Ok((doc, fields))
@@ -952,7 +1040,7 @@ impl Core {
                     patch::apply(t, &mut scale, body, true).map_err(ApiError::bad_request)?
                 }
             }
-            let mut new = Self::to_version(def, version, old.clone());
+            let mut new = self.to_version(def, version, old.clone())?;
             crate::scale::set_replicas(&paths, &mut new, &scale).map_err(|m| {
                 let (field, message) = m.split_once(": ").unwrap_or(("", &m));
                 ApiError::invalid(
@@ -1013,6 +1101,17 @@ impl Core {
                     )));
                 }
             }
+            // Deletion rules (kube-apiserver admits a DELETE before marking the object).
+            self.run_validator(
+                def,
+                Self::storage_version(def),
+                name,
+                Operation::Delete,
+                Some(&old),
+                None,
+                opts.dry_run,
+                None,
+            )?;
             let mut new = old.clone();
             let mut fins = meta::finalizers(&old);
             match opts.propagation {
@@ -1042,7 +1141,7 @@ impl Core {
             if new == old { Ok(Change::Unchanged) } else { Ok(Change::Put(new)) }
         })?;
         let version = Self::storage_version(def);
-        let obj = Self::to_version(def, version, committed.object);
+        let obj = self.to_version(def, version, committed.object)?;
         Ok(match committed.event {
             Some(EventType::Deleted) => Deleted::Gone(obj),
             _ => Deleted::Pending(obj),
