@@ -64,7 +64,7 @@ fn settings_are_checked_against_the_published_schema() {
     let bad = config("echo", json!({"version": 2, "settings": {"replicas": 0}}));
     assert_eq!(
         verdict(None, Some(&bad)).unwrap_err(),
-        "spec.settings are not valid (version 2): echo.replicas in body should be greater than or equal to 1"
+        "spec.settings are not valid (version 2):  1 error occurred: * echo.replicas should be greater than or equal to 1  "
     );
     let good = config("echo", json!({"version": 2, "settings": {"replicas": 3}}));
     assert_eq!(verdict(None, Some(&good)), Ok(vec![]));
