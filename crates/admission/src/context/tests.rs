@@ -71,7 +71,7 @@ fn settings_are_checked_against_the_published_schema() {
     let unknown = config("echo", json!({"version": 3, "settings": {"replicas": 3}}));
     assert_eq!(
         verdict(None, Some(&unknown)).unwrap_err(),
-        "spec.version=3 is unsupported. Use latest version 2"
+        "spec.version=3 is unsupported. Use latest version 2, or one of previous versions: 1"
     );
 }
 
