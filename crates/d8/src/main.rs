@@ -11,6 +11,7 @@ mod queue_cmd;
 mod registry_cmd;
 mod release_cmd;
 mod up_cmd;
+mod webhook_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -51,6 +52,9 @@ enum Command {
     /// The whole platform on this machine: API server, controllers and this node's registry
     /// agent in one process.
     Up(Box<up_cmd::Args>),
+    /// The admission and conversion webhook of the platform's kinds, for kube-apiserver
+    /// (AdmissionReview and ConversionReview over HTTPS).
+    Webhook(webhook_cmd::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -75,6 +79,7 @@ fn main() -> anyhow::Result<()> {
             Command::Registry { command } => registry_cmd::run(command).await,
             Command::Release(args) => release_cmd::run(args).await,
             Command::Up(args) => up_cmd::run(*args).await,
+            Command::Webhook(args) => webhook_cmd::run(args).await,
         }
     })
 }
