@@ -181,9 +181,10 @@ pub fn context(objects: &ClusterObjects) -> Context {
         }
     }
     for pull_override in &objects.pull_overrides {
-        if let Some(f) = modules.get_mut(name(pull_override)) {
-            f.pull_override = true;
-        }
+        modules
+            .entry(name(pull_override).to_string())
+            .or_default()
+            .pull_override = true;
     }
     let deckhouse = objects
         .module_configs

@@ -117,6 +117,18 @@ fn deleting_needs_the_confirmation_and_no_pull_override() {
 }
 
 #[test]
+fn a_pull_override_guards_the_config_of_a_module_the_cluster_lists_no_module_for() {
+    let mut objects = cluster();
+    objects.pull_overrides.push(json!({"metadata": {"name": "dev"}}));
+    let dev = config("dev", json!({"enabled": true}));
+    let request = Request { kind: "ModuleConfig", operation: Operation::Delete, user: None, old: Some(&dev), new: None };
+    assert_eq!(
+        validate_request(&request, &context(&objects)).unwrap_err().message(),
+        "delete the ModulePullOverride before deleting the module config"
+    );
+}
+
+#[test]
 fn an_exclusive_group_allows_one_enabled_module() {
     let b = config("cni-b", json!({"enabled": true}));
     assert_eq!(
