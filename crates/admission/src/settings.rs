@@ -34,7 +34,8 @@ impl SettingsCheck for Published {
         let checked = self.settings.check(&spec);
         match checked.error {
             Some(error) => Err(error),
-            None => Ok(checked.warnings),
+            // Deckhouse's validator keeps one warning, the last.
+            None => Ok(checked.warnings.last().cloned().into_iter().collect()),
         }
     }
 }

@@ -258,7 +258,8 @@ mod tests {
                      "moduleReleaseSelector": {"labelSelector": {"matchLabels": {"source": "x"}}}}});
         let new = convert(&old, "v1alpha2").unwrap();
         assert_eq!(new["apiVersion"], "deckhouse.io/v1alpha2");
-        assert_eq!(new["spec"]["update"]["mode"], "Manual");
+        // Deckhouse keeps the mode; its controller reads `Ignore` in v1alpha2 too.
+        assert_eq!(new["spec"]["update"]["mode"], "Ignore");
         assert!(new["spec"].get("moduleReleaseSelector").is_none());
         let typed: ModuleUpdatePolicy = serde_json::from_value(new).unwrap();
         assert_eq!(

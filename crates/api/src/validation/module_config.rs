@@ -214,8 +214,9 @@ fn settings(config: &Config<'_>, context: &Context) -> SettingsResult {
             return result;
         }
     } else {
+        // Deckhouse's validator keeps one warning: a later one replaces an earlier one.
         if config.settings.is_none() {
-            result.warnings.push(MSG_VERSION_WITHOUT_SETTINGS.to_string());
+            result.warnings = vec![MSG_VERSION_WITHOUT_SETTINGS.to_string()];
         }
         if let Some(versions) =
             facts(context, config.name).and_then(|f| f.settings_versions.as_ref())
@@ -239,15 +240,15 @@ fn settings(config: &Config<'_>, context: &Context) -> SettingsResult {
                 if config.settings.is_some() {
                     result.error = Some(message);
                 } else {
-                    result.warnings.push(message);
+                    result.warnings = vec![message];
                 }
                 return result;
             }
             if config.version != versions.latest {
-                result.warnings.push(format!(
+                result.warnings = vec![format!(
                     "spec.version={} is obsolete. Please migrate spec.settings to the latest version {}",
                     config.version, versions.latest
-                ));
+                )];
             }
         }
     }
