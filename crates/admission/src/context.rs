@@ -218,7 +218,12 @@ pub fn context(objects: &ClusterObjects) -> Context {
             objects
                 .module_configs
                 .iter()
-                .filter_map(|c| Some((name(c).to_string(), text(c, "/spec/updatePolicy")?.to_string())))
+                .filter_map(|c| {
+                    Some((
+                        name(c).to_string(),
+                        text(c, "/spec/updatePolicy")?.to_string(),
+                    ))
+                })
                 .collect(),
         ),
         unmet_release_requirements: BTreeMap::new(),

@@ -78,7 +78,9 @@ impl Validator for Admission {
             return Ok(Vec::new());
         };
         let context = if needs_context(&gvk.kind) {
-            context(&ClusterObjects::read(|group, kind| objects.list(group, kind)))
+            context(&ClusterObjects::read(|group, kind| {
+                objects.list(group, kind)
+            }))
         } else {
             Context::default()
         };

@@ -34,7 +34,10 @@ fn envelope(body: &[u8], api_version: &str, kind: &str) -> Result<Value, BadRevi
     }
     let mut review: Value = serde_json::from_slice(body)
         .map_err(|e| bad(format!("the body is not a JSON {kind}: {e}")))?;
-    let got_kind = review.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let got_kind = review
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let got_version = review
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -96,7 +99,11 @@ impl AdmissionRequest {
             "UPDATE" => Some(Operation::Update),
             "DELETE" => Some(Operation::Delete),
             "CONNECT" => None,
-            other => return Err(bad(format!("request.operation {other:?} is not one of CREATE, UPDATE, DELETE, CONNECT"))),
+            other => {
+                return Err(bad(format!(
+                    "request.operation {other:?} is not one of CREATE, UPDATE, DELETE, CONNECT"
+                )));
+            }
         };
         let user = request.get("userInfo").cloned().unwrap_or(Value::Null);
         let user = UserInfo {
@@ -121,7 +128,9 @@ impl AdmissionRequest {
                 return Err(bad("request.object is missing for CREATE"));
             }
             Some(Operation::Update) if new.is_none() || old.is_none() => {
-                return Err(bad("request.object and request.oldObject are required for UPDATE"));
+                return Err(bad(
+                    "request.object and request.oldObject are required for UPDATE",
+                ));
             }
             Some(Operation::Delete) if old.is_none() => {
                 return Err(bad("request.oldObject is missing for DELETE"));
@@ -221,7 +230,9 @@ pub fn conversion_review(body: &[u8]) -> Result<Value, BadReview> {
             "result": {"status": "Failure", "message": message},
         }),
     };
-    Ok(json!({"apiVersion": CONVERSION_API_VERSION, "kind": "ConversionReview", "response": response}))
+    Ok(
+        json!({"apiVersion": CONVERSION_API_VERSION, "kind": "ConversionReview", "response": response}),
+    )
 }
 
 #[cfg(test)]

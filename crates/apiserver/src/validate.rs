@@ -145,7 +145,10 @@ pub struct NoConversion;
 impl Converter for NoConversion {
     fn convert(&self, mut object: Value, desired_api_version: &str) -> Result<Value, String> {
         if let Value::Object(m) = &mut object {
-            m.insert("apiVersion".into(), Value::String(desired_api_version.into()));
+            m.insert(
+                "apiVersion".into(),
+                Value::String(desired_api_version.into()),
+            );
         }
         Ok(object)
     }

@@ -26,8 +26,9 @@ pub(crate) struct Args {
 
 /// Serves until Ctrl-C or SIGTERM.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
-    let certificate = webhook::CertificateFiles::load(&args.tls_cert_file, &args.tls_private_key_file)
-        .context("loading the serving certificate")?;
+    let certificate =
+        webhook::CertificateFiles::load(&args.tls_cert_file, &args.tls_private_key_file)
+            .context("loading the serving certificate")?;
     let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -23,13 +23,12 @@ use release_controller::ManualClock;
 use serde_json::{Value, json};
 
 struct Cluster {
-    _server: apiserver::RunningServer,
+    _api: testkit::Cluster,
     kubeconfig: PathBuf,
     client: Client,
     manager: Manager,
     runtime: Arc<Runtime>,
     module_dir: PathBuf,
-    _dir: tempfile::TempDir,
 }
 
 const MODULE_YAML: &str = "name: echo\nweight: 910\nnamespace: d8-echo\n";
@@ -49,27 +48,11 @@ fn write(dir: &Path, files: &[(&str, &str)]) {
 }
 
 async fn cluster() -> Cluster {
-    let dir = tempfile::tempdir().unwrap();
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = apiserver::ApiServer::builder()
-        .data_dir(dir.path().join("apiserver"))
-        .crds(crds)
-        .namespace("d8-system")
-        .serve(listener)
-        .await
-        .unwrap();
-    let kubeconfig = PathBuf::from(server.admin_kubeconfig());
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
-    let client = Client::try_from(config).unwrap();
-    let modules = dir.path().join("modules");
+    let api = testkit::Cluster::start().await;
+    let dir = api.dir().to_path_buf();
+    let kubeconfig = api.admin_kubeconfig().to_path_buf();
+    let client = api.client().await;
+    let modules = dir.as_path().join("modules");
     let module_dir = modules.join("910-echo");
     write(
         &module_dir,
@@ -86,7 +69,7 @@ async fn cluster() -> Cluster {
     let embedded = module_controller::embedded::discover(&modules).unwrap();
     let clock = ManualClock::new("2026-12-01T12:00:00Z".parse().unwrap());
     let downloaded =
-        module_controller::install::Downloaded::open(dir.path().join("downloaded")).unwrap();
+        module_controller::install::Downloaded::open(dir.as_path().join("downloaded")).unwrap();
     let facts = Facts {
         bundle: "Default".into(),
         edition: "ee".into(),
@@ -114,13 +97,12 @@ async fn cluster() -> Cluster {
         .with_global(json!({"clusterConfiguration": {"clusterDomain": "cluster.local"}})),
     );
     Cluster {
-        _server: server,
+        _api: api,
         kubeconfig,
         client,
         manager,
         runtime,
         module_dir,
-        _dir: dir,
     }
 }
 

@@ -57,6 +57,21 @@ impl Cluster {
         self.dir.path()
     }
 
+    /// Stops the server (its data stays until the cluster is dropped).
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
+    }
+
+    /// The server's URL.
+    pub fn url(&self) -> &str {
+        self.server.url()
+    }
+
+    /// The kubeconfig of `user` (one of the server's users).
+    pub fn kubeconfig(&self, user: &str) -> Option<&Path> {
+        self.server.kubeconfigs().get(user).map(|p| p.as_path())
+    }
+
     /// The admin kubeconfig.
     pub fn admin_kubeconfig(&self) -> &Path {
         self.server.admin_kubeconfig()

@@ -226,11 +226,20 @@ mod tests {
     #[test]
     fn paths_and_methods() {
         let post = Method::POST;
-        assert_eq!(route(&post, "/validate/v1alpha1/module-configs"), Ok(Route::Validate));
+        assert_eq!(
+            route(&post, "/validate/v1alpha1/module-configs"),
+            Ok(Route::Validate)
+        );
         assert_eq!(route(&post, "/validate"), Ok(Route::Validate));
         assert_eq!(route(&post, "/convert"), Ok(Route::Convert));
         assert_eq!(route(&Method::GET, "/healthz"), Ok(Route::Health));
-        assert_eq!(route(&post, "/validated").unwrap_err().0, StatusCode::NOT_FOUND);
-        assert_eq!(route(&Method::GET, "/convert").unwrap_err().0, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(
+            route(&post, "/validated").unwrap_err().0,
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            route(&Method::GET, "/convert").unwrap_err().0,
+            StatusCode::METHOD_NOT_ALLOWED
+        );
     }
 }

@@ -107,8 +107,8 @@ fn read_pair(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
     if certs.is_empty() {
         return Err(pem_error(cert, "no certificate in the file".into()));
     }
-    let private = PrivateKeyDer::from_pem_slice(&read(key)?)
-        .map_err(|e| pem_error(key, e.to_string()))?;
+    let private =
+        PrivateKeyDer::from_pem_slice(&read(key)?).map_err(|e| pem_error(key, e.to_string()))?;
     let provider = rustls::crypto::ring::default_provider();
     Ok(Arc::new(CertifiedKey::from_der(certs, private, &provider)?))
 }
@@ -122,12 +122,13 @@ impl ResolvesServerCert for CertificateFiles {
 /// A TLS acceptor (TLS 1.2+, HTTP/2 and HTTP/1.1 as kube-apiserver speaks them) serving the
 /// files' certificate.
 pub fn acceptor(certificate: Arc<CertificateFiles>) -> tokio_rustls::TlsAcceptor {
-    let mut config =
-        rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
-            .with_no_client_auth()
-            .with_cert_resolver(certificate);
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("ring supports the default protocol versions")
+    .with_no_client_auth()
+    .with_cert_resolver(certificate);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }

@@ -32,7 +32,11 @@ fn cluster() -> ClusterObjects {
             ),
             module("cni-a", json!({"exclusiveGroup": "cni"}), true),
             module("cni-b", json!({"exclusiveGroup": "cni"}), false),
-            module("child", json!({"requirements": {"modules": {"exp": ">= 0.0.0"}}}), false),
+            module(
+                "child",
+                json!({"requirements": {"modules": {"exp": ">= 0.0.0"}}}),
+                false,
+            ),
         ],
         settings_definitions: vec![definition(
             "echo",
@@ -41,7 +45,10 @@ fn cluster() -> ClusterObjects {
         )],
         update_policies: vec![json!({"metadata": {"name": "weekly"}})],
         pull_overrides: vec![json!({"metadata": {"name": "keep"}})],
-        module_configs: vec![config("deckhouse", json!({"settings": {"allowedExperimentalModules": ["other"]}}))],
+        module_configs: vec![config(
+            "deckhouse",
+            json!({"settings": {"allowedExperimentalModules": ["other"]}}),
+        )],
     }
 }
 
@@ -53,7 +60,13 @@ fn verdict(old: Option<&Value>, new: Option<&Value>) -> Result<Vec<String>, Stri
         (Some(_), None) => Operation::Delete,
     };
     validate_request(
-        &Request { kind: "ModuleConfig", operation, user: None, old, new },
+        &Request {
+            kind: "ModuleConfig",
+            operation,
+            user: None,
+            old,
+            new,
+        },
         &context(&cluster()),
     )
     .map_err(|d| d.message())
@@ -87,7 +100,13 @@ fn experimental_modules_need_the_deckhouse_settings() {
         "deckhouse",
         json!({"settings": {"allowedExperimentalModules": ["exp"]}}),
     )];
-    let request = Request { kind: "ModuleConfig", operation: Operation::Create, user: None, old: None, new: Some(&exp) };
+    let request = Request {
+        kind: "ModuleConfig",
+        operation: Operation::Create,
+        user: None,
+        old: None,
+        new: Some(&exp),
+    };
     assert!(validate_request(&request, &context(&objects)).is_ok());
 }
 
@@ -107,7 +126,11 @@ fn disabling_a_module_that_asks_for_confirmation_needs_the_annotation() {
 #[test]
 fn deleting_needs_the_confirmation_and_no_pull_override() {
     let on = config("keep", json!({"enabled": true}));
-    assert!(verdict(Some(&on), None).unwrap_err().starts_with("Disabling deletes the data."));
+    assert!(
+        verdict(Some(&on), None)
+            .unwrap_err()
+            .starts_with("Disabling deletes the data.")
+    );
     let mut confirmed = on.clone();
     confirmed["metadata"]["annotations"] = json!({"modules.deckhouse.io/allow-disabling": "true"});
     assert_eq!(
@@ -119,11 +142,21 @@ fn deleting_needs_the_confirmation_and_no_pull_override() {
 #[test]
 fn a_pull_override_guards_the_config_of_a_module_the_cluster_lists_no_module_for() {
     let mut objects = cluster();
-    objects.pull_overrides.push(json!({"metadata": {"name": "dev"}}));
+    objects
+        .pull_overrides
+        .push(json!({"metadata": {"name": "dev"}}));
     let dev = config("dev", json!({"enabled": true}));
-    let request = Request { kind: "ModuleConfig", operation: Operation::Delete, user: None, old: Some(&dev), new: None };
+    let request = Request {
+        kind: "ModuleConfig",
+        operation: Operation::Delete,
+        user: None,
+        old: Some(&dev),
+        new: None,
+    };
     assert_eq!(
-        validate_request(&request, &context(&objects)).unwrap_err().message(),
+        validate_request(&request, &context(&objects))
+            .unwrap_err()
+            .message(),
         "delete the ModulePullOverride before deleting the module config"
     );
 }
@@ -149,7 +182,10 @@ fn a_module_needing_a_disabled_module_cannot_be_enabled() {
 #[test]
 fn update_policies_must_exist() {
     let missing = config("echo", json!({"updatePolicy": "daily"}));
-    assert_eq!(verdict(None, Some(&missing)).unwrap_err(), "the 'daily' module policy does not exist");
+    assert_eq!(
+        verdict(None, Some(&missing)).unwrap_err(),
+        "the 'daily' module policy does not exist"
+    );
     let there = config("echo", json!({"updatePolicy": "weekly"}));
     assert_eq!(verdict(None, Some(&there)), Ok(vec![]));
 }
@@ -158,7 +194,16 @@ fn update_policies_must_exist() {
 fn an_empty_cluster_knows_nothing_and_refuses_nothing_it_cannot_know() {
     let ctx = context(&ClusterObjects::default());
     assert!(ctx.modules.is_empty());
-    let any = config("whatever", json!({"enabled": true, "version": 1, "settings": {"x": 1}}));
-    let request = Request { kind: "ModuleConfig", operation: Operation::Create, user: None, old: None, new: Some(&any) };
+    let any = config(
+        "whatever",
+        json!({"enabled": true, "version": 1, "settings": {"x": 1}}),
+    );
+    let request = Request {
+        kind: "ModuleConfig",
+        operation: Operation::Create,
+        user: None,
+        old: None,
+        new: Some(&any),
+    };
     assert!(validate_request(&request, &ctx).is_ok());
 }

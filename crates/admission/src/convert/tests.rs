@@ -43,7 +43,9 @@ fn single_version_kinds_only_name_their_version() {
 fn refusals_say_why() {
     let mc = json!({"apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleConfig", "metadata": {"name": "m"}});
     assert_eq!(
-        convert(mc.clone(), "deckhouse.io/v1alpha2").unwrap_err().to_string(),
+        convert(mc.clone(), "deckhouse.io/v1alpha2")
+            .unwrap_err()
+            .to_string(),
         "ModuleConfig.deckhouse.io does not serve \"deckhouse.io/v1alpha2\" (served: v1alpha1)"
     );
     assert_eq!(
@@ -63,7 +65,10 @@ fn refusals_say_why() {
 
 #[test]
 fn the_only_multi_version_kind_served_is_module_update_policy() {
-    let kinds: Vec<String> = multi_version_kinds().into_iter().map(|(_, k, _)| k).collect();
+    let kinds: Vec<String> = multi_version_kinds()
+        .into_iter()
+        .map(|(_, k, _)| k)
+        .collect();
     assert_eq!(kinds, ["ModuleUpdatePolicy"]);
 }
 
@@ -76,7 +81,8 @@ fn window() -> impl Strategy<Value = Value> {
         proptest::sample::subsequence(vec!["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"], 0..7),
     )
         .prop_map(|(fh, fm, th, tm, days)| {
-            let mut w = json!({"from": format!("{fh:02}:{fm:02}"), "to": format!("{th:02}:{tm:02}")});
+            let mut w =
+                json!({"from": format!("{fh:02}:{fm:02}"), "to": format!("{th:02}:{tm:02}")});
             if !days.is_empty() {
                 w["days"] = json!(days);
             }
@@ -86,7 +92,14 @@ fn window() -> impl Strategy<Value = Value> {
 
 fn spec_v1() -> impl Strategy<Value = Value> {
     (
-        proptest::sample::select(vec!["Alpha", "Beta", "EarlyAccess", "Stable", "RockSolid", "Lts"]),
+        proptest::sample::select(vec![
+            "Alpha",
+            "Beta",
+            "EarlyAccess",
+            "Stable",
+            "RockSolid",
+            "Lts",
+        ]),
         proptest::sample::select(vec!["Auto", "Manual", "Ignore", "AutoPatch"]),
         proptest::collection::vec(window(), 0..4),
         proptest::collection::btree_map("[a-z]{1,8}", "[a-z0-9]{0,8}", 1..3),
@@ -104,7 +117,10 @@ fn spec_v1() -> impl Strategy<Value = Value> {
 /// The fields both versions have: metadata and everything in `spec` but the v1alpha1 selector.
 fn common(mut object: Value) -> Value {
     object.as_object_mut().unwrap().remove("apiVersion");
-    object["spec"].as_object_mut().unwrap().remove("moduleReleaseSelector");
+    object["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("moduleReleaseSelector");
     object
 }
 

@@ -34,7 +34,12 @@ fn keeper(spec: Value) -> Value {
 
 #[test]
 fn a_denial_echoes_the_uid_with_deckhouse_message() {
-    let body = admission("CREATE", "ObjectKeeper", keeper(json!({"mode": "TTL"})), Value::Null);
+    let body = admission(
+        "CREATE",
+        "ObjectKeeper",
+        keeper(json!({"mode": "TTL"})),
+        Value::Null,
+    );
     assert_eq!(
         answer(&body),
         json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
@@ -52,17 +57,31 @@ fn an_admitted_request_carries_the_warnings() {
     assert_eq!(r["response"]["allowed"], true);
     assert_eq!(
         r["response"]["warnings"],
-        json!(["spec.version has no effect without spec.settings, defaults from the latest version of settings schema will be applied"])
+        json!([
+            "spec.version has no effect without spec.settings, defaults from the latest version of settings schema will be applied"
+        ])
     );
-    let ok = answer(&admission("CREATE", "ObjectKeeper", keeper(json!({"mode": "TTL", "ttl": "1h"})), Value::Null));
-    assert_eq!(ok["response"], json!({"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": true}));
+    let ok = answer(&admission(
+        "CREATE",
+        "ObjectKeeper",
+        keeper(json!({"mode": "TTL", "ttl": "1h"})),
+        Value::Null,
+    ));
+    assert_eq!(
+        ok["response"],
+        json!({"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": true})
+    );
 }
 
 #[test]
 fn the_user_of_the_review_is_who_the_rules_see() {
-    let module = json!({"apiVersion": "deckhouse.io/v1alpha1", "kind": "Module", "metadata": {"name": "m"}});
+    let module =
+        json!({"apiVersion": "deckhouse.io/v1alpha1", "kind": "Module", "metadata": {"name": "m"}});
     let r = answer(&admission("UPDATE", "Module", module.clone(), module));
-    assert_eq!(r["response"]["status"]["message"], "manual Module change is forbidden");
+    assert_eq!(
+        r["response"]["status"]["message"],
+        "manual Module change is forbidden"
+    );
     assert_eq!(r["response"]["status"]["code"], 403);
 }
 
@@ -85,7 +104,10 @@ fn malformed_reviews_are_refused_with_the_reason() {
         (vec![b' '; MAX_REVIEW_BYTES + 1], "the AdmissionReview is 8388609 bytes, more than the 8388608 accepted"),
     ];
     for (body, message) in cases {
-        assert_eq!(AdmissionRequest::parse(&body).unwrap_err().to_string(), message);
+        assert_eq!(
+            AdmissionRequest::parse(&body).unwrap_err().to_string(),
+            message
+        );
     }
 }
 
@@ -126,14 +148,20 @@ fn converted_objects_come_back_in_order() {
             )
         })
         .collect();
-    let want = [("a", "Ignore"), ("b", "Auto"), ("c", "Manual")]
-        .map(|(n, m)| (n.to_string(), "deckhouse.io/v1alpha2".to_string(), m.to_string()));
+    let want = [("a", "Ignore"), ("b", "Auto"), ("c", "Manual")].map(|(n, m)| {
+        (
+            n.to_string(),
+            "deckhouse.io/v1alpha2".to_string(),
+            m.to_string(),
+        )
+    });
     assert_eq!(got, want);
 }
 
 #[test]
 fn a_failed_conversion_converts_nothing_and_says_why() {
-    let objects = json!([mup("a", "deckhouse.io/v1alpha1", "Auto"), {"apiVersion": "v1", "kind": "Pod"}]);
+    let objects =
+        json!([mup("a", "deckhouse.io/v1alpha1", "Auto"), {"apiVersion": "v1", "kind": "Pod"}]);
     let r = conversion_review(&conversion("deckhouse.io/v1alpha2", objects)).unwrap();
     assert_eq!(
         r["response"],
@@ -147,7 +175,9 @@ fn malformed_conversion_reviews_are_refused() {
     let no_objects = json!({"kind": "ConversionReview", "apiVersion": "apiextensions.k8s.io/v1",
         "request": {"uid": "u", "desiredAPIVersion": "deckhouse.io/v1alpha2"}});
     assert_eq!(
-        conversion_review(no_objects.to_string().as_bytes()).unwrap_err().to_string(),
+        conversion_review(no_objects.to_string().as_bytes())
+            .unwrap_err()
+            .to_string(),
         "request.objects is missing"
     );
     assert_eq!(

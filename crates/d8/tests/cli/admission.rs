@@ -13,7 +13,8 @@ fn apply(admin: &Path, dir: &Path, name: &str, yaml: &str) -> (bool, String) {
     (ok, format!("{stdout}{stderr}"))
 }
 
-const WEBHOOK: &str = "admission webhook \"module-configs.deckhouse-webhook.deckhouse.io\" denied the request: ";
+const WEBHOOK: &str =
+    "admission webhook \"module-configs.deckhouse-webhook.deckhouse.io\" denied the request: ";
 
 #[tokio::test]
 async fn every_rule_refuses_with_deckhouses_message_through_kubectl() {
@@ -23,16 +24,30 @@ async fn every_rule_refuses_with_deckhouses_message_through_kubectl() {
     // What the module manager publishes: a module's settings schema, an experimental module,
     // an update policy and a pull override.
     for (name, yaml) in [
-        ("msd", "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleSettingsDefinition\nmetadata:\n  name: echo\nspec:\n  versions:\n  - name: \"1\"\n    schema:\n      type: object\n      properties:\n        replicas: {type: integer, maximum: 3}\n"),
-        ("module", "apiVersion: deckhouse.io/v1alpha1\nkind: Module\nmetadata:\n  name: lab\nproperties:\n  stage: Experimental\n"),
-        ("mup", "apiVersion: deckhouse.io/v1alpha2\nkind: ModuleUpdatePolicy\nmetadata:\n  name: weekly\nspec:\n  update:\n    mode: Auto\n"),
-        ("mpo", "apiVersion: deckhouse.io/v1alpha2\nkind: ModulePullOverride\nmetadata:\n  name: pinned\nspec:\n  imageTag: pr-1\n"),
+        (
+            "msd",
+            "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleSettingsDefinition\nmetadata:\n  name: echo\nspec:\n  versions:\n  - name: \"1\"\n    schema:\n      type: object\n      properties:\n        replicas: {type: integer, maximum: 3}\n",
+        ),
+        (
+            "module",
+            "apiVersion: deckhouse.io/v1alpha1\nkind: Module\nmetadata:\n  name: lab\nproperties:\n  stage: Experimental\n",
+        ),
+        (
+            "mup",
+            "apiVersion: deckhouse.io/v1alpha2\nkind: ModuleUpdatePolicy\nmetadata:\n  name: weekly\nspec:\n  update:\n    mode: Auto\n",
+        ),
+        (
+            "mpo",
+            "apiVersion: deckhouse.io/v1alpha2\nkind: ModulePullOverride\nmetadata:\n  name: pinned\nspec:\n  imageTag: pr-1\n",
+        ),
     ] {
         let (ok, out) = apply(&admin, dir.path(), name, yaml);
         assert!(ok, "{out}");
     }
     let mc = |name: &str, spec: &str| {
-        format!("apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: {name}\nspec:\n{spec}")
+        format!(
+            "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: {name}\nspec:\n{spec}"
+        )
     };
     let cases: Vec<(String, String)> = vec![
         (
@@ -62,22 +77,51 @@ async fn every_rule_refuses_with_deckhouses_message_through_kubectl() {
     for (i, (yaml, message)) in cases.iter().enumerate() {
         let (ok, out) = apply(&admin, dir.path(), &format!("case-{i}"), yaml);
         assert!(!ok, "case {i} admitted:\n{yaml}");
-        assert!(out.contains(message.as_str()), "case {i}: want {message:?} in\n{out}");
+        assert!(
+            out.contains(message.as_str()),
+            "case {i}: want {message:?} in\n{out}"
+        );
     }
     // Within the schema and the facts: admitted.
-    let (ok, out) = apply(&admin, dir.path(), "good", &mc("echo", "  version: 1\n  updatePolicy: weekly\n  settings: {replicas: 3}\n"));
+    let (ok, out) = apply(
+        &admin,
+        dir.path(),
+        "good",
+        &mc(
+            "echo",
+            "  version: 1\n  updatePolicy: weekly\n  settings: {replicas: 3}\n",
+        ),
+    );
     assert!(ok, "{out}");
     // Allowing the experimental module in the `deckhouse` ModuleConfig admits it.
-    let (ok, out) = apply(&admin, dir.path(), "deckhouse", &mc("deckhouse", "  version: 1\n  settings:\n    allowedExperimentalModules: [lab]\n"));
+    let (ok, out) = apply(
+        &admin,
+        dir.path(),
+        "deckhouse",
+        &mc(
+            "deckhouse",
+            "  version: 1\n  settings:\n    allowedExperimentalModules: [lab]\n",
+        ),
+    );
     assert!(ok, "{out}");
     let (ok, out) = apply(&admin, dir.path(), "lab", &mc("lab", "  enabled: true\n"));
     assert!(ok, "{out}");
     // Deletion rules: a module config whose module is pulled by an override stays.
-    let (ok, out) = apply(&admin, dir.path(), "pinned", &mc("pinned", "  enabled: true\n"));
+    let (ok, out) = apply(
+        &admin,
+        dir.path(),
+        "pinned",
+        &mc("pinned", "  enabled: true\n"),
+    );
     assert!(ok, "{out}");
     let (ok, _, stderr) = kubectl(&admin, &["delete", "moduleconfig", "pinned"]);
     assert!(!ok);
-    assert!(stderr.contains(&format!("{WEBHOOK}delete the ModulePullOverride before deleting the module config")), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{WEBHOOK}delete the ModulePullOverride before deleting the module config"
+        )),
+        "{stderr}"
+    );
     kubectl_ok(&admin, &["delete", "modulepulloverride", "pinned"]);
     kubectl_ok(&admin, &["delete", "moduleconfig", "pinned"]);
 }
@@ -89,15 +133,32 @@ async fn a_v1alpha1_update_policy_reads_back_as_v1alpha2_and_back_in_every_mode(
     let dir = tempfile::tempdir().unwrap();
     for mode in ["Auto", "Manual", "Ignore", "AutoPatch"] {
         let name = format!("policy-{}", mode.to_lowercase());
-        let yaml = format!("apiVersion: deckhouse.io/v1alpha1\nkind: ModuleUpdatePolicy\nmetadata:\n  name: {name}\nspec:\n  releaseChannel: Beta\n  update:\n    mode: {mode}\n    windows:\n    - {{from: \"01:00\", to: \"02:00\", days: [Sat]}}\n  moduleReleaseSelector:\n    labelSelector:\n      matchLabels: {{source: example}}\n");
+        let yaml = format!(
+            "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleUpdatePolicy\nmetadata:\n  name: {name}\nspec:\n  releaseChannel: Beta\n  update:\n    mode: {mode}\n    windows:\n    - {{from: \"01:00\", to: \"02:00\", days: [Sat]}}\n  moduleReleaseSelector:\n    labelSelector:\n      matchLabels: {{source: example}}\n"
+        );
         let (ok, out) = apply(&admin, dir.path(), &name, &yaml);
         assert!(ok, "{out}");
         let get = |version: &str, path: &str| {
-            kubectl_ok(&admin, &["get", &format!("moduleupdatepolicies.{version}.deckhouse.io"), &name, "-o", &format!("jsonpath={path}")])
+            kubectl_ok(
+                &admin,
+                &[
+                    "get",
+                    &format!("moduleupdatepolicies.{version}.deckhouse.io"),
+                    &name,
+                    "-o",
+                    &format!("jsonpath={path}"),
+                ],
+            )
         };
         let fields = "{.apiVersion} {.spec.releaseChannel} {.spec.update.mode} {.spec.update.windows[0].from}-{.spec.update.windows[0].to}";
-        assert_eq!(get("v1alpha2", fields), format!("deckhouse.io/v1alpha2 Beta {mode} 01:00-02:00"));
-        assert_eq!(get("v1alpha1", fields), format!("deckhouse.io/v1alpha1 Beta {mode} 01:00-02:00"));
+        assert_eq!(
+            get("v1alpha2", fields),
+            format!("deckhouse.io/v1alpha2 Beta {mode} 01:00-02:00")
+        );
+        assert_eq!(
+            get("v1alpha1", fields),
+            format!("deckhouse.io/v1alpha1 Beta {mode} 01:00-02:00")
+        );
         // The stored version binds modules by name: the selector is not kept.
         assert_eq!(get("v1alpha2", "{.spec.moduleReleaseSelector}"), "");
     }
