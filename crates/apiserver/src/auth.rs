@@ -15,6 +15,9 @@ pub struct Rule {
     pub resource_names: Vec<String>,
     /// Namespaces the rule applies in; empty for cluster-wide (as a ClusterRoleBinding).
     pub namespaces: Vec<String>,
+    /// URLs outside the API (`/metrics`, `/healthz`, `/debug/*`) the verbs apply to.
+    #[serde(default)]
+    pub non_resource_urls: Vec<String>,
 }
 
 fn strs(v: &[&str]) -> Vec<String> {
@@ -30,6 +33,16 @@ impl Rule {
             resources: strs(resources),
             resource_names: Vec::new(),
             namespaces: Vec::new(),
+            non_resource_urls: Vec::new(),
+        }
+    }
+
+    /// `verbs` on URLs outside the API: exact, or a prefix ending in `*` (RBAC's
+    /// `nonResourceURLs`).
+    pub fn non_resource(verbs: &[&str], urls: &[&str]) -> Self {
+        Self {
+            non_resource_urls: strs(urls),
+            ..Self::new(verbs, &[], &[])
         }
     }
 
@@ -48,6 +61,21 @@ impl Rule {
     /// Everything (`cluster-admin`).
     pub fn admin() -> Self {
         Self::new(&["*"], &["*"], &["*"])
+    }
+
+    /// Whether the rule grants `access`.
+    pub(crate) fn grants(&self, access: &Access<'_>) -> bool {
+        match access {
+            Access::Resource(a) => self.allows(a),
+            Access::NonResource { verb, path } => {
+                self.verbs.iter().any(|v| v == "*" || v == verb)
+                    && self.non_resource_urls.iter().any(|u| {
+                        u == path
+                            || u.strip_suffix('*')
+                                .is_some_and(|prefix| path.starts_with(prefix))
+                    })
+            }
+        }
     }
 
     fn allows(&self, a: &Attributes<'_>) -> bool {
@@ -163,6 +191,27 @@ impl User {
     pub(crate) fn allows(&self, a: &Attributes<'_>) -> bool {
         self.rules.iter().any(|r| r.allows(a))
     }
+
+    /// Whether the user's own rules grant `access` (RBAC objects may grant more).
+    pub(crate) fn grants(&self, access: &Access<'_>) -> bool {
+        self.rules.iter().any(|r| r.grants(access))
+    }
+}
+
+/// What an authorization decision is about: a resource request, or a URL outside the API
+/// (`/metrics`, `/healthz`), as a SubjectAccessReview's `resourceAttributes` or
+/// `nonResourceAttributes`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Access<'a> {
+    /// A request on an API resource.
+    Resource(Attributes<'a>),
+    /// A request on a path outside the API.
+    NonResource {
+        /// The lowercase verb (`get`, `post`…).
+        verb: &'a str,
+        /// The URL path.
+        path: &'a str,
+    },
 }
 
 /// What a request asks to do, for authorization.

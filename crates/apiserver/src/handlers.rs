@@ -1,11 +1,13 @@
 //! HTTP: authentication, authorization, routing and the Kubernetes wire formats, on axum.
 
-use crate::auth::{Attributes, Identity, User};
+use crate::auth::{Access, Attributes, Identity, User};
 use crate::core::{Core, DeleteOpts, Deleted, FieldValidation, ListQuery, Propagation, WriteOpts};
 use crate::error::ApiError;
 use crate::patch::PatchType;
 use crate::path::{self, ResourcePath, Target};
+use crate::rbac::{Policy, Subject};
 use crate::resources::ResourceDef;
+use crate::reviews;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::{discovery, table, watch};
 use axum::body::{Body, Bytes};
@@ -29,6 +31,7 @@ pub(crate) struct PeerCert(pub(crate) Option<String>);
 pub(crate) struct AuthIndex {
     by_token: HashMap<String, Arc<User>>,
     by_cert: HashMap<String, Arc<User>>,
+    by_name: HashMap<String, Arc<User>>,
 }
 
 fn token_digest(t: &str) -> String {
@@ -41,6 +44,7 @@ impl AuthIndex {
         for id in ids {
             let u = Arc::new(id.user.clone());
             a.by_token.insert(token_digest(&id.token), u.clone());
+            a.by_name.insert(u.name.clone(), u.clone());
             if let Some(fp) = &id.cert_fingerprint {
                 a.by_cert.insert(fp.clone(), u);
             }
@@ -59,7 +63,12 @@ impl AuthIndex {
             .strip_prefix("Bearer ")
             .or_else(|| h.strip_prefix("bearer "))?
             .trim();
-        // Looked up by digest, so the comparison does not leak the token through timing.
+        self.by_token(token)
+    }
+
+    /// Who holds `token`. Looked up by digest, so the comparison does not leak the token
+    /// through timing.
+    fn by_token(&self, token: &str) -> Option<Arc<User>> {
         self.by_token.get(&token_digest(token)).cloned()
     }
 }
@@ -70,6 +79,106 @@ pub(crate) struct AppState {
     pub(crate) core: Arc<Core>,
     pub(crate) auth: AuthIndex,
     pub(crate) bookmark_interval: Duration,
+}
+
+impl AppState {
+    /// Why `subject` may do `access`: the rules of the user of that name, then the RBAC
+    /// objects stored (bindings naming the user, its groups or its ServiceAccount). `None`
+    /// when nothing grants it.
+    async fn authorize(
+        &self,
+        user: &str,
+        groups: &[String],
+        access: &Access<'_>,
+    ) -> Result<Option<String>, ApiError> {
+        if let Some(u) = self.auth.by_name.get(user)
+            && u.grants(access)
+        {
+            return Ok(Some(format!("allowed by the rules of user {user:?}")));
+        }
+        let policy = self.policy().await?;
+        Ok(policy.allows(&Subject { user, groups }, access))
+    }
+
+    /// The RBAC objects stored now.
+    async fn policy(&self) -> Result<Policy, ApiError> {
+        const RBAC: &str = "rbac.authorization.k8s.io";
+        let reg = self.core.registry();
+        let core = self.core.clone();
+        blocking(move || {
+            let all = |plural: &str| -> Result<Vec<Value>, ApiError> {
+                let Some(def) = reg.get(RBAC, plural) else {
+                    return Ok(Vec::new());
+                };
+                Ok(core.list(&def, "v1", &ListQuery::default())?.items)
+            };
+            Ok(Policy {
+                cluster_roles: all("clusterroles")?,
+                roles: all("roles")?,
+                cluster_role_bindings: all("clusterrolebindings")?,
+                role_bindings: all("rolebindings")?,
+            })
+        })
+        .await
+    }
+
+    /// Refuses with Kubernetes' message unless `user` may do `attrs`.
+    async fn require(&self, user: &User, attrs: Attributes<'_>) -> Result<(), ApiError> {
+        if user.allows(&attrs)
+            || self
+                .authorize(&user.name, &user.groups, &Access::Resource(attrs))
+                .await?
+                .is_some()
+        {
+            return Ok(());
+        }
+        Err(ApiError::forbidden(attrs.forbidden_message(&user.name)))
+    }
+}
+
+/// Answers a TokenReview or a SubjectAccessReview created at `path` by `user`.
+async fn review(
+    st: &Arc<AppState>,
+    user: &User,
+    path: &str,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let (group, resource) = match path {
+        reviews::TOKEN_REVIEWS => ("authentication.k8s.io", "tokenreviews"),
+        _ => ("authorization.k8s.io", "subjectaccessreviews"),
+    };
+    if req.method() != Method::POST {
+        return Err(ApiError::method_not_allowed(format!(
+            "{resource} can only be created"
+        )));
+    }
+    st.require(
+        user,
+        Attributes {
+            verb: "create",
+            group,
+            resource,
+            subresource: None,
+            namespace: None,
+            name: None,
+        },
+    )
+    .await?;
+    let body: Bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
+        .await
+        .map_err(|e| ApiError::too_large(e.to_string()))?;
+    let body: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
+    let answered = if path == reviews::TOKEN_REVIEWS {
+        reviews::token_review(body, |token| st.auth.by_token(token))?
+    } else {
+        let question = reviews::AccessQuestion::parse(&body)?;
+        let reason = st
+            .authorize(&question.user, &question.groups, &question.access())
+            .await?;
+        reviews::access_review(body, reason)
+    };
+    Ok(json_response(201, &answered))
 }
 
 /// The router: one fallback handler, because Kubernetes paths do not fit a route table.
@@ -130,6 +239,9 @@ async fn dispatch(st: &Arc<AppState>, req: Request) -> Result<Response, ApiError
         .auth
         .authenticate(&req)
         .ok_or_else(ApiError::unauthorized)?;
+    if p == reviews::TOKEN_REVIEWS || p == reviews::ACCESS_REVIEWS {
+        return review(st, &user, &p, req).await;
+    }
     let reg = st.core.registry();
     if p == "/openapi/v3" || p == "/openapi/v3/" {
         return Ok(json_response(200, &discovery::openapi_root(&reg)));
@@ -351,9 +463,7 @@ async fn resource(
         namespace: rp.namespace.as_deref(),
         name: name_attr,
     };
-    if !user.allows(&attrs) {
-        return Err(ApiError::forbidden(attrs.forbidden_message(&user.name)));
-    }
+    st.require(user, attrs).await?;
     let table = wants_table(&req);
     let include = q
         .get("includeObject")

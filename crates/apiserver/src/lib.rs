@@ -6,8 +6,9 @@
 //! conflicts, `resourceVersion` conflicts, `generation`, label and field selectors, watch
 //! with "too old" errors, finalizers, `ownerReferences` garbage collection, structural-schema
 //! validation and defaulting of custom resources, an injected validation hook, per-component
-//! credentials with RBAC-like rules — persisted in one redb file, so kube-rs clients and
-//! `kubectl` work against it unchanged on a single machine.
+//! credentials with RBAC-like rules, authorization by the RBAC objects it stores, and the
+//! TokenReview and SubjectAccessReview a delegating component asks for — persisted in one
+//! redb file, so kube-rs clients and `kubectl` work against it unchanged on a single machine.
 //!
 //! Objects are stored as JSON (`serde_json::Value`): the server knows no Rust types of the
 //! kinds it serves. It must not depend on `kube` or `k8s-openapi` (they are test-only here),
@@ -25,7 +26,9 @@ mod meta;
 mod patch;
 mod path;
 mod pki;
+mod rbac;
 mod resources;
+mod reviews;
 mod scale;
 mod schema;
 mod selector;

@@ -206,3 +206,170 @@ async fn unauthenticated_and_certificate_users() {
         401
     );
 }
+
+/// TokenReview names a token's holder; SubjectAccessReview answers from the RBAC objects
+/// stored (and those objects grant ordinary requests too); only a caller allowed to create
+/// reviews may ask.
+#[tokio::test]
+async fn token_and_subject_access_reviews_follow_stored_rbac() {
+    use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+    use k8s_openapi::api::authorization::v1::{
+        NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let s = common::start_with(|b| {
+        b.namespace("d8-system")
+            .user(User::new("prometheus").group("d8:monitoring"))
+            .user(User::new("nobody"))
+    })
+    .await;
+    let admin = s.admin().await;
+    let token = s.server.token("prometheus").unwrap().to_string();
+
+    let reviews: Api<TokenReview> = Api::all(admin.clone());
+    let review = |token: &str| TokenReview {
+        spec: TokenReviewSpec {
+            token: Some(token.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answered = reviews
+        .create(&PostParams::default(), &review(&token))
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(answered.authenticated, Some(true));
+    let user = answered.user.unwrap();
+    assert_eq!(user.username.as_deref(), Some("prometheus"));
+    assert_eq!(
+        user.groups.unwrap(),
+        ["d8:monitoring", "system:authenticated"]
+    );
+    let forged = reviews
+        .create(&PostParams::default(), &review("not-a-token"))
+        .await
+        .unwrap();
+    assert_ne!(forged.status.unwrap().authenticated, Some(true));
+
+    let sar = |user: &str, groups: &[&str], path: Option<&str>| SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.into()),
+            groups: Some(groups.iter().map(|g| (*g).to_string()).collect()),
+            non_resource_attributes: path.map(|p| NonResourceAttributes {
+                path: Some(p.into()),
+                verb: Some("get".into()),
+            }),
+            resource_attributes: path.is_none().then(|| ResourceAttributes {
+                namespace: Some("d8-system".into()),
+                verb: Some("get".into()),
+                group: Some("apps".into()),
+                resource: Some("deployments".into()),
+                subresource: Some("prometheus-metrics".into()),
+                name: Some("deckhouse".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let sars: Api<SubjectAccessReview> = Api::all(admin.clone());
+    let allowed = |review: SubjectAccessReview| {
+        let sars = sars.clone();
+        async move {
+            let status = sars
+                .create(&PostParams::default(), &review)
+                .await
+                .unwrap()
+                .status
+                .unwrap();
+            (status.allowed, status.reason.unwrap_or_default())
+        }
+    };
+    let group = &["d8:monitoring", "system:authenticated"][..];
+    assert!(!allowed(sar("prometheus", group, None)).await.0);
+    assert!(!allowed(sar("prometheus", group, Some("/metrics"))).await.0);
+
+    // The grants Deckhouse gives its Prometheus: a ClusterRole for non-resource URLs bound to
+    // a group, a Role for one Deployment's metrics bound to a user.
+    let cluster_role: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "d8:scrape"},
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}))
+    .unwrap();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &cluster_role)
+        .await
+        .unwrap();
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "d8:scrape"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "d8:scrape"},
+        "subjects": [{"kind": "Group", "name": "d8:monitoring"}]})).unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "scrape", "namespace": "d8-system"},
+        "rules": [{"apiGroups": ["apps"], "resources": ["deployments/prometheus-metrics"],
+                   "resourceNames": ["deckhouse"], "verbs": ["get"]},
+                  {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]}))
+    .unwrap();
+    Api::<Role>::namespaced(admin.clone(), "d8-system")
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "scrape", "namespace": "d8-system"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "scrape"},
+        "subjects": [{"kind": "User", "name": "prometheus"}]}))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), "d8-system")
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        allowed(sar("prometheus", &[], None)).await,
+        (
+            true,
+            r#"RBAC: allowed by RoleBinding "scrape" of Role "scrape" to User "prometheus" in namespace "d8-system""#.into()
+        )
+    );
+    assert_eq!(
+        allowed(sar("prometheus", group, Some("/metrics"))).await,
+        (
+            true,
+            r#"RBAC: allowed by ClusterRoleBinding "d8:scrape" of ClusterRole "d8:scrape" to Group "d8:monitoring""#.into()
+        )
+    );
+    assert!(!allowed(sar("nobody", &[], None)).await.0);
+    assert!(
+        !allowed(sar("prometheus", group, Some("/debug/pprof")))
+            .await
+            .0
+    );
+
+    // The Role grants real requests as well.
+    let prometheus = s.client("prometheus").await;
+    let cms: Api<ConfigMap> = Api::namespaced(prometheus.clone(), "d8-system");
+    cms.list(&ListParams::default()).await.unwrap();
+    let other: Api<ConfigMap> = Api::namespaced(prometheus.clone(), "default");
+    assert_eq!(
+        status_code(other.list(&ListParams::default()).await.unwrap_err()),
+        403
+    );
+    // Asking needs `create` on the reviews (system:auth-delegator in a cluster).
+    let e = Api::<SubjectAccessReview>::all(prometheus)
+        .create(&PostParams::default(), &sar("prometheus", &[], None))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(e) = e else { panic!() };
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            r#"subjectaccessreviews is forbidden: User "prometheus" cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io" at the cluster scope"#
+        )
+    );
+}

@@ -20,6 +20,10 @@ pub(crate) struct Args {
     /// Nodes whose registry agents get credentials (a kubeconfig each).
     #[arg(long = "agent-node", value_name = "NODE")]
     agent_nodes: Vec<String>,
+    /// A user authenticating with a bearer token (a kubeconfig is written for it), with no
+    /// rights of its own: what it may do is granted by RBAC objects naming it (repeatable).
+    #[arg(long = "user", value_name = "NAME")]
+    users: Vec<String>,
 }
 
 /// Runs the API server until Ctrl-C or SIGTERM.
@@ -30,6 +34,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let mut builder = platform_apiserver(apiserver::ApiServer::builder().data_dir(&args.data_dir));
     for node in &args.agent_nodes {
         builder = builder.user(apiserver::User::registry_agent(node));
+    }
+    for user in &args.users {
+        builder = builder.user(apiserver::User::new(user));
     }
     if args.plain_http {
         builder = builder.plain_http();

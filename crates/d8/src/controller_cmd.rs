@@ -1,7 +1,12 @@
 //! `d8 controller`: the one place every controller of the platform is composed. One replica at
 //! a time acts, elected through Lease `d8-system/deckhouse-leader-election`; while it leads it
-//! runs the registry controller, the release engine and the module manager, and stops them the
-//! moment it loses the lease. Metrics are served on every replica.
+//! runs the registry controller, the release engine, the module manager, the ObjectKeeper
+//! controller, the module documentation builds and the CNI migration manager, and stops them
+//! the moment it loses the lease. Metrics are served on every replica: on the loopback address to
+//! anyone, and, with `--secure-metrics-address`, over HTTPS to callers a TokenReview and a
+//! SubjectAccessReview let through (kube-rbac-proxy built in, [`metrics`]).
+
+mod metrics;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,7 +17,6 @@ use anyhow::Context;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::release_cmd;
 
@@ -31,6 +35,21 @@ pub(crate) struct Args {
     /// Where `/metrics` is served.
     #[arg(long, default_value = "127.0.0.1:4281")]
     metrics_address: SocketAddr,
+    /// Also serve `/metrics` and `/queue/list` here over HTTPS, only to bearer tokens that pass
+    /// a TokenReview and a SubjectAccessReview (`/healthz` stays open for the probes).
+    #[arg(long)]
+    secure_metrics_address: Option<SocketAddr>,
+    /// The secure listener's certificate (PEM; default: self-signed at start).
+    #[arg(long, requires = "metrics_tls_private_key_file")]
+    metrics_tls_cert_file: Option<PathBuf>,
+    /// The secure listener's private key (PEM).
+    #[arg(long, requires = "metrics_tls_cert_file")]
+    metrics_tls_private_key_file: Option<PathBuf>,
+    /// What a caller must be allowed, as kube-rbac-proxy's `resourceAttributes`
+    /// (`namespace=d8-system,apiGroup=apps,apiVersion=v1,resource=deployments,subresource=prometheus-metrics,name=deckhouse`);
+    /// without it, `get` on the request path as a non-resource URL.
+    #[arg(long, requires = "secure_metrics_address")]
+    metrics_resource_attributes: Option<delegated_auth::ResourceAttributes>,
     /// Time between two passes of the registry controller.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     registry_interval: Duration,
@@ -50,6 +69,46 @@ pub(crate) struct Args {
     engine: release_cmd::EngineArgs,
     #[command(flatten)]
     modules: crate::module_cmd::ManagerArgs,
+    /// How often the ObjectKeeper controller looks again at an object a keeper follows.
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    object_keeper_recheck: Duration,
+    /// First wait before a documentation builder that failed is tried again (doubled each
+    /// time, at most 5m).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    documentation_retry: Duration,
+    /// Time between two passes of the CNI migration manager (it acts only while a
+    /// CNIMigration exists).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    cni_migration_interval: Duration,
+}
+
+/// The utility controllers: ObjectKeeper always, module documentation builds when modules are
+/// downloaded here.
+#[derive(Debug, Default)]
+pub(crate) struct Utilities {
+    /// The ObjectKeeper controller's settings.
+    pub(crate) object_keeper: utilities::object_keeper::Options,
+    /// The documentation controller's settings, when it runs.
+    pub(crate) documentation: Option<utilities::documentation::Options>,
+    /// The CNI migration manager's settings.
+    pub(crate) cni_migration: utilities::cni::manager::Options,
+}
+
+fn utilities_options(args: &Args) -> Utilities {
+    Utilities {
+        object_keeper: utilities::object_keeper::Options {
+            recheck: args.object_keeper_recheck,
+            ..Default::default()
+        },
+        documentation: args.modules.downloaded_dir().map(|dir| {
+            let mut options = utilities::documentation::Options::new(dir);
+            options.retry_base = args.documentation_retry;
+            options
+        }),
+        cni_migration: utilities::cni::manager::Options {
+            interval: args.cni_migration_interval,
+        },
+    }
 }
 
 fn registry_options(args: &Args) -> anyhow::Result<registry_controller::Options> {
@@ -91,11 +150,36 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     } else {
         Some(release_cmd::engine(client.clone(), &args.engine)?)
     };
+    let secure_metrics = match args.secure_metrics_address {
+        Some(address) => {
+            let tls = metrics::tls_acceptor(
+                args.metrics_tls_cert_file
+                    .as_deref()
+                    .zip(args.metrics_tls_private_key_file.as_deref()),
+            )?;
+            let guard = delegated_auth::Guard::new(
+                delegated_auth::Kube(client.clone()),
+                args.metrics_resource_attributes.clone(),
+            )
+            .exclude("/healthz");
+            tracing::info!(%address, "metrics over HTTPS for reviewed tokens");
+            Some((
+                bind_metrics(address).await?,
+                metrics::Secure {
+                    tls,
+                    guard: Arc::new(guard),
+                },
+            ))
+        }
+        None => None,
+    };
     let composition = Composition {
         identity,
         registry: registry_options(&args)?,
         engine,
         metrics_address: args.metrics_address,
+        utilities: utilities_options(&args),
+        secure_metrics,
     };
     let modules = crate::module_cmd::manager(client.clone(), &args.modules)?;
     if modules.is_none() {
@@ -130,6 +214,10 @@ pub(crate) struct Composition {
     pub(crate) engine: Option<release_controller::controller::Engine>,
     /// Where `/metrics` is served.
     pub(crate) metrics_address: SocketAddr,
+    /// The utility controllers.
+    pub(crate) utilities: Utilities,
+    /// The protected listener, if any.
+    pub(crate) secure_metrics: Option<(tokio::net::TcpListener, metrics::Secure)>,
 }
 
 /// Binds the metrics listener (separately, so a caller learns of a busy port before it starts).
@@ -162,6 +250,8 @@ pub(crate) async fn lead(
         registry,
         engine,
         metrics_address,
+        utilities,
+        secure_metrics,
     } = composition;
     let registry = Arc::new(registry_controller::Controller::new(
         client.clone(),
@@ -171,21 +261,60 @@ pub(crate) async fn lead(
     let mut metrics = Registry::default();
     registry.metrics().register(&mut metrics);
     let mut queues = None;
+    let mut hook_metrics = None;
     if let Some((manager, _, runtime)) = &modules {
         manager.metrics().register(&mut metrics);
         runtime.queue_metrics().register(&mut metrics);
         queues = Some(runtime.queue_view());
+        hook_metrics = Some(runtime.hook_metrics());
     }
     if let Some(engine) = &engine {
         engine.metrics().register(&mut metrics);
     }
-    let metrics = Arc::new(metrics);
+    let endpoints = metrics::Endpoints {
+        metrics: Arc::new(metrics),
+        queues,
+        hooks: hook_metrics,
+    };
     tracing::info!(address = %metrics_address, "metrics at /metrics");
-    let metrics_task = tokio::spawn(serve_metrics(listener, metrics, queues));
+    let mut servers = vec![tokio::spawn(metrics::serve_plain(
+        listener,
+        endpoints.clone(),
+    ))];
+    if let Some((listener, secure)) = secure_metrics {
+        servers.push(tokio::spawn(metrics::serve_secure(
+            listener, endpoints, secure,
+        )));
+    }
     let modules = modules.map(Arc::new);
-    let result = elect_and_run(client, &identity, registry, engine, modules, shutdown).await;
-    metrics_task.abort();
+    let utilities = Arc::new(utility_controllers(&client, utilities)?);
+    let result = elect_and_run(
+        client, &identity, registry, engine, modules, utilities, shutdown,
+    )
+    .await;
+    for server in servers {
+        server.abort();
+    }
     result
+}
+
+/// The ObjectKeeper controller, the documentation controller (when it runs) and the CNI
+/// migration manager.
+type UtilityControllers = (
+    utilities::object_keeper::Controller,
+    Option<utilities::documentation::Controller>,
+    utilities::cni::manager::Manager,
+);
+
+fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<UtilityControllers> {
+    let keepers = utilities::object_keeper::Controller::new(client.clone(), options.object_keeper);
+    let documentation = options
+        .documentation
+        .map(|o| utilities::documentation::Controller::new(client.clone(), o))
+        .transpose()
+        .context("documentation controller")?;
+    let cni = utilities::cni::manager::Manager::new(client.clone(), options.cni_migration);
+    Ok((keepers, documentation, cni))
 }
 
 async fn elect_and_run(
@@ -194,6 +323,7 @@ async fn elect_and_run(
     registry: Arc<registry_controller::Controller>,
     engine: Option<Arc<release_controller::controller::Engine>>,
     modules: Option<Arc<Modules>>,
+    utilities: Arc<UtilityControllers>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let leases: Api<Lease> = Api::namespaced(client, "d8-system");
@@ -243,6 +373,25 @@ async fn elect_and_run(
                 async move { runtime.run(runtime_stopped).await },
             ));
         }
+        tasks.push(tokio::spawn({
+            let utilities = utilities.clone();
+            let stopped = until_stopped(stopped.clone());
+            async move { utilities.0.run(stopped).await }
+        }));
+        tasks.push(tokio::spawn({
+            let utilities = utilities.clone();
+            let stopped = until_stopped(stopped.clone());
+            async move { utilities.2.run(stopped).await }
+        }));
+        if utilities.1.is_some() {
+            let utilities = utilities.clone();
+            let stopped = until_stopped(stopped.clone());
+            tasks.push(tokio::spawn(async move {
+                if let Some(documentation) = &utilities.1 {
+                    documentation.run(stopped).await
+                }
+            }));
+        }
         let quit = loop {
             tokio::select! {
                 _ = &mut signal => break true,
@@ -258,46 +407,5 @@ async fn elect_and_run(
             return Ok(());
         }
         tracing::warn!(%identity, "lost the lease: controllers stopped");
-    }
-}
-
-/// A minimal `/metrics` endpoint (Prometheus text format) and `/queue/list` (the module
-/// runtime's queues, for `d8 queue list`); anything else is 404.
-async fn serve_metrics(
-    listener: tokio::net::TcpListener,
-    metrics: Arc<Registry>,
-    queues: Option<module_controller::runtime::worker::QueueView>,
-) {
-    loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let metrics = metrics.clone();
-        let queues = queues.clone();
-        tokio::spawn(async move {
-            let mut buffer = [0u8; 1024];
-            let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer)).await;
-            let Ok(Ok(n)) = read else { return };
-            let request = String::from_utf8_lossy(&buffer[..n]);
-            let path = request.split_whitespace().nth(1).unwrap_or_default();
-            let (status, body) = if path == "/metrics" {
-                ("200 OK", registry_controller::metrics::encode(&metrics))
-            } else if path == "/queue/list" {
-                match &queues {
-                    Some(q) => ("200 OK", q.render()),
-                    None => (
-                        "404 Not Found",
-                        "the module runtime does not run here\n".into(),
-                    ),
-                }
-            } else {
-                ("404 Not Found", String::new())
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
-        });
     }
 }

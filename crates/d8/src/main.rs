@@ -3,10 +3,12 @@
 
 mod apiserver_cmd;
 mod controller_cmd;
+mod image_cmd;
 mod kube_client;
 mod mirror_cmd;
 mod module_cmd;
 mod module_render;
+mod network_cmd;
 mod queue_cmd;
 mod registry_cmd;
 mod release_cmd;
@@ -29,6 +31,11 @@ enum Command {
     Apiserver(apiserver_cmd::Args),
     /// Every platform controller (registry, releases) under leader election.
     Controller(Box<controller_cmd::Args>),
+    /// d8's own container image: build it (reproducibly) and push it to a registry.
+    Image {
+        #[command(subcommand)]
+        command: image_cmd::Command,
+    },
     /// Bundles of platform releases and modules for air-gapped clusters.
     Mirror {
         #[command(subcommand)]
@@ -37,6 +44,11 @@ enum Command {
     /// Modules: list (phase, source, version, why disabled), releases (why each waits), the
     /// module manager.
     Module(module_cmd::Args),
+    /// Networking: `cni-migration` (switch the cluster's CNI: switch, status, manager, agent).
+    Network {
+        #[command(subcommand)]
+        command: network_cmd::Command,
+    },
     /// The registry module's components.
     Registry {
         #[command(subcommand)]
@@ -73,8 +85,10 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
             Command::Controller(args) => controller_cmd::run(*args).await,
+            Command::Image { command } => image_cmd::run(command).await,
             Command::Mirror { command } => mirror_cmd::run(command).await,
             Command::Module(args) => module_cmd::run(args).await,
+            Command::Network { command } => network_cmd::run(command).await,
             Command::Queue { command } => queue_cmd::run(command).await,
             Command::Registry { command } => registry_cmd::run(command).await,
             Command::Release(args) => release_cmd::run(args).await,

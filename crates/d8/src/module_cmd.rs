@@ -41,6 +41,24 @@ enum Command {
     Controller(Box<ManagerArgs>),
     /// Render a module's chart exactly as `helm template` does (no cluster needed).
     Render(Box<crate::module_render::RenderArgs>),
+    /// Prepare the downloaded modules directory (the `init-downloaded-modules` init container):
+    /// create `DIR/modules` and check that it is writable.
+    InitDownloadedModules {
+        /// The downloaded modules directory (`$DOWNLOADED_MODULES_DIR`).
+        #[arg(long, env = "DOWNLOADED_MODULES_DIR")]
+        dir: PathBuf,
+    },
+}
+
+/// Creates `dir/modules` and proves it writable by writing and removing a probe file.
+fn init_downloaded_modules(dir: &std::path::Path) -> anyhow::Result<()> {
+    let modules = dir.join("modules");
+    std::fs::create_dir_all(&modules).with_context(|| format!("create {}", modules.display()))?;
+    let probe = modules.join(".d8-write-probe");
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("{} is not writable", modules.display()))?;
+    std::fs::remove_file(&probe).with_context(|| format!("remove {}", probe.display()))?;
+    print(&format!("{} is ready\n", modules.display()))
 }
 
 /// Flags of the module manager (also part of `d8 controller`).
@@ -53,6 +71,10 @@ pub(crate) struct ManagerArgs {
     /// The embedded modules directory (`$MODULES_DIR`: `NNN-name` directories or `module.yaml`).
     #[arg(long, env = "MODULES_DIR")]
     modules_dir: Option<PathBuf>,
+    /// Global hooks (`$GLOBAL_HOOKS_DIR`): every executable below it is a global hook of the
+    /// module runtime (onStartup, beforeAll/afterAll, schedule, kubernetes).
+    #[arg(long, env = "GLOBAL_HOOKS_DIR")]
+    global_hooks_dir: Option<PathBuf>,
     /// The bundle (`Default`, `Minimal`, `Managed`).
     #[arg(long, default_value = "Default")]
     bundle: String,
@@ -78,6 +100,13 @@ pub(crate) struct ManagerArgs {
     /// Time between two scans of every ModuleSource.
     #[arg(long, default_value = "3m", value_parser = humantime::parse_duration)]
     module_source_interval: std::time::Duration,
+}
+
+impl ManagerArgs {
+    /// `--downloaded-modules-dir`, when given.
+    pub(crate) fn downloaded_dir(&self) -> Option<&std::path::Path> {
+        self.downloaded_modules_dir.as_deref()
+    }
 }
 
 /// The module manager and when it runs passes, or `None` without `--downloaded-modules-dir`.
@@ -114,7 +143,8 @@ pub(crate) fn manager(
             downloaded: Some(downloaded.clone()),
         },
         Arc::new(release_controller::SystemClock),
-    );
+    )
+    .with_global_hooks_dir(args.global_hooks_dir.clone());
     let manager = Manager::new(
         client,
         downloaded,
@@ -170,6 +200,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     if let Command::Render(render) = args.command {
         crate::module_render::run(*render);
     }
+    if let Command::InitDownloadedModules { dir } = &args.command {
+        return init_downloaded_modules(dir);
+    }
     let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
     match args.command {
         Command::List => {
@@ -190,7 +223,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 .context("listing ModuleReleases")?;
             print(&view::render_releases(&releases.items))
         }
-        Command::Render(_) => unreachable!("handled before connecting"),
+        Command::Render(_) | Command::InitDownloadedModules { .. } => {
+            unreachable!("handled before connecting")
+        }
         Command::Controller(args) => {
             let (manager, options, _) = manager(client, &args)?
                 .context("the module manager needs --downloaded-modules-dir")?;

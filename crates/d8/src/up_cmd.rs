@@ -316,6 +316,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             },
             engine,
             metrics_address: controller_metrics,
+            utilities: controller_cmd::Utilities {
+                documentation: Some(utilities::documentation::Options::new(&downloaded_modules)),
+                ..Default::default()
+            },
+            secure_metrics: None,
         },
         modules,
         metrics,

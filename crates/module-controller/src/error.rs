@@ -87,6 +87,25 @@ pub enum Error {
         /// The validator's message.
         reason: String,
     },
+    /// A module's values are refused by its schemas, or a hook's patch cannot be applied
+    /// (addon-operator's message).
+    #[error("{message}")]
+    Values {
+        /// The module (`global` for the global values).
+        module: String,
+        /// addon-operator's text.
+        message: String,
+    },
+    /// A module hook failed (the run is retried).
+    #[error("{message}")]
+    Hook {
+        /// The module (`""` for a global hook).
+        module: String,
+        /// The hook.
+        hook: String,
+        /// What the Module status shows.
+        message: String,
+    },
     /// A module's chart did not render (Helm's message), or its output is not a set of objects.
     #[error("module {module}: {message}")]
     Render {

@@ -216,8 +216,12 @@ pub fn inject_registry(
                 reason: e.to_string(),
             })?
         }
-        Ok(_) => json!({"type": "object"}),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({"type": "object"}),
+        // A module without a values schema has its values checked against its config schema
+        // (addon-operator's rule); the schema made here keeps that by extending it.
+        Ok(_) => json!({"x-extend": {"schema": "config-values.yaml"}, "type": "object"}),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            json!({"x-extend": {"schema": "config-values.yaml"}, "type": "object"})
+        }
         Err(e) => return Err(Error::io("read", &path, e)),
     };
     let Some(object) = schema.as_object_mut() else {

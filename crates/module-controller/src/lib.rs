@@ -28,3 +28,4 @@ pub mod unpack;
 pub mod view;
 
 pub use error::Error;
+pub use module_hooks;

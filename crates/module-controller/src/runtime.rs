@@ -11,6 +11,7 @@
 
 pub mod apply;
 pub mod converge;
+pub mod hooks;
 pub mod queue;
 pub mod readiness;
 pub mod release;
@@ -92,7 +93,10 @@ pub struct Runtime {
     applier: Applier,
     dirs: ModuleDirs,
     global: Value,
-    current_global: std::sync::RwLock<Value>,
+    global_hooks_dir: Option<PathBuf>,
+    chroot_root: PathBuf,
+    values: values::ValuesStore,
+    hooks: hooks::HookHost,
     clock: std::sync::Arc<dyn release_controller::Clock>,
     queue_view: worker::QueueView,
     queue_metrics: worker::QueueMetrics,
@@ -118,7 +122,10 @@ impl Runtime {
             client,
             dirs,
             global: json!({}),
-            current_global: std::sync::RwLock::new(json!({"enabledModules": []})),
+            global_hooks_dir: None,
+            chroot_root: PathBuf::from(hooks::CHROOT_ROOT),
+            values: values::ValuesStore::default(),
+            hooks: hooks::HookHost::default(),
             clock,
             queue_view: worker::QueueView::new(),
             queue_metrics: worker::QueueMetrics::default(),
@@ -128,18 +135,27 @@ impl Runtime {
     /// The base of the global values (`global` in every chart): what the caller knows about
     /// the cluster; the global ModuleConfig's settings and Deckhouse's own keys go over it.
     pub fn with_global(mut self, global: Value) -> Self {
-        if let Ok(mut current) = self.current_global.write() {
-            *current = values::global(&global, None, &[], None);
-        }
         self.global = global;
+        self
+    }
+
+    /// Global hooks from `dir` (addon-operator's `GLOBAL_HOOKS_DIR`): run before the first
+    /// converge and around every converge.
+    pub fn with_global_hooks_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.global_hooks_dir = dir;
+        self
+    }
+
+    /// Where chroot mode assembles the modules' chroots (`/chroot` by default).
+    pub fn with_chroot_root(mut self, root: PathBuf) -> Self {
+        self.chroot_root = root;
         self
     }
 
     /// The global values of the last converge.
     pub fn global_values(&self) -> Value {
-        self.current_global
-            .read()
-            .map(|g| g.clone())
+        self.global_module_values()
+            .map(|g| g.values().clone())
             .unwrap_or_default()
     }
 
@@ -169,7 +185,13 @@ impl Runtime {
         let ending = match &result {
             Ok(o) if o.maintenance => Ending::Maintenance,
             Ok(o) => Ending::Done(o.readiness.clone()),
+            Err(e @ Error::Hook { .. }) => Ending::HookError(e.to_string()),
             Err(e) => Ending::ModuleError(e.to_string()),
+        };
+        // A failing hook shows before anything else, as Deckhouse's status reporter has it.
+        let ending = match self.hooks.error_status(module) {
+            Some((message, _)) => Ending::HookError(message),
+            None => ending,
         };
         let (phase, conditions) = status::ended(&ending);
         if current.is_some() {
@@ -186,6 +208,12 @@ impl Runtime {
     ) -> Result<(), Error> {
         let api: Api<Module> = Api::all(self.client.clone());
         let now = Time(self.clock.now());
+        // `status.hooksState`: every failing hook with its error (empty when none fails).
+        let hooks_state = self
+            .hooks
+            .error_status(module)
+            .map(|(_, state)| state)
+            .unwrap_or_default();
         let new: Vec<_> = conditions
             .into_iter()
             .map(|(t, ok, reason, message)| {
@@ -203,14 +231,22 @@ impl Runtime {
                 return Ok(());
             };
             let current_phase = current.status.as_ref().and_then(|s| s.phase);
+            let current_hooks = current
+                .status
+                .as_ref()
+                .and_then(|s| s.hooks_state.clone())
+                .unwrap_or_default();
             let old = current.status.map(|s| s.conditions).unwrap_or_default();
-            if current_phase == Some(phase) && status::holds(&old, &new) {
+            if current_phase == Some(phase)
+                && status::holds(&old, &new)
+                && current_hooks == hooks_state
+            {
                 return Ok(());
             }
             let merged = crate::manager::merge_conditions(&old, new.clone());
             let patch = json!({
                 "metadata": {"resourceVersion": current.metadata.resource_version},
-                "status": {"phase": phase, "conditions": merged},
+                "status": {"phase": phase, "conditions": merged, "hooksState": hooks_state},
             });
             match api
                 .patch_status(module, &PatchParams::default(), &Patch::Merge(patch))
@@ -249,12 +285,59 @@ impl Runtime {
         if let Some(reason) = checked.error {
             return Err(Error::SettingsRejected { reason });
         }
-        let global = self.global_values();
-        let values = render::chart_values(
-            module,
-            &global,
-            &checked.values.unwrap_or_else(|| json!({})),
-        );
+        let definition = values::module_definition(&dir, &files.settings)?;
+        let mut module_values = values::next_module_values(
+            self.values.module(module).as_ref(),
+            definition,
+            Some(&spec),
+        )
+        .map_err(values::values_error)?;
+        self.values.set_module(module_values.clone());
+        self.start_hooks(module, &dir, &mut module_values).await?;
+        self.run_phase(module, hooks::plan::Phase::BeforeHelm, &mut module_values)
+            .await?;
+        let mut starting = starting;
+        let mut outcome = self
+            .helm(
+                module,
+                &dir,
+                &files,
+                maintenance,
+                &module_values,
+                starting.take(),
+            )
+            .await?;
+        for _ in 0..hooks::plan::AFTER_HELM_RERENDERS {
+            let before = module_values.checksum();
+            self.run_phase(module, hooks::plan::Phase::AfterHelm, &mut module_values)
+                .await?;
+            if !hooks::plan::rerun_module(&before, &module_values.checksum()) {
+                break;
+            }
+            tracing::info!(
+                module,
+                "afterHelm hooks changed the values: rendering again"
+            );
+            outcome = self
+                .helm(module, &dir, &files, maintenance, &module_values, None)
+                .await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Render → apply → release → readiness with the module's values.
+    async fn helm(
+        &self,
+        module: &str,
+        dir: &std::path::Path,
+        files: &ModuleFiles,
+        maintenance: bool,
+        module_values: &module_plan::values::ModuleValues,
+        starting: Option<(ModulePhase, Vec<status::Condition>)>,
+    ) -> Result<Outcome, Error> {
+        module_values.check_helm().map_err(values::values_error)?;
+        let global = self.global_module_values()?;
+        let values = module_plan::values::helm_values(&global, module_values);
         let namespace = files
             .definition
             .yaml
@@ -281,7 +364,7 @@ impl Runtime {
                 maintenance: true,
             });
         }
-        let Some(chart) = render::read_chart(module, &dir)? else {
+        let Some(chart) = render::read_chart(module, dir)? else {
             return Ok(Outcome {
                 revision: None,
                 applied: 0,
@@ -534,6 +617,7 @@ impl Runtime {
     pub async fn delete_module(&self, module: &str) -> Result<usize, Error> {
         let history = self.applier.history(RELEASE_NAMESPACE, module).await?;
         if history.is_empty() {
+            self.stop_hooks(module).await?;
             return Ok(0);
         }
         let objects = self.released_objects(module, &history).await;
@@ -549,6 +633,8 @@ impl Runtime {
                 .await?;
         }
         tracing::info!(module, deleted, "module release uninstalled");
+        // afterDeleteHelm, then the module's watches and schedules stop.
+        self.stop_hooks(module).await?;
         Ok(deleted)
     }
 

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 struct Cluster {
     _api: testkit::Cluster,
+    _dir: tempfile::TempDir,
     kubeconfig: PathBuf,
     client: Client,
     manager: Manager,
@@ -49,9 +50,12 @@ fn write(dir: &Path, files: &[(&str, &str)]) {
 
 async fn cluster() -> Cluster {
     let api = testkit::Cluster::start().await;
-    let dir = api.dir().to_path_buf();
     let kubeconfig = api.admin_kubeconfig().to_path_buf();
     let client = api.client().await;
+    // Not under /tmp: in chroot mode the chroot's own /tmp is mounted there and would hide the
+    // module.
+    let scratch = tempfile::tempdir_in("/var/tmp").unwrap();
+    let dir = scratch.path().to_path_buf();
     let modules = dir.as_path().join("modules");
     let module_dir = modules.join("910-echo");
     write(
@@ -94,10 +98,12 @@ async fn cluster() -> Cluster {
             },
             Arc::new(clock),
         )
+        .with_chroot_root(dir.as_path().join("chroot"))
         .with_global(json!({"clusterConfiguration": {"clusterDomain": "cluster.local"}})),
     );
     Cluster {
         _api: api,
+        _dir: scratch,
         kubeconfig,
         client,
         manager,
@@ -570,4 +576,69 @@ async fn a_run_killed_mid_apply_is_finished_by_the_next_leader() {
             ),
         ]
     );
+}
+
+/// A shell hook of the module writes what it sees of a file of the controller's filesystem
+/// into a ConfigMap (through `KUBERNETES_PATCH_PATH`).
+const PROBE_SH: &str = r#"#!/bin/sh
+if [ "$1" = "--config" ]; then
+  echo '{"configVersion":"v1","beforeHelm":1}'
+  exit 0
+fi
+if [ -e "SECRET" ]; then sees=yes; else sees=no; fi
+echo "{\"operation\":\"CreateOrUpdate\",\"object\":{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"chroot-probe\",\"namespace\":\"default\"},\"data\":{\"sees\":\"$sees\"}}}" > "$KUBERNETES_PATCH_PATH"
+"#;
+
+/// Chroot mode in the runtime: without ConfigMap `d8-system/chroot-mode` a module's shell
+/// hook sees the controller's filesystem; with it, the hook runs chrooted and does not.
+#[tokio::test]
+async fn chroot_mode_hides_the_controllers_filesystem_from_module_hooks() {
+    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&uid.stdout).trim(),
+        "0",
+        "chroot mode needs root (bind mounts and chroot)"
+    );
+    let c = cluster().await;
+    let secret = c._dir.path().join("controller-secret");
+    std::fs::write(&secret, "s3cr3t").unwrap();
+    let probe = c.module_dir.join("hooks/probe.sh");
+    write(
+        &c.module_dir,
+        &[(
+            "hooks/probe.sh",
+            &PROBE_SH.replace("SECRET", &secret.display().to_string()),
+        )],
+    );
+    std::fs::set_permissions(&probe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let sees = || async {
+        Api::<ConfigMap>::namespaced(c.client.clone(), "default")
+            .get("chroot-probe")
+            .await
+            .unwrap()
+            .data
+            .unwrap_or_default()
+            .get("sees")
+            .cloned()
+            .unwrap_or_default()
+    };
+    c.config(json!({"enabled": true})).await;
+    c.runtime.detect_chroot_mode().await;
+    assert!(c.converge().await.is_some());
+    assert_eq!(sees().await, "yes");
+
+    let chroot_mode: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "chroot-mode", "namespace": "d8-system"},
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(c.client.clone(), "d8-system")
+        .create(&PostParams::default(), &chroot_mode)
+        .await
+        .unwrap();
+    c.runtime.detect_chroot_mode().await;
+    assert!(c.converge().await.is_some());
+    assert_eq!(sees().await, "no");
+    // The chroot holds the module's files (where the hook ran from).
+    assert!(c._dir.path().join("chroot/echo").is_dir());
 }

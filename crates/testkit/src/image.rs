@@ -226,6 +226,7 @@ pub struct ImageBuilder {
     gzip: bool,
     platform: (String, String),
     layers: Vec<LayerSpec>,
+    executables: Vec<String>,
 }
 
 impl ImageBuilder {
@@ -237,6 +238,7 @@ impl ImageBuilder {
             gzip: true,
             platform: ("amd64".into(), "linux".into()),
             layers: Vec::new(),
+            executables: Vec::new(),
         }
     }
 
@@ -260,6 +262,13 @@ impl ImageBuilder {
             .map(|(path, data)| ((*path).to_owned(), data.to_vec()))
             .collect();
         self.layers.push(LayerSpec::Files(files));
+        self
+    }
+
+    /// Files (of [`ImageBuilder::files`]) stored with mode 0755 instead of 0644 (hooks).
+    pub fn executable(mut self, paths: &[&str]) -> Self {
+        self.executables
+            .extend(paths.iter().map(|p| (*p).to_owned()));
         self
     }
 
@@ -357,7 +366,12 @@ impl ImageBuilder {
             }
             LayerSpec::Files(files) => {
                 for (path, data) in files {
-                    append(&mut tar, path, data.len() as u64, data.as_slice())?;
+                    let mode = if self.executables.contains(path) {
+                        0o755
+                    } else {
+                        0o644
+                    };
+                    append_mode(&mut tar, path, data.len() as u64, data.as_slice(), mode)?;
                 }
             }
         }
@@ -388,9 +402,19 @@ fn append<W: Write>(
     size: u64,
     data: impl io::Read,
 ) -> io::Result<()> {
+    append_mode(tar, path, size, data, 0o644)
+}
+
+fn append_mode<W: Write>(
+    tar: &mut tar::Builder<W>,
+    path: &str,
+    size: u64,
+    data: impl io::Read,
+    mode: u32,
+) -> io::Result<()> {
     let mut header = tar::Header::new_ustar();
     header.set_size(size);
-    header.set_mode(0o644);
+    header.set_mode(mode);
     header.set_mtime(0);
     header.set_uid(0);
     header.set_gid(0);

@@ -5,8 +5,15 @@
 mod admission;
 mod agent;
 mod apiserver;
+mod cni_migration;
+mod documentation;
+mod image;
+mod install;
+mod metrics;
 mod mirror;
 mod module;
+mod module_hooks;
+mod object_keeper;
 mod release;
 mod storage;
 mod up;
@@ -25,6 +32,15 @@ pub(crate) struct Apiserver {
 
 impl Apiserver {
     pub(crate) async fn start(agent_nodes: &[&str]) -> Self {
+        let args: Vec<String> = agent_nodes
+            .iter()
+            .flat_map(|n| ["--agent-node".to_string(), (*n).to_string()])
+            .collect();
+        Self::start_with(&args).await
+    }
+
+    /// `d8 apiserver` with extra flags.
+    pub(crate) async fn start_with(extra: &[String]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
@@ -34,9 +50,7 @@ impl Apiserver {
             .arg(dir.path().join("data"))
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"));
-        for node in agent_nodes {
-            command.arg("--agent-node").arg(node);
-        }
+        command.args(extra);
         let mut service =
             Service::spawn("d8 apiserver", command, dir.path().join("apiserver.log")).unwrap();
         let admin = dir.path().join("data/kubeconfigs/admin.kubeconfig");

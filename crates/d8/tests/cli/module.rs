@@ -61,7 +61,7 @@ fn d8(kubeconfig: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) async fn until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     while !done() {
         assert!(
@@ -236,13 +236,13 @@ const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ec
 const SECRET: &str =
     "apiVersion: v1\nkind: Secret\nmetadata:\n  name: echo-token\ndata:\n  token: dDBrM24=\n";
 
-fn apply(admin: &Path, dir: &Path, name: &str, yaml: &str) {
+pub(crate) fn apply(admin: &Path, dir: &Path, name: &str, yaml: &str) {
     let path = dir.join(name);
     std::fs::write(&path, yaml).unwrap();
     kubectl_ok(admin, &["apply", "-f", path.to_str().unwrap()]);
 }
 
-fn get(admin: &Path, args: &[&str]) -> Option<String> {
+pub(crate) fn get(admin: &Path, args: &[&str]) -> Option<String> {
     let (ok, out, _) = crate::kubectl(admin, args);
     ok.then_some(out)
 }

@@ -48,6 +48,11 @@ impl Applier {
         }
     }
 
+    /// The client.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
     /// The API resource of a kind and whether it is namespaced (discovery, cached).
     pub async fn resolve(
         &self,

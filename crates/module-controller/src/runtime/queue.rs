@@ -348,9 +348,66 @@ pub fn converge_tasks(enabled: &[(i64, String)], to_delete: &[String]) -> Vec<Ta
         .collect()
 }
 
+/// A converge's tasks framed by the global hooks: a `GlobalHookRun` per `beforeAll` hook
+/// first, then the modules' tasks, then one per `afterAll` hook (addon-operator's converge
+/// phases). Pure.
+pub fn with_global_hooks(
+    before_all: &[String],
+    modules: Vec<TaskKind>,
+    after_all: &[String],
+) -> Vec<TaskKind> {
+    let global = |binding: &'static str| {
+        move |hook: &String| TaskKind::GlobalHookRun {
+            hook: hook.clone(),
+            binding: binding.to_owned(),
+        }
+    };
+    before_all
+        .iter()
+        .map(global("beforeAll"))
+        .chain(modules)
+        .chain(after_all.iter().map(global("afterAll")))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn global_hooks_frame_a_converge() {
+        let g = |hook: &str, binding: &str| TaskKind::GlobalHookRun {
+            hook: hook.into(),
+            binding: binding.into(),
+        };
+        let modules = vec![run("a"), run("b")];
+        let rows: Vec<(Vec<String>, Vec<String>, Vec<TaskKind>)> = vec![
+            (vec![], vec![], modules.clone()),
+            (
+                vec!["x".into(), "y".into()],
+                vec!["z".into()],
+                vec![
+                    g("x", "beforeAll"),
+                    g("y", "beforeAll"),
+                    run("a"),
+                    run("b"),
+                    g("z", "afterAll"),
+                ],
+            ),
+            (
+                vec![],
+                vec!["z".into()],
+                vec![run("a"), run("b"), g("z", "afterAll")],
+            ),
+        ];
+        for (before, after, want) in rows {
+            assert_eq!(with_global_hooks(&before, modules.clone(), &after), want);
+        }
+        assert_eq!(
+            with_global_hooks(&["x".into()], vec![], &[]),
+            vec![g("x", "beforeAll")]
+        );
+    }
 
     const S: fn(u64) -> Duration = Duration::from_secs;
 

@@ -102,6 +102,7 @@ impl QueueMetrics {
 pub struct QueueView {
     queues: Arc<Mutex<Queues>>,
     epoch: Instant,
+    wake: Arc<tokio::sync::Notify>,
 }
 
 impl QueueView {
@@ -109,7 +110,22 @@ impl QueueView {
         Self {
             queues: Arc::new(Mutex::new(Queues::new())),
             epoch: Instant::now(),
+            wake: Arc::new(tokio::sync::Notify::new()),
         }
+    }
+
+    /// Time since the queues' epoch.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+
+    /// Queues a task at the tail of `queue` and wakes the worker.
+    pub(crate) fn push(&self, queue: &str, kind: TaskKind) {
+        let now = self.epoch.elapsed();
+        if let Ok(mut q) = self.queues.lock() {
+            q.add_last(queue, kind, now);
+        }
+        self.wake.notify_one();
     }
 
     /// `d8 queue list`'s text.
@@ -211,6 +227,7 @@ impl Runtime {
                 })
             },
         ];
+        self.detect_chroot_mode().await;
         self.queue_converge();
         let mut running = tokio::task::JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
@@ -251,6 +268,7 @@ impl Runtime {
                 Some(Ok((queue, task, result))) = running.join_next() => {
                     self.finish(&queue, &task, result);
                 }
+                () = self.queue_view.wake.notified() => {}
                 () = tokio::time::sleep(next) => {}
             }
         }
@@ -290,14 +308,41 @@ impl Runtime {
     async fn execute(&self, task: &Task) -> Result<Vec<TaskKind>, Error> {
         match &task.kind {
             TaskKind::ConvergeModules => {
+                // Global hooks start before the first converge (onStartup, bindings).
+                self.start_global_hooks().await?;
                 let (enabled, to_delete) = self.converge_plan().await?;
-                Ok(super::queue::converge_tasks(&enabled, &to_delete))
+                let (before_all, after_all) = self.global_phase_hooks();
+                Ok(super::queue::with_global_hooks(
+                    &before_all,
+                    super::queue::converge_tasks(&enabled, &to_delete),
+                    &after_all,
+                ))
             }
             TaskKind::ModuleRun { module } => self.run_module(module).await.map(|_| Vec::new()),
             TaskKind::ModuleDelete { module } => {
                 self.delete_module(module).await.map(|_| Vec::new())
             }
-            TaskKind::ModuleHookRun { .. } | TaskKind::GlobalHookRun { .. } => Ok(Vec::new()),
+            TaskKind::ModuleHookRun {
+                module,
+                hook,
+                binding,
+            } => {
+                self.run_hook_task(module, hook, binding).await?;
+                if task.failures > 0 {
+                    // The hook passes again: a module run writes the status anew.
+                    self.queue_view.push(
+                        MAIN,
+                        TaskKind::ModuleRun {
+                            module: module.clone(),
+                        },
+                    );
+                }
+                Ok(Vec::new())
+            }
+            TaskKind::GlobalHookRun { hook, binding } => self
+                .run_global_hook_task(hook, binding)
+                .await
+                .map(|_| Vec::new()),
         }
     }
 
@@ -321,16 +366,16 @@ impl Runtime {
                         .unwrap_or(module_plan::definition::DOWNLOADED_WEIGHT),
                     name,
                 ));
-            } else if released.contains(&name) {
+            } else if released.contains(&name) || self.values.module(&name).is_some() {
                 off.push(name);
             }
         }
         // The global values every module of this converge is rendered with.
-        let settings = Api::<ModuleConfig>::all(self.client.clone())
+        let config = Api::<ModuleConfig>::all(self.client.clone())
             .get_opt("global")
             .await
             .map_err(|e| Error::kube("get ModuleConfig global", e))?
-            .and_then(|c| c.spec.settings);
+            .map(|c| c.spec);
         let version = self
             .client
             .apiserver_version()
@@ -338,11 +383,19 @@ impl Runtime {
             .ok()
             .map(|v| format!("{}.{}", v.major, v.minor.trim_end_matches('+')));
         let names: Vec<String> = on.iter().map(|(_, n)| n.clone()).collect();
-        let global =
-            super::values::global(&self.global, settings.as_ref(), &names, version.as_deref());
-        if let Ok(mut current) = self.current_global.write() {
-            *current = global;
+        let facts = super::values::global_facts(&self.global, &names, version.as_deref());
+        let global = match self.values.global() {
+            Some(last) => last
+                .with_config(config.as_ref())
+                .and_then(|g| g.with_facts(&facts)),
+            None => module_plan::values::ModuleValues::build_global(
+                super::values::global_definition()?,
+                config.as_ref(),
+                &facts,
+            ),
         }
+        .map_err(super::values::values_error)?;
+        self.values.set_global(global);
         Ok((on, off))
     }
 }

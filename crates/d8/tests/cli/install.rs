@@ -1,0 +1,496 @@
+//! The platform's own chart (`charts/deckhouse`): rendered by `d8 module render` exactly as
+//! `helm template` renders it, valid for Kubernetes 1.29–1.33 (`kubernetes-validate`), accepted
+//! by `d8 apiserver` through kubectl; its RBAC table agrees with the code; its node bootstrap
+//! script is idempotent on containerd 1.6's and 2's default configurations.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use testkit::process::require_tool;
+
+use crate::{Apiserver, kubectl_ok};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn chart() -> String {
+    repo().join("charts/deckhouse").display().to_string()
+}
+
+/// Value sets every test renders: the defaults, air-gapped with a CNI migration and source
+/// ranges, an image by digest without monitoring.
+const VALUE_SETS: &[&[&str]] = &[
+    &[],
+    &[
+        "registry.airGapped=true",
+        "cniMigration.active=true",
+        "registry.publish.whitelistSourceRanges={10.0.0.0/8,192.168.0.0/16}",
+        "webhook.caBundle=Y2E=",
+    ],
+    &[
+        "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "monitoring.enabled=false",
+        "registry.cache.enabled=false",
+        "deckhouse.moduleManagerClusterAdmin=false",
+        "deckhouse.metricsProtection=kubeRbacProxy",
+    ],
+];
+
+fn run(program: &str, args: &[String]) -> (bool, String, String) {
+    let output = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn set_args(set: &[&str]) -> Vec<String> {
+    set.iter()
+        .flat_map(|s| ["--set".to_string(), s.to_string()])
+        .collect()
+}
+
+/// `d8 module render` of the chart with `set`.
+fn render(set: &[&str]) -> String {
+    let mut args: Vec<String> = [
+        "module",
+        "render",
+        &chart(),
+        "--release-name",
+        "deckhouse",
+        "-n",
+        "d8-system",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(set_args(set));
+    let (ok, stdout, stderr) = run(env!("CARGO_BIN_EXE_d8"), &args);
+    assert!(ok, "d8 module render {set:?}: {stderr}");
+    stdout
+}
+
+#[test]
+fn d8_renders_the_chart_exactly_as_helm_template() {
+    let helm = std::env::var("HELM").unwrap_or_else(|_| "helm".into());
+    for set in VALUE_SETS {
+        let mut args: Vec<String> = ["template", "deckhouse", &chart(), "-n", "d8-system"]
+            .map(String::from)
+            .to_vec();
+        args.extend(set_args(set));
+        let (ok, expected, stderr) = run(&helm, &args);
+        assert!(ok, "helm template {set:?}: {stderr}");
+        assert_eq!(render(set), expected, "values {set:?}");
+    }
+}
+
+#[test]
+fn every_manifest_passes_kubernetes_validate_for_1_29_to_1_33() {
+    let validate = require_tool(
+        "kubernetes-validate",
+        "pip install kubernetes-validate==1.33.1",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for (index, set) in VALUE_SETS.iter().enumerate() {
+        let file = dir.path().join(format!("chart-{index}.yaml"));
+        std::fs::write(&file, render(set)).unwrap();
+        for minor in 29..=33 {
+            let (ok, stdout, stderr) = run(
+                &validate.display().to_string(),
+                &[
+                    "--strict".into(),
+                    "--quiet".into(),
+                    "-k".into(),
+                    format!("1.{minor}.0"),
+                    file.display().to_string(),
+                ],
+            );
+            assert!(
+                ok,
+                "values {set:?}, Kubernetes 1.{minor}:\n{stdout}{stderr}"
+            );
+            // Only the Prometheus operator's kinds have no schema in Kubernetes itself.
+            for line in format!("{stdout}{stderr}")
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+            {
+                assert!(
+                    line.contains("with api version monitoring.coreos.com/v1"),
+                    "values {set:?}, Kubernetes 1.{minor}: {line}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn our_crds_pass_kubernetes_validate() {
+    let validate = require_tool(
+        "kubernetes-validate",
+        "pip install kubernetes-validate==1.33.1",
+    );
+    let mut args: Vec<String> = vec![
+        "--strict".into(),
+        "--quiet".into(),
+        "-k".into(),
+        "1.29.0".into(),
+    ];
+    for entry in std::fs::read_dir(repo().join("crds")).unwrap() {
+        args.push(entry.unwrap().path().display().to_string());
+    }
+    let (ok, stdout, stderr) = run(&validate.display().to_string(), &args);
+    assert!(
+        ok && stdout.trim().is_empty() && stderr.trim().is_empty(),
+        "{stdout}{stderr}"
+    );
+}
+
+fn kinds(rendered: &str) -> Vec<String> {
+    rendered
+        .split("\n---\n")
+        .filter_map(|doc| {
+            doc.lines()
+                .find_map(|l| l.strip_prefix("kind: "))
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+#[test]
+fn the_publish_ingress_exists_only_while_air_gapped() {
+    assert!(!kinds(&render(&[])).contains(&"Ingress".to_string()));
+    let air_gapped = render(&[
+        "registry.airGapped=true",
+        "registry.publish.whitelistSourceRanges={10.0.0.0/8}",
+    ]);
+    assert!(kinds(&air_gapped).contains(&"Ingress".to_string()));
+    assert!(air_gapped.contains("nginx.ingress.kubernetes.io/auth-tls-verify-client: \"on\""));
+    assert!(
+        air_gapped.contains("nginx.ingress.kubernetes.io/whitelist-source-range: \"10.0.0.0/8\"")
+    );
+    assert!(air_gapped.contains("ingressClassName: nginx"));
+}
+
+#[test]
+fn cni_migration_components_exist_only_while_a_migration_is_active() {
+    let quiet = render(&[]);
+    assert!(!quiet.contains("cni-migration"), "{quiet}");
+    let active = render(&["cniMigration.active=true"]);
+    for name in [
+        "name: cni-migration-manager",
+        "name: cni-migration-agent",
+        "name: d8:cni-migration-agent",
+    ] {
+        assert!(active.contains(name), "{name}");
+    }
+}
+
+#[test]
+fn the_shipped_alert_rules_are_the_crates_own() {
+    for (shipped, source) in [
+        (
+            "files/registry-rules.yaml",
+            "crates/registry-controller/monitoring/rules.yaml",
+        ),
+        (
+            "files/module-rules.yaml",
+            "crates/module-controller/monitoring/rules.yaml",
+        ),
+    ] {
+        let a = std::fs::read_to_string(repo().join("charts/deckhouse").join(shipped)).unwrap();
+        let b = std::fs::read_to_string(repo().join(source)).unwrap();
+        assert_eq!(a, b, "{shipped} is a copy of {source}: copy it again");
+    }
+}
+
+#[tokio::test]
+async fn kubectl_applies_every_object_of_the_chart_to_d8_apiserver() {
+    let apiserver = Apiserver::start(&[]).await;
+    let admin = apiserver.admin();
+    // d8 apiserver has namespace d8-system from the start, as a cluster has it after
+    // `kubectl create namespace d8-system` (docs/install.md).
+    kubectl_ok(
+        &admin,
+        &["apply", "-f", &repo().join("crds").display().to_string()],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for (index, set) in VALUE_SETS.iter().enumerate() {
+        // The Prometheus operator's kinds are not served by d8 apiserver (nor by a cluster
+        // without the operator): monitoring stays off here.
+        let mut set = set.to_vec();
+        set.push("monitoring.enabled=false");
+        let rendered = render(&set);
+        let file = dir.path().join(format!("chart-{index}.yaml"));
+        std::fs::write(&file, &rendered).unwrap();
+        let out = kubectl_ok(
+            &admin,
+            &["apply", "--server-side", "-f", &file.display().to_string()],
+        );
+        let applied = out
+            .lines()
+            .filter(|l| l.ends_with("serverside-applied"))
+            .count();
+        assert_eq!(applied, kinds(&rendered).len(), "values {set:?}:\n{out}");
+    }
+    let deployments = kubectl_ok(
+        &admin,
+        &["get", "deployments", "-n", "d8-system", "-o", "name"],
+    );
+    for name in [
+        "deployment.apps/deckhouse",
+        "deployment.apps/d8-webhook",
+        "deployment.apps/webhook-handler",
+    ] {
+        assert!(deployments.contains(name), "{deployments}");
+    }
+}
+
+/// `Api<Kind>` and `Api::<Kind>` in a crate's sources (tests excluded), as plural resources.
+fn resources_used_by(krate: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut stack = vec![repo().join("crates").join(krate).join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let name = path.file_name().unwrap().to_string_lossy();
+            if !name.ends_with(".rs") || name == "tests.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let text = text.split("#[cfg(test)]").next().unwrap();
+            for pattern in ["Api<", "Api::<"] {
+                for piece in text.split(pattern).skip(1) {
+                    let kind: String = piece
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == ':' || *c == '_')
+                        .collect();
+                    let kind = kind.rsplit("::").next().unwrap_or_default();
+                    if let Some(resource) = plural(kind) {
+                        found.insert(resource);
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A kind's plural resource; generic parameters and dynamic objects are `None`.
+fn plural(kind: &str) -> Option<String> {
+    if kind.len() <= 1
+        || kind == "DynamicObject"
+        || !kind.starts_with(|c: char| c.is_ascii_uppercase())
+    {
+        return None;
+    }
+    let lower = kind.to_ascii_lowercase();
+    Some(if lower.ends_with("policy") {
+        format!("{}ies", &lower[..lower.len() - 1])
+    } else {
+        format!("{lower}s")
+    })
+}
+
+#[test]
+fn every_component_is_granted_exactly_the_resources_its_code_opens() {
+    let table: serde_json::Value = {
+        let text =
+            std::fs::read_to_string(repo().join("charts/deckhouse/files/rbac.yaml")).unwrap();
+        serde_saphyr::from_str(&text).unwrap()
+    };
+    let mut problems = Vec::new();
+    for (component, entry) in table.as_object().unwrap() {
+        let crates: Vec<&str> = entry["crates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        if crates.is_empty() {
+            continue; // its code is not in this repository yet (see docs/install.md)
+        }
+        let used: BTreeSet<String> = crates.iter().flat_map(|c| resources_used_by(c)).collect();
+        let granted: BTreeSet<String> = ["cluster", "namespaced"]
+            .iter()
+            .flat_map(|scope| entry[scope].as_array().unwrap().iter())
+            .flat_map(|rule| rule["resources"].as_array().unwrap().iter())
+            .map(|r| r.as_str().unwrap().to_string())
+            .filter(|r| !r.contains('/'))
+            .collect();
+        for missing in used.difference(&granted) {
+            problems.push(format!(
+                "{component}: its code opens {missing}, its role does not grant it"
+            ));
+        }
+        for unused in granted.difference(&used) {
+            problems.push(format!(
+                "{component}: granted {unused}, which none of {crates:?} opens"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+fn bootstrap(root: &Path, config: &Path) -> String {
+    let script = repo().join("charts/deckhouse/files/registry-node-bootstrap.sh");
+    let manifest = root.join("agent.yaml");
+    std::fs::write(&manifest, "apiVersion: v1\nkind: Pod\n").unwrap();
+    let output = Command::new("bash")
+        .arg(script)
+        .env("D8_ROOT", root)
+        .env("CONTAINERD_CONFIG", config)
+        .env("AGENT_MANIFEST", &manifest)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn node_bootstrap_points_containerd_1_6_at_the_drop_in_once() {
+    let containerd = require_tool("containerd", "containerd");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let (ok, default, stderr) = run(
+        &containerd.display().to_string(),
+        &["config".into(), "default".into()],
+    );
+    assert!(ok, "{stderr}");
+    std::fs::write(&config, &default).unwrap();
+    let first = bootstrap(dir.path(), &config);
+    assert!(first.contains("config.toml"), "{first}");
+    assert!(
+        dir.path()
+            .join("etc/kubernetes/manifests/registry-agent.yaml")
+            .exists()
+    );
+    let after_first = std::fs::read_to_string(&config).unwrap();
+    assert_eq!(
+        bootstrap(dir.path(), &config),
+        "",
+        "a second run changes nothing"
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), after_first);
+    let (ok, dump, stderr) = run(
+        &containerd.display().to_string(),
+        &[
+            "--config".into(),
+            config.display().to_string(),
+            "config".into(),
+            "dump".into(),
+        ],
+    );
+    assert!(ok, "{stderr}");
+    assert!(
+        dump.contains("config_path = \"/etc/containerd/registry.d\""),
+        "{dump}"
+    );
+    // Only that line changed.
+    let changed: Vec<_> = default
+        .lines()
+        .zip(after_first.lines())
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+}
+
+/// The CRI images part of containerd 2.0's `containerd config default` (version 3, single
+/// quotes), with the tables around it.
+const CONTAINERD_2_DEFAULT: &str = "version = 3
+root = '/var/lib/containerd'
+state = '/run/containerd'
+
+[plugins]
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = 'overlayfs'
+    disable_snapshot_annotations = true
+    max_concurrent_downloads = 3
+    image_pull_progress_timeout = '5m0s'
+
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = 'registry.k8s.io/pause:3.10'
+
+    [plugins.'io.containerd.cri.v1.images'.registry]
+      config_path = ''
+
+    [plugins.'io.containerd.cri.v1.images'.image_decryption]
+      key_model = 'node'
+
+  [plugins.'io.containerd.cri.v1.runtime']
+    enable_selinux = false
+";
+
+#[test]
+fn node_bootstrap_points_containerd_2_at_the_drop_in_once() {
+    for (name, initial) in [
+        ("default", CONTAINERD_2_DEFAULT),
+        ("without the table", "version = 3\n"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        std::fs::write(&config, initial).unwrap();
+        bootstrap(dir.path(), &config);
+        let after_first = std::fs::read_to_string(&config).unwrap();
+        assert_eq!(
+            bootstrap(dir.path(), &config),
+            "",
+            "{name}: a second run changes nothing"
+        );
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), after_first);
+        // The result is TOML with config_path in containerd 2's CRI images table.
+        let check = "import sys, tomllib; c = tomllib.load(open(sys.argv[1], 'rb')); \
+            print(c['plugins']['io.containerd.cri.v1.images']['registry']['config_path'])";
+        let (ok, stdout, stderr) = run(
+            "python3",
+            &["-c".into(), check.into(), config.display().to_string()],
+        );
+        assert!(ok, "{name}: {stderr}\n{after_first}");
+        assert_eq!(stdout.trim(), "/etc/containerd/registry.d", "{name}");
+    }
+}
+
+/// The deckhouse Deployment of a rendering.
+fn deckhouse_deployment(rendered: &str) -> &str {
+    rendered
+        .split("\n---\n")
+        .find(|doc| doc.contains("kind: Deployment\n") && doc.contains("\n  name: deckhouse\n"))
+        .expect("Deployment deckhouse")
+}
+
+#[test]
+fn deckhouse_protects_its_metrics_itself_unless_the_sidecar_is_chosen() {
+    // The flags `metrics::secure_metrics_answer_only_reviewed_and_allowed_tokens` runs with.
+    let attributes = "--metrics-resource-attributes=namespace=d8-system,apiGroup=apps,apiVersion=v1,resource=deployments,subresource=prometheus-metrics,name=deckhouse";
+    let rendered = render(&[]);
+    let builtin = deckhouse_deployment(&rendered);
+    assert!(
+        builtin.contains("- --secure-metrics-address=$(POD_IP):9650"),
+        "{builtin}"
+    );
+    assert!(builtin.contains(attributes), "{builtin}");
+    assert!(!builtin.contains("name: kube-rbac-proxy"), "{builtin}");
+    let rendered = render(&["deckhouse.metricsProtection=kubeRbacProxy"]);
+    let sidecar = deckhouse_deployment(&rendered);
+    assert!(!sidecar.contains("--secure-metrics-address"), "{sidecar}");
+    assert!(sidecar.contains("name: kube-rbac-proxy"), "{sidecar}");
+    let lines: Vec<&str> = sidecar.lines().map(str::trim).collect();
+    assert!(
+        lines
+            .windows(2)
+            .any(|w| w == ["subresource: prometheus-metrics", "name: deckhouse"]),
+        "{sidecar}"
+    );
+}
