@@ -10,8 +10,8 @@ use anyhow::Context;
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Address to serve HTTPS on.
-    #[arg(long, default_value = "0.0.0.0:9443")]
-    listen: SocketAddr,
+    #[arg(long, visible_alias = "listen", default_value = "0.0.0.0:9443")]
+    listen_address: SocketAddr,
     /// The serving certificate (PEM, chain first); re-read when it changes on disk.
     #[arg(long)]
     tls_cert_file: PathBuf,
@@ -30,9 +30,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         webhook::CertificateFiles::load(&args.tls_cert_file, &args.tls_private_key_file)
             .context("loading the serving certificate")?;
     let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
+    let listener = tokio::net::TcpListener::bind(args.listen_address)
         .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+        .with_context(|| format!("cannot listen on {}", args.listen_address))?;
     let address = listener.local_addr()?;
     let facts = Arc::new(webhook::KubeFacts::new(client));
     tracing::info!(%address, "webhook listening (/validate/…, /convert, /healthz)");
