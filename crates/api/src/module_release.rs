@@ -191,6 +191,8 @@ impl ModuleRelease {
 pub fn message_policy_not_found(policy: &str) -> String {
     format!("Update policy {policy} not found")
 }
+/// Message of a release whose ModuleUpdatePolicy has the `Ignore` mode.
+pub const MESSAGE_DISABLED_BY_IGNORE_POLICY: &str = "Update disabled by 'Ignore' update policy";
 /// Message of a release no ModuleUpdatePolicy could be found for.
 pub const MESSAGE_POLICY_NOT_SET: &str =
     "Update policy not set. Create a suitable ModuleUpdatePolicy object";

@@ -204,11 +204,13 @@ pub mod v1alpha1 {
 /// Converts a ModuleUpdatePolicy object between the served versions, for the API server and the
 /// conversion webhook.
 ///
-/// `v1alpha1` → `v1alpha2` drops `moduleReleaseSelector` (v1alpha2 binds modules by name) and
-/// maps the `Ignore` mode, which v1alpha2 does not have, to `Manual` so that nothing is applied
-/// without approval. `v1alpha2` → `v1alpha1` adds the required selector, matching no release
-/// (every ModuleRelease carries the `module` label, the selector asks for it to be absent).
-/// Other fields are kept.
+/// Every field both versions have is kept as it is — the update mode included: `Ignore`, which
+/// only `v1alpha1` can be written with, reads back through `v1alpha2` unchanged, as Deckhouse
+/// keeps it (its controller then holds the module's releases with "Update disabled by 'Ignore'
+/// update policy"). `v1alpha1` → `v1alpha2` drops `moduleReleaseSelector` (v1alpha2 binds
+/// modules by name, and kube-apiserver prunes the field from the stored version too).
+/// `v1alpha2` → `v1alpha1` adds the required selector, matching no release (every ModuleRelease
+/// carries the `module` label, the selector asks for it to be absent).
 pub fn convert(object: &serde_json::Value, to_version: &str) -> Result<serde_json::Value, Error> {
     let mut out = object.clone();
     let bad = |value: &str| Error::UnknownValue {
@@ -227,11 +229,6 @@ pub fn convert(object: &serde_json::Value, to_version: &str) -> Result<serde_jso
             match target {
                 "v1alpha2" => {
                     spec.remove("moduleReleaseSelector");
-                    if let Some(mode) = spec.get_mut("update").and_then(|u| u.get_mut("mode"))
-                        && mode == "Ignore"
-                    {
-                        *mode = "Manual".into();
-                    }
                 }
                 _ => {
                     spec.entry("moduleReleaseSelector").or_insert_with(|| {
@@ -261,7 +258,8 @@ mod tests {
                      "moduleReleaseSelector": {"labelSelector": {"matchLabels": {"source": "x"}}}}});
         let new = convert(&old, "v1alpha2").unwrap();
         assert_eq!(new["apiVersion"], "deckhouse.io/v1alpha2");
-        assert_eq!(new["spec"]["update"]["mode"], "Manual");
+        // Deckhouse keeps the mode; its controller reads `Ignore` in v1alpha2 too.
+        assert_eq!(new["spec"]["update"]["mode"], "Ignore");
         assert!(new["spec"].get("moduleReleaseSelector").is_none());
         let typed: ModuleUpdatePolicy = serde_json::from_value(new).unwrap();
         assert_eq!(

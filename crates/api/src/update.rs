@@ -55,6 +55,11 @@ string_enum! {
         Manual = "Manual",
         /// Patch releases apply automatically; minor releases need approval.
         AutoPatch = "AutoPatch",
+        /// Releases are not applied. Only a `v1alpha1` ModuleUpdatePolicy can be written with
+        /// it; it reads back unchanged through `v1alpha2` (as Deckhouse keeps it), so the
+        /// schema of `v1alpha2` does not offer it.
+        #[schemars(skip)]
+        Ignore = "Ignore",
     }
 }
 

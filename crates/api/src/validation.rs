@@ -220,8 +220,23 @@ pub struct SettingsVersions {
     pub known: BTreeSet<i64>,
 }
 
+/// A module's settings validator: its schema and conversions, as the module manager knows them
+/// (implemented by `module_plan::config::ModuleSettings`). It lives behind this trait so that
+/// the rules stay in this crate while the schema machinery stays in the module planner.
+pub trait SettingsCheck: std::fmt::Debug + Send + Sync {
+    /// What Deckhouse's ModuleConfig validator concludes about `settings` written for
+    /// `version` (0 when `spec.version` is unset) of a ModuleConfig whose `spec.enabled` is
+    /// `enabled`: the refusal in Deckhouse's words, or the warnings of an admitted config.
+    fn check(
+        &self,
+        version: i64,
+        settings: Option<&Value>,
+        enabled: Option<bool>,
+    ) -> Result<Warnings, String>;
+}
+
 /// What the cluster knows about one module, for ModuleConfig rules.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct ModuleFacts {
     /// The module manager runs the module now.
     pub enabled: bool,
@@ -234,7 +249,11 @@ pub struct ModuleFacts {
     /// The module's exclusive group.
     pub exclusive_group: Option<String>,
     /// Known settings versions; `None` leaves version checks to the defaults (latest 1).
+    /// Ignored when `settings` is known: the validator checks versions itself.
     pub settings_versions: Option<SettingsVersions>,
+    /// The module's settings validator (schema and conversions); `None` when not known, and
+    /// then settings are not checked against a schema.
+    pub settings: Option<std::sync::Arc<dyn SettingsCheck>>,
     /// Sources offering the module (`ModulePackage.status.availableRepositories` as source
     /// names); `None` when the catalog has no entry for it.
     pub available_sources: Option<Vec<String>>,
@@ -245,7 +264,7 @@ pub struct ModuleFacts {
 }
 
 /// Cluster facts for the rules that need them. `Context::default()` knows nothing.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Context {
     /// Facts per module (by name). A module missing here is unknown.
     pub modules: BTreeMap<String, ModuleFacts>,

@@ -12,9 +12,9 @@ use crate::resources::{self, Registry, ResourceDef};
 use crate::schema::Cause;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Change, Committed, Key, Store, prefix};
-use crate::validate::{GroupVersionKind, Validator};
+use crate::validate::{Attributes, Converter, GroupVersionKind, Objects, Operation, Validator};
 use crate::watch::EventType;
-use crate::webhook::{Attributes, UserInfo};
+use crate::webhook::{Attributes as HookAttributes, UserInfo};
 use base64::Engine as _;
 use serde_json::{Value, json};
 use std::sync::{Arc, RwLock};
@@ -110,6 +110,7 @@ pub(crate) struct Core {
     pub(crate) store: Store,
     registry: RwLock<Arc<Registry>>,
     validator: Box<dyn Validator>,
+    converter: Box<dyn Converter>,
 }
 
 impl std::fmt::Debug for Core {
@@ -129,6 +130,30 @@ fn conflict(def: &ResourceDef, name: &str) -> ApiError {
     )
 }
 
+/// The stored objects, as the injected hook reads them.
+struct StoredObjects<'a>(&'a Core);
+
+impl Objects for StoredObjects<'_> {
+    fn list(&self, group: &str, kind: &str) -> Vec<Value> {
+        let registry = self.0.registry();
+        let Some(def) = registry.all().find(|d| d.group == group && d.kind == kind) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let scanned = self
+            .0
+            .store
+            .scan(&prefix(&def.group, &def.plural, None), None, |_, v| {
+                out.push(v);
+                true
+            });
+        if let Err(e) = scanned {
+            tracing::warn!(resource = %def.group_resource(), error = %e, "cannot read objects for admission");
+        }
+        out
+    }
+}
+
 /// Whether the object is marked for deletion and nothing holds it any more.
 fn finalized(obj: &Value) -> bool {
     meta::deleting(obj)
@@ -141,11 +166,16 @@ fn finalized(obj: &Value) -> bool {
 
 impl Core {
     /// A core over `store`, serving built-ins and the CRDs stored in it.
-    pub(crate) fn new(store: Store, validator: Box<dyn Validator>) -> Result<Self, crate::Error> {
+    pub(crate) fn new(
+        store: Store,
+        validator: Box<dyn Validator>,
+        converter: Box<dyn Converter>,
+    ) -> Result<Self, crate::Error> {
         let core = Self {
             store,
             registry: RwLock::new(Arc::new(Registry::default())),
             validator,
+            converter,
         };
         core.refresh_registry()?;
         Ok(core)
@@ -185,13 +215,30 @@ impl Core {
         Key::new(&def.group, &def.plural, ns, name)
     }
 
-    /// The object as seen through `version`.
-    pub(crate) fn to_version(def: &ResourceDef, version: &str, mut obj: Value) -> Value {
+    /// The object as seen through `version`: custom resources stored in another version go
+    /// through the injected converter (kube-apiserver's CRD conversion), a failure of which is
+    /// the client's 500 with the converter's message.
+    pub(crate) fn to_version(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        mut obj: Value,
+    ) -> Result<Value, ApiError> {
+        let desired = def.api_version(version);
+        let current = obj.get("apiVersion").and_then(Value::as_str);
+        if def.custom && current.is_some_and(|c| c != desired) {
+            obj = self.converter.convert(obj, &desired).map_err(|e| {
+                ApiError::internal(format!(
+                    "conversion of {} to {desired} failed: {e}",
+                    def.group_resource()
+                ))
+            })?;
+        }
         if let Value::Object(m) = &mut obj {
-            m.insert("apiVersion".into(), Value::String(def.api_version(version)));
+            m.insert("apiVersion".into(), Value::String(desired));
             m.insert("kind".into(), Value::String(def.kind.clone()));
         }
-        obj
+        Ok(obj)
     }
 
     fn storage_version(def: &ResourceDef) -> &str {
@@ -354,6 +401,10 @@ impl Core {
             items.push(obj);
             true
         })?;
+        let items = items
+            .into_iter()
+            .map(|o| self.to_version(def, version, o))
+            .collect::<Result<Vec<_>, _>>()?;
         // Later pages report the revision of the first one: a watch from it sees every change.
         let rv = token_rv.unwrap_or(rv);
         let continue_token = more.then(|| {
@@ -386,7 +437,7 @@ impl Core {
             m.insert("apiVersion".into(), Value::String(def.api_version(version)));
             m.insert("kind".into(), Value::String(def.kind.clone()));
         }
-        let attrs = Attributes {
+        let attrs = HookAttributes {
             def,
             version,
             subresource,
@@ -444,22 +495,20 @@ impl Core {
         if !causes.is_empty() {
             return Err(ApiError::invalid(&def.group, &def.kind, &name, &causes));
         }
-        let gvk = GroupVersionKind::new(&def.group, version, &def.kind);
-        match self.validator.validate(&gvk, old, &new) {
-            Ok(w) => warnings.extend(w),
-            Err(d) if d.code == 403 => return Err(ApiError::forbidden(d.message)),
-            // The hook's message is the complete Status message, verbatim.
-            Err(d) => {
-                let cause = Cause {
-                    reason: "FieldValueInvalid".into(),
-                    field: d.field.unwrap_or_default(),
-                    message: d.message.clone(),
-                };
-                let mut e = ApiError::invalid(&def.group, &def.kind, &name, &[cause]);
-                e.message = d.message;
-                return Err(e);
-            }
-        }
+        // The hook sees both objects in the request's version, as a webhook does.
+        let old_seen = old
+            .map(|o| self.convert(def, version, o.clone()))
+            .transpose()?;
+        warnings.extend(self.run_validator(
+            def,
+            version,
+            &name,
+            Operation::Update,
+            old_seen.as_ref(),
+            Some(&new),
+            opts.dry_run,
+            subresource,
+        )?);
         self.validating_admission(&attrs, old, Some(&new), warnings)?;
         let mut new = self.convert(def, Self::storage_version(def), new)?;
         if let Some(m) = new.as_object_mut() {
@@ -478,6 +527,49 @@ impl Core {
             }
         }
         Ok(Change::Put(new))
+    }
+
+    /// Runs the injected hook on one request and turns its denial into the API error.
+    #[allow(clippy::too_many_arguments)]
+    fn run_validator(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        name: &str,
+        operation: Operation,
+        old: Option<&Value>,
+        new: Option<&Value>,
+        dry_run: bool,
+        subresource: Option<&str>,
+    ) -> Result<Vec<String>, ApiError> {
+        let gvk = GroupVersionKind::new(&def.group, version, &def.kind);
+        let operation = match (operation, old) {
+            (Operation::Update, None) => Operation::Create,
+            (op, _) => op,
+        };
+        let attributes = Attributes {
+            gvk: &gvk,
+            operation,
+            subresource,
+            old,
+            new,
+            dry_run,
+        };
+        match self.validator.admit(&attributes, &StoredObjects(self)) {
+            Ok(w) => Ok(w),
+            Err(d) if d.code == 403 => Err(ApiError::forbidden(d.message)),
+            // The hook's message is the complete Status message, verbatim.
+            Err(d) => {
+                let cause = Cause {
+                    reason: "FieldValueInvalid".into(),
+                    field: d.field.unwrap_or_default(),
+                    message: d.message.clone(),
+                };
+                let mut e = ApiError::invalid(&def.group, &def.kind, name, &[cause]);
+                e.message = d.message;
+                Err(e)
+            }
+        }
     }
 
     fn check_namespace(
@@ -1086,8 +1178,19 @@ impl Core {
                     )));
                 }
             }
+            // Deletion rules (kube-apiserver admits a DELETE before marking the object).
+            self.run_validator(
+                def,
+                Self::storage_version(def),
+                name,
+                Operation::Delete,
+                Some(&old),
+                None,
+                opts.dry_run,
+                None,
+            )?;
             self.validating_admission(
-                &Attributes {
+                &HookAttributes {
                     def,
                     version: Self::storage_version(def),
                     subresource: None,
@@ -1128,7 +1231,7 @@ impl Core {
             if new == old { Ok(Change::Unchanged) } else { Ok(Change::Put(new)) }
         })?;
         let version = Self::storage_version(def);
-        let obj = Self::to_version(def, version, committed.object);
+        let obj = self.to_version(def, version, committed.object)?;
         Ok(match committed.event {
             Some(EventType::Deleted) => Deleted::Gone(obj),
             _ => Deleted::Pending(obj),

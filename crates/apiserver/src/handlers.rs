@@ -618,7 +618,7 @@ async fn resource(
             let r = blocking(move || core.delete(&d, ns.as_deref(), &name, &opts)).await?;
             Ok(match r {
                 Deleted::Pending(obj) => {
-                    json_response(200, &Core::to_version(&def, &rp.version, obj))
+                    json_response(200, &st.core.to_version(&def, &rp.version, obj)?)
                 }
                 Deleted::Gone(obj) => json_response(
                     200,
@@ -776,6 +776,19 @@ pub(crate) fn event_line(type_: &str, object: &Value) -> Bytes {
 }
 
 /// A watch event's object, seen through the watched version.
-pub(crate) fn event_object(def: &ResourceDef, version: &str, ev: &watch::Event) -> Value {
-    Core::to_version(def, version, ev.object.clone())
+/// A watch cannot answer one event with an error: an object that does not convert is sent with
+/// only its `apiVersion` changed, and the failure is logged.
+pub(crate) fn event_object(
+    core: &Core,
+    def: &ResourceDef,
+    version: &str,
+    ev: &watch::Event,
+) -> Value {
+    core.to_version(def, version, ev.object.clone())
+        .unwrap_or_else(|e| {
+            tracing::warn!(resource = %def.group_resource(), error = %e.message, "watch event not converted");
+            let mut obj = ev.object.clone();
+            obj["apiVersion"] = Value::String(def.api_version(version));
+            obj
+        })
 }

@@ -44,4 +44,7 @@ pub use auth::{Credential, Rule, User};
 pub use error::{ApiError, Error};
 pub use schema::Cause;
 pub use server::{ApiServer, Builder, RunningServer};
-pub use validate::{AllowAll, Denial, GroupVersionKind, Validator};
+pub use validate::{
+    AllowAll, Attributes, Converter, Denial, GroupVersionKind, NoConversion, Objects, Operation,
+    Validator,
+};

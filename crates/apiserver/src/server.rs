@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::handlers::{AppState, AuthIndex, PeerCert};
 use crate::pki::{self, Ca, Issued, KubeconfigAuth};
 use crate::store::Store;
-use crate::validate::{AllowAll, Validator};
+use crate::validate::{AllowAll, Converter, NoConversion, Validator};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -29,6 +29,7 @@ impl ApiServer {
             data_dir: None,
             crds: Vec::new(),
             validator: Box::new(AllowAll),
+            converter: Box::new(NoConversion),
             users: Vec::new(),
             sans: Vec::new(),
             tls: true,
@@ -44,6 +45,7 @@ pub struct Builder {
     data_dir: Option<PathBuf>,
     crds: Vec<Value>,
     validator: Box<dyn Validator>,
+    converter: Box<dyn Converter>,
     users: Vec<User>,
     sans: Vec<String>,
     tls: bool,
@@ -141,6 +143,13 @@ impl Builder {
         self
     }
 
+    /// The conversion between served versions of custom resources (default: only `apiVersion`
+    /// changes, as with a CRD's `strategy: None`).
+    pub fn converter(mut self, c: impl Converter) -> Self {
+        self.converter = Box::new(c);
+        self
+    }
+
     /// Adds a client identity; a kubeconfig is written for it. `admin` is always present.
     pub fn user(mut self, user: User) -> Self {
         self.users.push(user);
@@ -219,7 +228,7 @@ impl Builder {
         })
         .await
         .map_err(|e| Error::Db(e.to_string()))??;
-        let core = Arc::new(Core::new(store, self.validator)?);
+        let core = Arc::new(Core::new(store, self.validator, self.converter)?);
         {
             let core = core.clone();
             let namespaces = self.namespaces.clone();

@@ -142,7 +142,7 @@ pub(crate) async fn watch(
             last_rv = last_rv.max(ev.rv);
             if let Some(t) = filter.deliver(&ev)
                 && tx
-                    .send(event_line(t, &event_object(&def, &version, &ev)))
+                    .send(event_line(t, &event_object(&core, &def, &version, &ev)))
                     .await
                     .is_err()
             {
@@ -162,7 +162,7 @@ pub(crate) async fn watch(
                         }
                         last_rv = ev.rv;
                         if let Some(t) = filter.deliver(&ev)
-                            && tx.send(event_line(t, &event_object(&def, &version, &ev))).await.is_err() {
+                            && tx.send(event_line(t, &event_object(&core, &def, &version, &ev))).await.is_err() {
                                 return;
                             }
                     }

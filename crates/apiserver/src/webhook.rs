@@ -442,19 +442,19 @@ impl Core {
         objs: Vec<Value>,
     ) -> Result<Vec<Value>, ApiError> {
         let Some(w) = &def.conversion else {
-            return Ok(objs
+            return objs
                 .into_iter()
-                .map(|o| Self::to_version(def, version, o))
-                .collect());
+                .map(|o| self.to_version(def, version, o))
+                .collect();
         };
         let pending: Vec<usize> = (0..objs.len())
             .filter(|i| version_of(&objs[*i]).is_some_and(|v| v != version))
             .collect();
         let Some(first) = pending.first() else {
-            return Ok(objs
+            return objs
                 .into_iter()
-                .map(|o| Self::to_version(def, version, o))
-                .collect());
+                .map(|o| self.to_version(def, version, o))
+                .collect();
         };
         let from = version_of(&objs[*first]).unwrap_or_default().to_string();
         let failed = |cause: String| {

@@ -1,6 +1,5 @@
 //! `d8 apiserver`: the embedded Kubernetes API server, with the platform's CRDs and validation.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -56,37 +55,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// An API server builder serving every Deckhouse CRD, the `d8-system` namespace, and running
-/// the platform's validation functions on every write.
+/// the platform's admission rules (with the cluster's facts from the store) and conversions
+/// in process — the same code `d8 webhook` serves to kube-apiserver.
 pub(crate) fn platform_apiserver(builder: apiserver::Builder) -> apiserver::Builder {
-    let crds = api::crds::all();
-    let plurals: HashMap<(String, String), String> = crds
-        .iter()
-        .map(|crd| {
-            let key = (crd.spec.group.clone(), crd.spec.names.kind.clone());
-            (key, crd.spec.names.plural.clone())
-        })
-        .collect();
-    let validator = move |gvk: &apiserver::GroupVersionKind,
-                          old: Option<&serde_json::Value>,
-                          new: &serde_json::Value| {
-        let Some(plural) = plurals.get(&(gvk.group.clone(), gvk.kind.clone())) else {
-            return Ok(Vec::new());
-        };
-        api::validation::validate(&gvk.kind, old, new).map_err(|denial| {
-            let name = new["metadata"]["name"].as_str().unwrap_or_default();
-            let message = denial.status_message(&gvk.kind, plural, &gvk.group, name);
-            apiserver::Denial {
-                code: denial.code(),
-                message,
-                field: None,
-            }
-        })
-    };
-    builder
-        .crds(
-            crds.into_iter()
-                .map(|crd| serde_json::to_value(crd).expect("a CRD serializes")),
-        )
-        .namespace("d8-system")
-        .validator(validator)
+    admission::embedded::platform(builder)
 }

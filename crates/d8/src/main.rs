@@ -13,6 +13,7 @@ mod queue_cmd;
 mod registry_cmd;
 mod release_cmd;
 mod up_cmd;
+mod webhook_cmd;
 mod webhook_handler_cmd;
 
 use clap::{Parser, Subcommand};
@@ -67,6 +68,9 @@ enum Command {
     /// Deckhouse's webhook handler: serves ValidationWebhook and ConversionWebhook objects'
     /// handlers (Python with the `deckhouse` SDK, CEL) to the API server over HTTPS.
     WebhookHandler(Box<webhook_handler_cmd::Args>),
+    /// The admission and conversion webhook of the platform's kinds, for kube-apiserver
+    /// (AdmissionReview and ConversionReview over HTTPS).
+    Webhook(webhook_cmd::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -94,6 +98,7 @@ fn main() -> anyhow::Result<()> {
             Command::Release(args) => release_cmd::run(args).await,
             Command::Up(args) => up_cmd::run(*args).await,
             Command::WebhookHandler(args) => webhook_handler_cmd::run(*args).await,
+            Command::Webhook(args) => webhook_cmd::run(args).await,
         }
     })
 }

@@ -25,15 +25,6 @@ fn cfg(identity: &str) -> Config {
     }
 }
 
-async fn client(kubeconfig: &str) -> kube::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let c = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(c).unwrap()
-}
-
 /// One candidate process: prints `LEADING <ms>` / `FOLLOWING <ms>`; on stdin EOF it
 /// prints `STOPPING <ms>` and releases the lease.
 #[tokio::test]
@@ -41,7 +32,10 @@ async fn client(kubeconfig: &str) -> kube::Client {
 async fn child_candidate() {
     let kc = std::env::var("ELECTION_KUBECONFIG").expect("ELECTION_KUBECONFIG");
     let id = std::env::var("ELECTION_ID").unwrap();
-    let api: Api<Lease> = Api::namespaced(client(&kc).await, "default");
+    let api: Api<Lease> = Api::namespaced(
+        testkit::cluster::client(std::path::Path::new(&kc)).await,
+        "default",
+    );
     let mut lead = LeaderElector::new(api, cfg(&id)).unwrap().spawn();
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     #[allow(clippy::print_stdout)]
@@ -136,15 +130,8 @@ fn leader_now(log: &[(usize, String, u128)]) -> Option<usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_processes_elect_one_leader() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = apiserver::ApiServer::builder()
-        .data_dir(dir.path())
-        .serve(listener)
-        .await
-        .unwrap();
-    let kc = server.admin_kubeconfig().display().to_string();
+    let cluster = testkit::Cluster::start().await;
+    let kc = cluster.admin_kubeconfig().display().to_string();
     let mut cands: Vec<Candidate> = (0..3).map(|i| spawn(&kc, &format!("c{i}"))).collect();
     let mut log = Vec::new();
 

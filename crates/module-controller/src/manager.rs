@@ -343,6 +343,11 @@ impl Manager {
             let Some(policy) = self.get_opt::<ModuleUpdatePolicy>(&name).await? else {
                 return Ok(Err(api::module_release::message_policy_not_found(&name)));
             };
+            if policy.spec.update.mode == api::update::UpdateMode::Ignore {
+                return Ok(Err(
+                    api::module_release::MESSAGE_DISABLED_BY_IGNORE_POLICY.to_string()
+                ));
+            }
             let mut windows = Vec::new();
             for w in &policy.spec.update.windows {
                 let days: Vec<&str> = w.days.iter().map(|d| d.as_str()).collect();

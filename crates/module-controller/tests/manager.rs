@@ -25,13 +25,12 @@ use serde_json::{Value, json};
 use support::{REPO, Source, module_image, release_image, source};
 
 struct Cluster {
-    _server: apiserver::RunningServer,
+    _api: testkit::Cluster,
     client: Client,
     source: Source,
     manager: Manager,
     downloaded: Downloaded,
     clock: ManualClock,
-    _dir: tempfile::TempDir,
 }
 
 /// The cluster UUID the canary waves are computed with.
@@ -39,24 +38,10 @@ const CLUSTER_UUID: &str = "1f6a1e2c-5d0b-4c1e-9b8a-2d7f3e4c5b6a";
 
 async fn cluster() -> Cluster {
     let source = source().await;
-    let dir = tempfile::tempdir().unwrap();
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = apiserver::ApiServer::builder()
-        .data_dir(dir.path().join("apiserver"))
-        .crds(crds)
-        .namespace("d8-system")
-        .serve(listener)
-        .await
-        .unwrap();
-    let kubeconfig = kube::config::Kubeconfig::read_from(server.admin_kubeconfig()).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    let client = Client::try_from(config).unwrap();
-    let downloaded = Downloaded::open(dir.path().join("downloaded")).unwrap();
+    let api = testkit::Cluster::start().await;
+    let dir = api.dir().to_path_buf();
+    let client = api.client().await;
+    let downloaded = Downloaded::open(dir.as_path().join("downloaded")).unwrap();
     let clock = ManualClock::new("2026-11-30T12:00:00Z".parse().unwrap());
     let facts = Facts {
         bundle: "Default".into(),
@@ -66,7 +51,7 @@ async fn cluster() -> Cluster {
         bootstrapped: true,
         ..Default::default()
     };
-    let modules_dir = dir.path().join("modules");
+    let modules_dir = dir.as_path().join("modules");
     std::fs::create_dir_all(modules_dir.join("040-node-manager/openapi")).unwrap();
     std::fs::write(
         modules_dir.join("040-node-manager/openapi/config-values.yaml"),
@@ -83,13 +68,12 @@ async fn cluster() -> Cluster {
     .with_embedded(embedded)
     .with_cluster_uuid(CLUSTER_UUID);
     let cluster = Cluster {
-        _server: server,
+        _api: api,
         client,
         source,
         manager,
         downloaded,
         clock,
-        _dir: dir,
     };
     cluster
         .apply::<ModuleSource>(json!({

@@ -23,13 +23,13 @@ use release_controller::ManualClock;
 use serde_json::{Value, json};
 
 struct Cluster {
-    _server: apiserver::RunningServer,
+    _api: testkit::Cluster,
+    _dir: tempfile::TempDir,
     kubeconfig: PathBuf,
     client: Client,
     manager: Manager,
     runtime: Arc<Runtime>,
     module_dir: PathBuf,
-    _dir: tempfile::TempDir,
 }
 
 const MODULE_YAML: &str = "name: echo\nweight: 910\nnamespace: d8-echo\n";
@@ -49,29 +49,14 @@ fn write(dir: &Path, files: &[(&str, &str)]) {
 }
 
 async fn cluster() -> Cluster {
+    let api = testkit::Cluster::start().await;
+    let kubeconfig = api.admin_kubeconfig().to_path_buf();
+    let client = api.client().await;
     // Not under /tmp: in chroot mode the chroot's own /tmp is mounted there and would hide the
     // module.
-    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = apiserver::ApiServer::builder()
-        .data_dir(dir.path().join("apiserver"))
-        .crds(crds)
-        .namespace("d8-system")
-        .serve(listener)
-        .await
-        .unwrap();
-    let kubeconfig = PathBuf::from(server.admin_kubeconfig());
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
-    let client = Client::try_from(config).unwrap();
-    let modules = dir.path().join("modules");
+    let scratch = tempfile::tempdir_in("/var/tmp").unwrap();
+    let dir = scratch.path().to_path_buf();
+    let modules = dir.as_path().join("modules");
     let module_dir = modules.join("910-echo");
     write(
         &module_dir,
@@ -88,7 +73,7 @@ async fn cluster() -> Cluster {
     let embedded = module_controller::embedded::discover(&modules).unwrap();
     let clock = ManualClock::new("2026-12-01T12:00:00Z".parse().unwrap());
     let downloaded =
-        module_controller::install::Downloaded::open(dir.path().join("downloaded")).unwrap();
+        module_controller::install::Downloaded::open(dir.as_path().join("downloaded")).unwrap();
     let facts = Facts {
         bundle: "Default".into(),
         edition: "ee".into(),
@@ -113,17 +98,17 @@ async fn cluster() -> Cluster {
             },
             Arc::new(clock),
         )
-        .with_chroot_root(dir.path().join("chroot"))
+        .with_chroot_root(dir.as_path().join("chroot"))
         .with_global(json!({"clusterConfiguration": {"clusterDomain": "cluster.local"}})),
     );
     Cluster {
-        _server: server,
+        _api: api,
+        _dir: scratch,
         kubeconfig,
         client,
         manager,
         runtime,
         module_dir,
-        _dir: dir,
     }
 }
 

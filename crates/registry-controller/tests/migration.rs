@@ -11,37 +11,11 @@ use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::Client;
 use kube::api::{Api, PostParams};
 use prometheus_client::registry::Registry as MetricsRegistry;
 use registry_controller::{Controller, Options, metrics};
 use registry_controller_plan::migration::Gate;
 use registry_controller_plan::{SUGGESTED_CONFIG_KEY, SUGGESTED_CONFIG_SECRET, SWITCH_SECRET};
-
-async fn cluster() -> (apiserver::RunningServer, tempfile::TempDir) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = apiserver::ApiServer::builder()
-        .data_dir(dir.path())
-        .crds(crds)
-        .namespace("d8-system")
-        .serve(listener)
-        .await
-        .unwrap();
-    (server, dir)
-}
-
-async fn client(server: &apiserver::RunningServer) -> Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(server.admin_kubeconfig()).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
 
 fn secret(name: &str, data: &[(&str, &str)]) -> Secret {
     Secret {
@@ -65,8 +39,8 @@ fn legacy_state(mode: &str) -> String {
 
 #[tokio::test]
 async fn a_blocked_gate_still_suggests_the_config_and_reports_blocking_preflight() {
-    let (server, _dir) = cluster().await;
-    let admin = client(&server).await;
+    let server = testkit::Cluster::start().await;
+    let admin = server.client().await;
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), "d8-system");
     // The previous implementation in Direct mode, the cluster installed from an external
     // registry (nothing listens there), no `registry` ModuleConfig yet.

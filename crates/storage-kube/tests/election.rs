@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use api::registry::{RegistryStorage, RegistryStorageSpec};
-use kube::Client;
 use kube::api::{Api, PostParams};
 use storage::status::Report;
 use storage_kube::KubeStatus;
@@ -15,31 +14,6 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 const LEASE: Duration = Duration::from_secs(2);
-
-async fn cluster() -> (apiserver::RunningServer, tempfile::TempDir) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = apiserver::ApiServer::builder()
-        .data_dir(dir.path())
-        .crds(crds)
-        .namespace("d8-system")
-        .serve(listener)
-        .await
-        .unwrap();
-    (server, dir)
-}
-
-async fn client(server: &apiserver::RunningServer) -> Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(server.admin_kubeconfig()).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
 
 fn config(node: &str) -> Config {
     let mut config = Config::new(node);
@@ -55,8 +29,8 @@ struct Replica {
     election: Election,
 }
 
-async fn replica(server: &apiserver::RunningServer, node: &str, verified: u64) -> Replica {
-    let client = client(server).await;
+async fn replica(server: &testkit::Cluster, node: &str, verified: u64) -> Replica {
+    let client = server.client().await;
     let mut report = Report::new(node, format!("{node}:5001"));
     report.verified_digests = verified;
     report.declared_digests = 10;
@@ -99,8 +73,8 @@ async fn wait_leader(replicas: &[(&str, &Replica)], node: &str, within: Duration
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_first_full_replica_leads_and_a_full_follower_takes_over_from_a_dead_leader() {
-    let (server, _dir) = cluster().await;
-    let admin = client(&server).await;
+    let server = testkit::Cluster::start().await;
+    let admin = server.client().await;
     Api::<RegistryStorage>::all(admin.clone())
         .create(
             &PostParams::default(),

@@ -16,7 +16,6 @@ use api::deckhouse_release::DeckhouseRelease;
 use api::module_release::ModuleRelease;
 use api::registry::{RegistryStorage, RegistryStorageSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use oci::{Digest, Repository};
 use storage::{Access, Accounts, Limits, Settings};
@@ -28,14 +27,6 @@ use testkit::image::{Image, Layout};
 use tokio::time::Instant;
 
 const REPO: &str = "system/deckhouse";
-
-async fn client(server: &apiserver::RunningServer) -> Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(server.admin_kubeconfig()).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
 
 async fn until(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
     let start = Instant::now();
@@ -85,20 +76,8 @@ fn digests(image: &Image) -> Vec<Digest> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = apiserver::ApiServer::builder()
-        .data_dir(dir.path())
-        .crds(crds)
-        .namespace("d8-system")
-        .serve(listener)
-        .await
-        .unwrap();
-    let admin = client(&server).await;
+    let server = testkit::Cluster::start().await;
+    let admin = server.client().await;
     let rstor: Api<RegistryStorage> = Api::all(admin.clone());
     rstor
         .create(

@@ -6,39 +6,6 @@ use kube::api::{Api, PostParams};
 use storage::status::{Report, Role, StatusSink};
 use storage_kube::{Error, KubeStatus};
 
-struct Cluster {
-    server: apiserver::RunningServer,
-    _dir: tempfile::TempDir,
-}
-
-async fn cluster() -> Cluster {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = apiserver::ApiServer::builder()
-        .data_dir(dir.path())
-        .crds(crds)
-        .namespace("d8-system")
-        .serve(listener)
-        .await
-        .unwrap();
-    Cluster { server, _dir: dir }
-}
-
-impl Cluster {
-    async fn client(&self) -> Client {
-        let kubeconfig =
-            kube::config::Kubeconfig::read_from(self.server.admin_kubeconfig()).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        Client::try_from(config).unwrap()
-    }
-}
-
 async fn create_storage(client: &Client) {
     let api: Api<RegistryStorage> = Api::all(client.clone());
     api.create(
@@ -59,7 +26,7 @@ fn report(node: &str, verified: u64) -> Report {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_replicas_never_lose_each_others_entries() {
-    let cluster = cluster().await;
+    let cluster = testkit::Cluster::start().await;
     let admin = cluster.client().await;
     create_storage(&admin).await;
     const WRITES: u64 = 15;
@@ -102,7 +69,7 @@ async fn concurrent_replicas_never_lose_each_others_entries() {
 
 #[tokio::test]
 async fn the_returned_list_feeds_election_and_a_missing_object_is_a_clear_error() {
-    let cluster = cluster().await;
+    let cluster = testkit::Cluster::start().await;
     let admin = cluster.client().await;
     let sink = KubeStatus::new(admin.clone());
     let error = sink.publish(&report("master-0", 1)).await.unwrap_err();

@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use api::registry::{RegistryStorage, RegistryStorageSpec};
-use kube::Client;
 use kube::api::{Api, PostParams};
 use oci::{Digest, Repository};
 use storage::{Access, Accounts, Limits, Settings};
@@ -15,14 +14,6 @@ use testkit::{ImageBuilder, UpstreamOptions};
 use tokio::time::Instant;
 
 const LEASE: Duration = Duration::from_secs(2);
-
-async fn client(server: &apiserver::RunningServer) -> Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(server.admin_kubeconfig()).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
 
 fn upstream_of(upstream: &testkit::Upstream) -> storage::Upstream {
     let endpoint = registry_client::Endpoint::from_url(&format!("{}/deckhouse/ee", upstream.url()))
@@ -43,7 +34,7 @@ struct Replica {
 }
 
 async fn replica(
-    server: &apiserver::RunningServer,
+    server: &testkit::Cluster,
     node: &str,
     upstream: &testkit::Upstream,
     root: Digest,
@@ -87,7 +78,7 @@ async fn replica(
         interval: Duration::from_millis(200),
     };
     let sync = sync::spawn(
-        client(server).await,
+        server.client().await,
         running.registry.clone(),
         Some(upstream_of(upstream)),
         config,
@@ -110,20 +101,8 @@ async fn until(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_leader_fills_the_follower_copies_from_it_and_takes_over_when_it_dies() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = apiserver::ApiServer::builder()
-        .data_dir(dir.path())
-        .crds(crds)
-        .namespace("d8-system")
-        .serve(listener)
-        .await
-        .unwrap();
-    let admin = client(&server).await;
+    let server = testkit::Cluster::start().await;
+    let admin = server.client().await;
     let rstor: Api<RegistryStorage> = Api::all(admin);
     rstor
         .create(

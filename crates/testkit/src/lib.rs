@@ -6,6 +6,8 @@
 //! Debian package to install, never a silent skip. This crate is a dev-dependency only.
 
 pub mod certs;
+#[cfg(feature = "kube")]
+pub mod cluster;
 pub mod containerd;
 pub mod faulty;
 pub mod image;
@@ -15,6 +17,8 @@ pub mod skopeo;
 pub mod upstream;
 
 pub use certs::{CertKey, Certs};
+#[cfg(feature = "kube")]
+pub use cluster::Cluster;
 pub use containerd::Containerd;
 pub use faulty::{Fault, FaultyUpstream, Seen};
 pub use image::{Blob, Image, ImageBuilder, Index};

@@ -3,7 +3,9 @@
 //! withdraws the drop-in, and the agent's credentials reach nothing else.
 
 use std::path::Path;
+
 use std::time::Duration;
+use testkit::Cluster;
 
 use agent::run::{Config, Running, start};
 use agent_kube::{Connection, KubeNodeApi};
@@ -19,40 +21,13 @@ use testkit::{Containerd, ImageBuilder, Upstream, UpstreamOptions};
 const NODE: &str = "node-1";
 const AGENT_USER: &str = "system:registry-agent:node-1";
 
-struct Cluster {
-    server: apiserver::RunningServer,
-    _dir: tempfile::TempDir,
-}
-
-async fn cluster() -> Cluster {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = apiserver::ApiServer::builder()
-        .data_dir(dir.path())
-        .crds(crds)
-        .namespace("d8-system")
-        .user(apiserver::User::registry_agent(NODE))
-        .serve(listener)
-        .await
-        .unwrap();
-    Cluster { server, _dir: dir }
-}
-
-async fn client(path: &Path) -> Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
-
 fn auth(user: &str, password: &str) -> k8s_openapi::ByteString {
     let value = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
     k8s_openapi::ByteString(value.into_bytes())
+}
+
+async fn cluster() -> Cluster {
+    Cluster::start_with(|b| b.user(apiserver::User::registry_agent(NODE))).await
 }
 
 async fn put_secret(admin: &Client, entries: &[(&str, &str, &str)]) {
@@ -85,7 +60,7 @@ fn node_spec(upstream: &Upstream, path: &str) -> serde_json::Value {
 }
 
 async fn start_agent(cluster: &Cluster, containerd: &Containerd, state: &Path) -> Running {
-    let kubeconfig = cluster.server.kubeconfig(AGENT_USER).unwrap().to_owned();
+    let kubeconfig = cluster.server().kubeconfig(AGENT_USER).unwrap().to_owned();
     let config = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         advertise: None,
@@ -139,7 +114,7 @@ fn origin(running: &Running, origin: &str) -> bool {
 #[tokio::test]
 async fn the_registry_node_drives_pulls_and_changes_apply_live() {
     let cluster = cluster().await;
-    let admin = client(cluster.server.admin_kubeconfig()).await;
+    let admin = testkit::cluster::client(cluster.server().admin_kubeconfig()).await;
     let first = upstream_with("dkp/app", "first").await;
     let second = upstream_with("mirror/dkp/other", "second").await;
     put_secret(&admin, &[("upstream", "license-token", "secret")]).await;
@@ -208,7 +183,7 @@ async fn the_registry_node_drives_pulls_and_changes_apply_live() {
     );
 
     // The API goes away: the agent keeps pulling on its disk copy.
-    cluster.server.shutdown().await;
+    cluster.shutdown().await;
     eventually("the layout comes from the cache", || async {
         origin(&running, "Cache")
     })
@@ -224,7 +199,7 @@ async fn the_registry_node_drives_pulls_and_changes_apply_live() {
 #[tokio::test]
 async fn deleting_the_registry_node_withdraws_the_drop_in_for_good() {
     let cluster = cluster().await;
-    let admin = client(cluster.server.admin_kubeconfig()).await;
+    let admin = testkit::cluster::client(cluster.server().admin_kubeconfig()).await;
     let upstream = upstream_with("dkp/app", "app").await;
     put_secret(&admin, &[("upstream", "license-token", "secret")]).await;
     let nodes: Api<RegistryNode> = Api::all(admin.clone());
@@ -247,7 +222,7 @@ async fn deleting_the_registry_node_withdraws_the_drop_in_for_good() {
     })
     .await;
     // An API outage afterwards does not resurrect the deleted layout.
-    cluster.server.shutdown().await;
+    cluster.shutdown().await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(!hosts.exists());
     running.stop().await;
@@ -256,7 +231,7 @@ async fn deleting_the_registry_node_withdraws_the_drop_in_for_good() {
 #[tokio::test]
 async fn the_agents_credentials_reach_only_its_node_and_one_secret() {
     let cluster = cluster().await;
-    let admin = client(cluster.server.admin_kubeconfig()).await;
+    let admin = testkit::cluster::client(cluster.server().admin_kubeconfig()).await;
     put_secret(&admin, &[("upstream", "u", "p")]).await;
     let other: Secret = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "other", "namespace": "d8-system"}, "stringData": {"x": "y"}
@@ -266,7 +241,7 @@ async fn the_agents_credentials_reach_only_its_node_and_one_secret() {
         .create(&PostParams::default(), &other)
         .await
         .unwrap();
-    let agent = client(cluster.server.kubeconfig(AGENT_USER).unwrap()).await;
+    let agent = testkit::cluster::client(cluster.server().kubeconfig(AGENT_USER).unwrap()).await;
     let secrets: Api<Secret> = Api::namespaced(agent.clone(), "d8-system");
     assert!(secrets.get("registry-resolved-auth").await.is_ok());
     let forbidden = |e: kube::Error| matches!(e, kube::Error::Api(s) if s.code == 403);

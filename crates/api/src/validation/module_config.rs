@@ -193,20 +193,30 @@ fn validate_update(
 #[derive(Default)]
 struct SettingsResult {
     error: Option<String>,
-    warning: Option<String>,
+    warnings: Vec<String>,
 }
 
-/// `spec.version` against the module's settings versions, then the settings rules.
+/// `spec.version` and `spec.settings` against the module's validator (schema and conversions)
+/// when the cluster knows it, else against the known versions alone; then the settings rules.
 fn settings(config: &Config<'_>, context: &Context) -> SettingsResult {
     let mut result = SettingsResult::default();
-    if config.version == 0 {
+    if let Some(check) = facts(context, config.name).and_then(|f| f.settings.as_ref()) {
+        match check.check(config.version, config.settings, config.enabled) {
+            Err(error) => {
+                result.error = Some(error);
+                return result;
+            }
+            Ok(warnings) => result.warnings = warnings,
+        }
+    } else if config.version == 0 {
         if config.settings.is_some() {
             result.error = Some(MSG_VERSION_REQUIRED.to_string());
             return result;
         }
     } else {
+        // Deckhouse's validator keeps one warning: a later one replaces an earlier one.
         if config.settings.is_none() {
-            result.warning = Some(MSG_VERSION_WITHOUT_SETTINGS.to_string());
+            result.warnings = vec![MSG_VERSION_WITHOUT_SETTINGS.to_string()];
         }
         if let Some(versions) =
             facts(context, config.name).and_then(|f| f.settings_versions.as_ref())
@@ -230,15 +240,15 @@ fn settings(config: &Config<'_>, context: &Context) -> SettingsResult {
                 if config.settings.is_some() {
                     result.error = Some(message);
                 } else {
-                    result.warning = Some(message);
+                    result.warnings = vec![message];
                 }
                 return result;
             }
             if config.version != versions.latest {
-                result.warning = Some(format!(
+                result.warnings = vec![format!(
                     "spec.version={} is obsolete. Please migrate spec.settings to the latest version {}",
                     config.version, versions.latest
-                ));
+                )];
             }
         }
     }
@@ -301,7 +311,7 @@ fn common(config: &Config<'_>, context: &Context) -> Result<Warnings, Denial> {
     if let Some(error) = result.error {
         return Err(deny(error));
     }
-    warnings.extend(result.warning);
+    warnings.extend(result.warnings);
     if enabled
         && let Some(group) = facts(context, name).and_then(|f| f.exclusive_group.as_deref())
         && let Some((other, _)) = context.modules.iter().find(|(other, f)| {

@@ -2,6 +2,7 @@
 //! pulling for containerd on the layout an operator applies; `d8 up`, the whole platform;
 //! `d8 mirror` into a `d8 registry storage` publish endpoint.
 
+mod admission;
 mod agent;
 mod apiserver;
 mod cni_migration;

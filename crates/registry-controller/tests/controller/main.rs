@@ -6,8 +6,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+
 use std::sync::Arc;
 use std::time::Duration;
+use testkit::Cluster;
 
 use agent::run::{Config, Running, start};
 use agent_kube::{Connection, KubeNodeApi};
@@ -24,39 +26,12 @@ use testkit::{Containerd, ImageBuilder, Upstream, UpstreamOptions};
 const NODE: &str = "node-1";
 const AGENT_USER: &str = "system:registry-agent:node-1";
 
-struct Cluster {
-    server: apiserver::RunningServer,
-    _dir: tempfile::TempDir,
-}
-
 async fn cluster() -> Cluster {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let crds = api::crds::all()
-        .into_iter()
-        .map(|crd| serde_json::to_value(crd).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = apiserver::ApiServer::builder()
-        .data_dir(dir.path())
-        .crds(crds)
-        .namespace("d8-system")
-        .user(apiserver::User::registry_agent(NODE))
-        .serve(listener)
-        .await
-        .unwrap();
-    Cluster { server, _dir: dir }
-}
-
-async fn client(path: &Path) -> Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
+    Cluster::start_with(|b| b.user(apiserver::User::registry_agent(NODE))).await
 }
 
 async fn start_agent(cluster: &Cluster, containerd: &Containerd, state: &Path) -> Running {
-    let kubeconfig = cluster.server.kubeconfig(AGENT_USER).unwrap().to_owned();
+    let kubeconfig = cluster.server().kubeconfig(AGENT_USER).unwrap().to_owned();
     let config = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         advertise: None,
@@ -174,7 +149,7 @@ fn text(registry: &MetricsRegistry) -> String {
 #[tokio::test]
 async fn unmanaged_to_managed_and_back_with_the_real_agent() {
     let cluster = cluster().await;
-    let admin = client(cluster.server.admin_kubeconfig()).await;
+    let admin = testkit::cluster::client(cluster.server().admin_kubeconfig()).await;
     let first = upstream("dkp", "first").await;
     let second = upstream("other", "second").await;
 
