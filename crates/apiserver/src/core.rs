@@ -401,10 +401,6 @@ impl Core {
             items.push(obj);
             true
         })?;
-        let items = items
-            .into_iter()
-            .map(|o| self.to_version(def, version, o))
-            .collect::<Result<Vec<_>, _>>()?;
         // Later pages report the revision of the first one: a watch from it sees every change.
         let rv = token_rv.unwrap_or(rv);
         let continue_token = more.then(|| {
