@@ -1082,7 +1082,10 @@ impl Controller {
                     namespace: Some(NAMESPACE.into()),
                     ..Default::default()
                 },
-                data: Some(BTreeMap::from([("base".to_owned(), IMAGE_BASE.to_owned())])),
+                data: Some(BTreeMap::from([(
+                    image_address::BASE_KEY.to_owned(),
+                    IMAGE_BASE.to_owned(),
+                )])),
                 ..Default::default()
             };
             config_maps
