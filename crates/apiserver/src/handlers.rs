@@ -79,6 +79,8 @@ pub(crate) struct AppState {
     pub(crate) core: Arc<Core>,
     pub(crate) auth: AuthIndex,
     pub(crate) bookmark_interval: Duration,
+    /// Where every authorized request is recorded, when asked for.
+    pub(crate) request_log: Option<crate::RequestLog>,
 }
 
 impl AppState {
@@ -124,12 +126,15 @@ impl AppState {
 
     /// Refuses with Kubernetes' message unless `user` may do `attrs`.
     async fn require(&self, user: &User, attrs: Attributes<'_>) -> Result<(), ApiError> {
-        if user.allows(&attrs)
+        let allowed = user.allows(&attrs)
             || self
                 .authorize(&user.name, &user.groups, &Access::Resource(attrs))
                 .await?
-                .is_some()
-        {
+                .is_some();
+        if let Some(log) = &self.request_log {
+            log.record(&user.name, &attrs, allowed);
+        }
+        if allowed {
             return Ok(());
         }
         Err(ApiError::forbidden(attrs.forbidden_message(&user.name)))

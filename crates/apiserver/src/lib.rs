@@ -27,6 +27,7 @@ mod patch;
 mod path;
 mod pki;
 mod rbac;
+mod request_log;
 mod resources;
 mod reviews;
 mod scale;
@@ -42,6 +43,7 @@ mod webhook;
 
 pub use auth::{Credential, Rule, User};
 pub use error::{ApiError, Error};
+pub use request_log::{LoggedRequest, RequestLog};
 pub use schema::Cause;
 pub use server::{ApiServer, Builder, RunningServer};
 pub use validate::{

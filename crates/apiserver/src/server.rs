@@ -36,6 +36,7 @@ impl ApiServer {
             watch_history: 10_000,
             bookmark_interval: Duration::from_secs(30),
             namespaces: Vec::new(),
+            request_log: None,
         }
     }
 }
@@ -52,6 +53,7 @@ pub struct Builder {
     watch_history: usize,
     bookmark_interval: Duration,
     namespaces: Vec<String>,
+    request_log: Option<crate::RequestLog>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -180,6 +182,13 @@ impl Builder {
         self
     }
 
+    /// Records every request (user, verb, resource, subresource, namespace, name, verdict) in
+    /// `log` — for tests comparing what a component calls with what its Role grants.
+    pub fn request_log(mut self, log: crate::RequestLog) -> Self {
+        self.request_log = Some(log);
+        self
+    }
+
     /// A namespace to create at start-up (besides `default`, `kube-system`, `kube-public`,
     /// `kube-node-lease`).
     pub fn namespace(mut self, ns: impl Into<String>) -> Self {
@@ -248,6 +257,7 @@ impl Builder {
             core: core.clone(),
             auth: AuthIndex::new(&identities),
             bookmark_interval: self.bookmark_interval,
+            request_log: self.request_log.clone(),
         });
         let app = crate::handlers::router(state);
         let tls = if self.tls {

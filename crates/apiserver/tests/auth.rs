@@ -373,3 +373,67 @@ async fn token_and_subject_access_reviews_follow_stored_rbac() {
         )
     );
 }
+
+#[tokio::test]
+async fn the_request_log_records_who_did_what_with_the_verdict() {
+    let log = apiserver::RequestLog::new();
+    let s = common::start_with(|b| {
+        b.crd_yaml(REGISTRY_NODE_CRD)
+            .unwrap()
+            .namespace("d8-system")
+            .user(User::registry_agent("node1"))
+            .request_log(log.clone())
+    })
+    .await;
+    let admin = s.admin().await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("deckhouse.io", "v1alpha1", "RegistryNode"),
+        "registrynodes",
+    );
+    let o: DynamicObject = serde_json::from_value(json!({"apiVersion": "deckhouse.io/v1alpha1", "kind": "RegistryNode", "metadata": {"name": "node1"}, "spec": {}})).unwrap();
+    Api::<DynamicObject>::all_with(admin, &ar)
+        .create(&PostParams::default(), &o)
+        .await
+        .unwrap();
+
+    let agent = s.client("system:registry-agent:node1").await;
+    let rn: Api<DynamicObject> = Api::all_with(agent, &ar);
+    rn.patch_status(
+        "node1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"reconciled": true}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status_code(rn.get("node2").await.unwrap_err()), 403);
+
+    let seen: Vec<apiserver::LoggedRequest> = log
+        .entries()
+        .into_iter()
+        .filter(|r| r.user == "system:registry-agent:node1")
+        .collect();
+    let entry =
+        |verb: &str, sub: Option<&str>, name: &str, allowed: bool| apiserver::LoggedRequest {
+            user: "system:registry-agent:node1".to_owned(),
+            verb: verb.to_owned(),
+            group: "deckhouse.io".to_owned(),
+            resource: "registrynodes".to_owned(),
+            subresource: sub.map(str::to_owned),
+            namespace: None,
+            name: Some(name.to_owned()),
+            allowed,
+        };
+    assert_eq!(
+        seen,
+        vec![
+            entry("patch", Some("status"), "node1", true),
+            entry("get", None, "node2", false),
+        ]
+    );
+    assert!(
+        log.entries()
+            .iter()
+            .any(|r| r.verb == "create" && r.resource == "registrynodes" && r.allowed),
+        "the admin's create is recorded too"
+    );
+}

@@ -312,6 +312,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                     credentials: Some(storage_access.node.clone()),
                     replicas: vec![(node.clone(), args.storage_read_address.to_string())],
                 },
+                // One static node running containerd: the module's prerequisites hold.
+                cluster: registry_controller::ClusterSource::Fixed(
+                    registry_controller::ClusterFacts::static_with("Containerd"),
+                ),
                 ..Default::default()
             },
             engine,

@@ -46,9 +46,161 @@ pub fn published(
             .all(|node| registry_nodes.get(node).is_some_and(NodeProgress::applied))
 }
 
+/// The image base ConfigMap `registry-image-address` publishes (its `data`), `None` when it is
+/// absent or names none. This is what the platform reads to learn where its images are.
+pub fn published_base(data: Option<&BTreeMap<String, String>>) -> Option<&str> {
+    data?
+        .get(BASE_KEY)
+        .map(|b| b.trim().trim_end_matches('/'))
+        .filter(|b| !b.is_empty())
+}
+
+/// Key of the base in the ConfigMap's data.
+pub const BASE_KEY: &str = "base";
+
+/// The repository the platform's own images are named by: the published base while there is
+/// one, else the repository it was installed from.
+pub fn repository<'a>(published: Option<&'a str>, install: &'a str) -> &'a str {
+    published.unwrap_or(install)
+}
+
+/// `image` named by `repository` instead, with its tag and digest kept
+/// (`old/deckhouse/ee:v1.68.5@sha256:…` → `<repository>:v1.68.5@sha256:…`); `None` when it is
+/// named by `repository` already.
+pub fn rebase(image: &str, repository: &str) -> Option<String> {
+    let (name, digest) = match image.split_once('@') {
+        Some((name, digest)) => (name, Some(digest)),
+        None => (image, None),
+    };
+    let last = name.rfind('/').map_or(0, |i| i + 1);
+    let (current, tag) = match name[last..].rfind(':') {
+        Some(i) => (&name[..last + i], Some(&name[last + i + 1..])),
+        None => (name, None),
+    };
+    if current == repository {
+        return None;
+    }
+    let mut out = repository.to_owned();
+    if let Some(tag) = tag {
+        out.push(':');
+        out.push_str(tag);
+    }
+    if let Some(digest) = digest {
+        out.push('@');
+        out.push_str(digest);
+    }
+    Some(out)
+}
+
+/// `global.modulesImages.registry` for modules: where their images are, as Deckhouse's values
+/// name it (`base` = `address` + `path`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ModulesImagesRegistry {
+    /// `registry.d8-system.svc:5001/system/deckhouse`.
+    pub base: String,
+    /// `registry.d8-system.svc:5001`.
+    pub address: String,
+    /// `/system/deckhouse`.
+    pub path: String,
+}
+
+impl ModulesImagesRegistry {
+    /// The registry of a base (`host[:port][/path]`).
+    pub fn of_base(base: &str) -> Self {
+        let base = base.trim_end_matches('/');
+        let (address, path) = match base.find('/') {
+            Some(i) => (&base[..i], &base[i..]),
+            None => (base, ""),
+        };
+        Self {
+            base: base.to_owned(),
+            address: address.to_owned(),
+            path: path.to_owned(),
+        }
+    }
+
+    /// What modules' `global.modulesImages.registry` says: the published base while there is
+    /// one (`registry-image-address` data), else the install registry's base.
+    pub fn current(published: Option<&BTreeMap<String, String>>, install_base: &str) -> Self {
+        Self::of_base(repository(published_base(published), install_base))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    type Data = BTreeMap<String, String>;
+
+    #[test]
+    fn the_published_base_is_read_from_the_config_map() {
+        let data = |b: &str| BTreeMap::from([("base".to_owned(), b.to_owned())]);
+        let published = data(crate::IMAGE_BASE);
+        let rows: [(&str, Option<&Data>, Option<&str>); 4] = [
+            ("published", Some(&published), Some(crate::IMAGE_BASE)),
+            ("no ConfigMap", None, None),
+            ("empty base", Some(&data(" ")), None),
+            ("no base key", Some(&BTreeMap::new()), None),
+        ];
+        for (what, data, want) in rows {
+            assert_eq!(published_base(data), want, "{what}");
+        }
+        assert_eq!(
+            published_base(Some(&data("r.example:5001/system/deckhouse/"))),
+            Some("r.example:5001/system/deckhouse")
+        );
+    }
+
+    #[test]
+    fn images_move_to_the_new_repository_keeping_their_version() {
+        let new = crate::IMAGE_BASE;
+        let rows = [
+            (
+                "tag",
+                "registry.deckhouse.io/deckhouse/ee:v1.68.5",
+                Some(format!("{new}:v1.68.5")),
+            ),
+            (
+                "tag and digest",
+                "127.0.0.1:5000/deckhouse/ee:v1.68.5@sha256:abc",
+                Some(format!("{new}:v1.68.5@sha256:abc")),
+            ),
+            (
+                "digest only, registry with a port",
+                "127.0.0.1:5000/deckhouse/ee@sha256:abc",
+                Some(format!("{new}@sha256:abc")),
+            ),
+            ("already there", &format!("{new}:v1.68.5"), None),
+        ];
+        for (what, image, want) in rows {
+            assert_eq!(rebase(image, new), want, "{what}");
+        }
+        assert_eq!(
+            rebase(&format!("{new}:v1"), "registry.deckhouse.io/deckhouse/ee"),
+            Some("registry.deckhouse.io/deckhouse/ee:v1".to_owned())
+        );
+    }
+
+    #[test]
+    fn modules_images_registry_follows_the_published_base() {
+        let published = BTreeMap::from([("base".to_owned(), crate::IMAGE_BASE.to_owned())]);
+        assert_eq!(
+            ModulesImagesRegistry::current(Some(&published), "registry.deckhouse.io/deckhouse/ee"),
+            ModulesImagesRegistry {
+                base: "registry.d8-system.svc:5001/system/deckhouse".into(),
+                address: "registry.d8-system.svc:5001".into(),
+                path: "/system/deckhouse".into(),
+            }
+        );
+        assert_eq!(
+            ModulesImagesRegistry::current(None, "registry.deckhouse.io/deckhouse/ee"),
+            ModulesImagesRegistry {
+                base: "registry.deckhouse.io/deckhouse/ee".into(),
+                address: "registry.deckhouse.io".into(),
+                path: "/deckhouse/ee".into(),
+            }
+        );
+    }
 
     fn applied(generation: i64) -> NodeProgress {
         NodeProgress {

@@ -4,7 +4,8 @@
 //! writes that converge the cluster on it ([`plan`]), when the image address is published
 //! ([`image_address`]), when a Managed→Unmanaged drain may withdraw ([`drain`]), whether this
 //! implementation may take over from the previous one ([`migration`]), how a preflight probe
-//! answer is classified ([`probe`]), what the replicas' reports add up to
+//! answer is classified ([`probe`]), whether the cluster meets the module's requirements
+//! ([`prerequisites`]), what the replicas' reports add up to
 //! ([`storage_status`]), and what Nodes and NodeGroups say ([`nodes`]).
 //!
 //! Pure: no tokio, no sockets, no filesystem, no Kubernetes client. It depends on the API types
@@ -20,6 +21,7 @@ pub mod legacy;
 pub mod migration;
 pub mod nodes;
 pub mod plan;
+pub mod prerequisites;
 pub mod probe;
 pub mod settings;
 pub mod storage_status;

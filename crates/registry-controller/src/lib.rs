@@ -24,6 +24,8 @@ use std::time::Duration;
 use api::module_source::Scheme;
 use registry_plan::Credentials;
 
+pub use registry_controller_plan::prerequisites::ClusterFacts;
+
 pub use error::Error;
 pub use metrics::Metrics;
 pub use reconcile::Report;
@@ -42,6 +44,17 @@ pub struct StorageOptions {
     pub replicas: Vec<(String, String)>,
 }
 
+/// Where the facts the module's prerequisites are checked against come from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ClusterSource {
+    /// ClusterConfiguration in Secret `kube-system/d8-cluster-configuration`; without it the
+    /// cluster is a Managed Kubernetes the module refuses to work in.
+    #[default]
+    ClusterConfiguration,
+    /// Known up front (the single machine: one static node running containerd).
+    Fixed(ClusterFacts),
+}
+
 /// Controller settings.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -53,6 +66,8 @@ pub struct Options {
     pub probe_retry: Duration,
     /// The cache replicas.
     pub storage: StorageOptions,
+    /// What the module's prerequisites are checked against.
+    pub cluster: ClusterSource,
 }
 
 impl Default for Options {
@@ -62,6 +77,7 @@ impl Default for Options {
             probe_timeout: Duration::from_secs(20),
             probe_retry: Duration::from_secs(60),
             storage: StorageOptions::default(),
+            cluster: ClusterSource::default(),
         }
     }
 }

@@ -22,11 +22,14 @@ use registry_controller_plan::image_address::{self, NodeProgress};
 use registry_controller_plan::layout::{self, Inputs, StorageAccess};
 use registry_controller_plan::migration::{self, Gate};
 use registry_controller_plan::plan::{self, Action, Observed};
+use registry_controller_plan::prerequisites::{
+    CLUSTER_CONFIGURATION_KEY, CLUSTER_CONFIGURATION_NAMESPACE, CLUSTER_CONFIGURATION_SECRET,
+};
 use registry_controller_plan::probe::Outcome;
 use registry_controller_plan::{
     DRAIN_SECRET, IMAGE_ADDRESS_CONFIGMAP, IMAGE_BASE, IN_CLUSTER_HOST, LEGACY_STATE_SECRET,
     SUGGESTED_CONFIG_KEY, SUGGESTED_CONFIG_SECRET, SWITCH_SECRET, legacy, nodes as node_facts,
-    settings, storage_status,
+    prerequisites, settings, storage_status,
 };
 use registry_plan::Credentials;
 
@@ -37,7 +40,7 @@ const INSTALL_REGISTRY_SECRET: &str = "deckhouse-registry";
 /// Lease (in `d8-system`) the cache replicas elect their leader with.
 const STORAGE_LEASE: &str = "registry-storage";
 use crate::metrics::label;
-use crate::{Controller, probe};
+use crate::{ClusterFacts, ClusterSource, Controller, probe};
 
 /// What the controller remembers between passes: the last probe, so an unchanged upstream is
 /// not probed on every pass.
@@ -385,39 +388,68 @@ impl Controller {
                 address_exists,
             )
             .await;
-        match report {
-            Ok(actions) => Ok(Report {
-                gate,
-                wanted_managed,
-                draining,
-                actions,
-                invalid: None,
-            }),
-            Err(LayoutError::Invalid(message)) => {
-                metrics.config_valid.set(0);
-                let status = RegistryConfigStatus {
-                    observed_generation: generation,
-                    effective_upstream: previous_status.effective_upstream.clone(),
-                    conditions: vec![condition(
-                        "Valid",
-                        false,
-                        "Invalid",
-                        &message,
-                        generation,
-                        &previous_status.conditions,
-                    )],
-                };
-                self.write_config_status(&previous_status, status).await?;
-                Ok(Report {
+        let (reason, message) = match report {
+            Ok(actions) => {
+                return Ok(Report {
                     gate,
                     wanted_managed,
                     draining,
-                    actions: 0,
-                    invalid: Some(message),
-                })
+                    actions,
+                    invalid: None,
+                });
             }
-            Err(LayoutError::Api(error)) => Err(error),
+            Err(LayoutError::Api(error)) => return Err(error),
+            Err(LayoutError::Invalid(message)) => ("Invalid", message),
+            Err(LayoutError::Unmet(message)) => (prerequisites::REASON, message),
+        };
+        tracing::warn!(%message, "the registry layout is refused");
+        metrics.config_valid.set(0);
+        let status = RegistryConfigStatus {
+            observed_generation: generation,
+            effective_upstream: previous_status.effective_upstream.clone(),
+            conditions: vec![condition(
+                "Valid",
+                false,
+                reason,
+                &message,
+                generation,
+                &previous_status.conditions,
+            )],
+        };
+        self.write_config_status(&previous_status, status).await?;
+        Ok(Report {
+            gate,
+            wanted_managed,
+            draining,
+            actions: 0,
+            invalid: Some(message),
+        })
+    }
+
+    /// What ClusterConfiguration says (`None`: there is none, a Managed Kubernetes).
+    async fn cluster_facts(&self) -> Result<Option<ClusterFacts>, LayoutError> {
+        if let ClusterSource::Fixed(facts) = &self.options.cluster {
+            return Ok(Some(facts.clone()));
         }
+        let secrets: Api<Secret> =
+            Api::namespaced(self.client.clone(), CLUSTER_CONFIGURATION_NAMESPACE);
+        let secret = secrets
+            .get_opt(CLUSTER_CONFIGURATION_SECRET)
+            .await
+            .map_err(kube(format!(
+                "reading Secret {CLUSTER_CONFIGURATION_NAMESPACE}/{CLUSTER_CONFIGURATION_SECRET}"
+            )))?;
+        let Some(secret) = secret else {
+            return Ok(None);
+        };
+        let data = data_of(secret);
+        let yaml = data
+            .get(CLUSTER_CONFIGURATION_KEY)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        prerequisites::read_cluster_configuration(yaml)
+            .map(Some)
+            .map_err(|e| LayoutError::Unmet(format!("ClusterConfiguration is unreadable: {e}")))
     }
 
     fn clear_layout_metrics(&self) {
@@ -734,6 +766,11 @@ impl Controller {
         wanted_managed: bool,
         address_exists: bool,
     ) -> Result<usize, LayoutError> {
+        let cluster = self.cluster_facts().await?;
+        let unmet = prerequisites::check(config, cluster.as_ref());
+        if !unmet.is_empty() {
+            return Err(LayoutError::Unmet(prerequisites::message(&unmet)));
+        }
         let client = self.client.clone();
         let metrics = &self.metrics;
         let observed = self.observe_objects().await?;
@@ -1045,7 +1082,10 @@ impl Controller {
                     namespace: Some(NAMESPACE.into()),
                     ..Default::default()
                 },
-                data: Some(BTreeMap::from([("base".to_owned(), IMAGE_BASE.to_owned())])),
+                data: Some(BTreeMap::from([(
+                    image_address::BASE_KEY.to_owned(),
+                    IMAGE_BASE.to_owned(),
+                )])),
                 ..Default::default()
             };
             config_maps
@@ -1226,6 +1266,8 @@ where
 enum LayoutError {
     /// The configuration cannot be laid out (reported in `Valid`).
     Invalid(String),
+    /// The cluster does not meet the module's prerequisites (reported in `Valid`).
+    Unmet(String),
     /// The API failed.
     Api(Error),
 }

@@ -1,7 +1,10 @@
 //! Applying a platform release, and knowing what runs.
 //!
 //! In a cluster, applying sets the image of the first container of `d8-system/deployment/deckhouse`
-//! to `<imagesRegistry>:<version>`; Kubernetes rolls the pod. On the embedded API server the same
+//! to `<imagesRegistry>:<version>`; Kubernetes rolls the pod. Once ConfigMap
+//! `d8-system/registry-image-address` publishes the in-cluster address (every node's agent applied
+//! its layout), `<imagesRegistry>` is that base, and the running image moves to it at once
+//! ([`Deployer::follow_image_address`]); it moves back when the ConfigMap goes. On the embedded API server the same
 //! Deployment object is the record of the deployed version (created on first use there), and
 //! [`DeploymentTarget::running_version`] exposes it to the rest of the platform.
 
@@ -10,10 +13,13 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
+
+use registry_controller_plan::IMAGE_ADDRESS_CONFIGMAP;
+use registry_controller_plan::image_address;
 
 use crate::Error;
 
@@ -28,6 +34,12 @@ pub trait Deployer: Send + Sync + fmt::Debug {
     fn running_version(&self) -> BoxFuture<'_, Result<Option<String>, Error>>;
     /// Switches to `version` (`v1.68.5`).
     fn deploy<'a>(&'a self, version: &'a str) -> BoxFuture<'a, Result<(), Error>>;
+    /// Names the running platform's image by the current image address (ConfigMap
+    /// `d8-system/registry-image-address` while it exists, else the install repository),
+    /// keeping its version. Whether it changed anything.
+    fn follow_image_address(&self) -> BoxFuture<'_, Result<bool, Error>> {
+        Box::pin(std::future::ready(Ok(false)))
+    }
 }
 
 /// Whether the running Deckhouse is ready (minor releases wait for it).
@@ -83,6 +95,7 @@ impl Readiness for HttpReadiness {
 #[derive(Clone)]
 pub struct DeploymentTarget {
     api: Api<Deployment>,
+    config_maps: Api<ConfigMap>,
     image_repository: String,
     create_if_missing: bool,
 }
@@ -109,7 +122,8 @@ impl DeploymentTarget {
     /// The Deployment in a cluster: it must exist; images are `<image_repository>:<version>`.
     pub fn cluster(client: Client, image_repository: impl Into<String>) -> Self {
         Self {
-            api: Api::namespaced(client, NAMESPACE),
+            api: Api::namespaced(client.clone(), NAMESPACE),
+            config_maps: Api::namespaced(client, NAMESPACE),
             image_repository: image_repository.into(),
             create_if_missing: false,
         }
@@ -124,9 +138,59 @@ impl DeploymentTarget {
         }
     }
 
-    /// The image of `version`.
+    /// The image of `version` in the install repository.
     pub fn image_of(&self, version: &str) -> String {
         format!("{}:{version}", self.image_repository)
+    }
+
+    /// The repository images are named by now: the base ConfigMap `registry-image-address`
+    /// publishes once every node can pull from the in-cluster registry, else the install one.
+    async fn repository(&self) -> Result<String, Error> {
+        let config_map = self
+            .config_maps
+            .get_opt(IMAGE_ADDRESS_CONFIGMAP)
+            .await
+            .map_err(|e| Error::kube("get ConfigMap d8-system/registry-image-address", e))?;
+        let data = config_map.and_then(|c| c.data);
+        Ok(image_address::repository(
+            image_address::published_base(data.as_ref()),
+            &self.image_repository,
+        )
+        .to_owned())
+    }
+
+    async fn follow(&self) -> Result<bool, Error> {
+        let repository = self.repository().await?;
+        let Some(mut deployment) = self
+            .api
+            .get_opt(DEPLOYMENT)
+            .await
+            .map_err(|e| Error::kube("get Deployment d8-system/deckhouse", e))?
+        else {
+            return Ok(false);
+        };
+        let Some(container) = deployment
+            .spec
+            .as_mut()
+            .and_then(|s| s.template.spec.as_mut())
+            .and_then(|p| p.containers.first_mut())
+        else {
+            return Ok(false);
+        };
+        let Some(image) = container
+            .image
+            .as_deref()
+            .and_then(|i| image_address::rebase(i, &repository))
+        else {
+            return Ok(false);
+        };
+        tracing::info!(%image, "the platform's image follows the image address");
+        container.image = Some(image);
+        self.api
+            .replace(DEPLOYMENT, &PostParams::default(), &deployment)
+            .await
+            .map_err(|e| Error::kube("update Deployment d8-system/deckhouse", e))?;
+        Ok(true)
     }
 
     async fn running(&self) -> Result<Option<String>, Error> {
@@ -147,7 +211,7 @@ impl DeploymentTarget {
     }
 
     async fn apply(&self, version: &str) -> Result<(), Error> {
-        let image = self.image_of(version);
+        let image = format!("{}:{version}", self.repository().await?);
         // Read-modify-replace guarded by resourceVersion: the same on every API server, and a
         // concurrent writer makes this fail (and the reconcile retry) instead of being lost.
         let existing = self
@@ -244,6 +308,10 @@ impl Deployer for DeploymentTarget {
 
     fn deploy<'a>(&'a self, version: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(self.apply(version))
+    }
+
+    fn follow_image_address(&self) -> BoxFuture<'_, Result<bool, Error>> {
+        Box::pin(self.follow())
     }
 }
 

@@ -32,6 +32,8 @@ pub const CONTROLLER_NAME: &str = "d8-deckhouse-release-controller";
 pub const CHANNEL_INTERVAL: Duration = Duration::from_secs(180);
 /// How often outdated releases are cleaned up.
 pub const CLEANUP_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+/// How often the platform's image is checked against the image address.
+pub const IMAGE_ADDRESS_INTERVAL: Duration = Duration::from_secs(10);
 /// First retry after a failed reconcile; doubled per consecutive failure.
 pub const BACKOFF_MIN: Duration = Duration::from_secs(5);
 /// Longest retry delay after failures.
@@ -330,6 +332,17 @@ impl Engine {
             }
         });
 
+        // The platform's image follows the image address (step two of the registry switch).
+        let engine = self.clone();
+        let address_task = tokio::spawn(async move {
+            loop {
+                if let Err(error) = engine.deployer.follow_image_address().await {
+                    tracing::warn!(%error, "following the image address failed");
+                }
+                tokio::time::sleep(engine.channel_interval.min(IMAGE_ADDRESS_INTERVAL)).await;
+            }
+        });
+
         let engine = self.clone();
         let cleanup_task = tokio::spawn(async move {
             loop {
@@ -369,6 +382,7 @@ impl Engine {
             .await;
         settings_task.abort();
         channel_task.abort();
+        address_task.abort();
         cleanup_task.abort();
     }
 }

@@ -153,6 +153,19 @@ async fn unmanaged_to_managed_and_back_with_the_real_agent() {
     let first = upstream("dkp", "first").await;
     let second = upstream("other", "second").await;
 
+    // A static cluster of containerd nodes: the module's prerequisites are met.
+    Api::<Secret>::namespaced(admin.clone(), "kube-system")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "d8-cluster-configuration"},
+                "stringData": {"cluster-configuration.yaml":
+                    "apiVersion: deckhouse.io/v1\nkind: ClusterConfiguration\nclusterType: Static\ndefaultCRI: Containerd\n"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
     let node: Node =
         serde_json::from_value(serde_json::json!({"metadata": {"name": NODE, "labels": {
             // bashible found registry fields in a containerd conf.d file on this node

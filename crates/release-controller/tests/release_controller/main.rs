@@ -3,6 +3,7 @@
 //! by hand instead of waited for.
 
 mod common;
+mod image_address;
 
 use std::sync::Arc;
 use std::time::Duration;
