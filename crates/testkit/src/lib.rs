@@ -7,6 +7,7 @@
 
 pub mod certs;
 pub mod containerd;
+pub mod curl;
 pub mod faulty;
 pub mod image;
 pub mod process;
