@@ -16,6 +16,7 @@
 mod auth;
 mod core;
 mod discovery;
+mod encryption;
 mod error;
 mod fields;
 mod gc;
@@ -37,6 +38,7 @@ mod watch;
 mod watch_http;
 
 pub use auth::{Credential, Rule, User};
+pub use encryption::ensure_config as ensure_encryption_config;
 pub use error::{ApiError, Error};
 pub use schema::Cause;
 pub use server::{ApiServer, Builder, RunningServer};

@@ -7,6 +7,7 @@ mod kube_client;
 mod mirror_cmd;
 mod module_cmd;
 mod module_render;
+mod private_state;
 mod queue_cmd;
 mod registry_cmd;
 mod release_cmd;

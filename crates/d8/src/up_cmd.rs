@@ -205,6 +205,9 @@ fn print(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The API server's `EncryptionConfiguration`, under `DATA_DIR/apiserver`.
+const ENCRYPTION_CONFIG: &str = "encryption-config.yaml";
+
 /// Runs the platform until Ctrl-C or SIGTERM.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     // Listen for the signal from the start: a stop during start-up still stops cleanly.
@@ -228,8 +231,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         .trust_dir
         .clone()
         .unwrap_or_else(|| agent_dir.join("trust"));
+    crate::private_state::make_private(data_dir)?;
     std::fs::create_dir_all(&agent_dir)
         .with_context(|| format!("creating {}", agent_dir.display()))?;
+    // Secrets are sealed at rest with a key made on the first start (rotation: docs/apiserver.md).
+    let encryption = data_dir.join("apiserver").join(ENCRYPTION_CONFIG);
+    apiserver::ensure_encryption_config(&encryption).context("the API server's encryption key")?;
 
     // The API server.
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -237,6 +244,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let server =
         platform_apiserver(apiserver::ApiServer::builder().data_dir(data_dir.join("apiserver")))
+            .encryption_config(&encryption)
             .user(apiserver::User::registry_agent(&node))
             .serve(listener)
             .await
