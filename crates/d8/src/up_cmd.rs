@@ -173,12 +173,34 @@ async fn ensure_node(client: &Client, name: &str) -> anyhow::Result<bool> {
 /// Writes the air-gapped `registry` ModuleConfig unless one exists.
 async fn write_initial_config(client: &Client) -> anyhow::Result<()> {
     let configs: Api<api::module_config::ModuleConfig> = Api::all(client.clone());
-    let object: api::module_config::ModuleConfig = serde_json::from_value(air_gap_module_config())?;
-    match configs.create(&PostParams::default(), &object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e).context("writing the initial ModuleConfig registry"),
+    if configs.get_opt("registry").await?.is_some() {
+        return Ok(());
     }
+    let object = as_kubectl_applied(air_gap_module_config());
+    configs
+        .patch(
+            "registry",
+            &kube::api::PatchParams::apply(KUBECTL_APPLY_MANAGER),
+            &kube::api::Patch::Apply(&object),
+        )
+        .await
+        .context("writing the initial ModuleConfig registry")?;
+    Ok(())
+}
+
+/// The field manager of `kubectl apply --server-side`.
+const KUBECTL_APPLY_MANAGER: &str = "kubectl";
+/// Where client-side `kubectl apply` keeps what it applied last.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// `object` as `kubectl apply` would have left it, so that a later `kubectl apply` of the user's
+/// manifest — client-side (three-way merge from the annotation) or `--server-side` (the same
+/// field manager, which then owns and drops the fields the new manifest leaves out) — replaces
+/// it cleanly.
+fn as_kubectl_applied(mut object: serde_json::Value) -> serde_json::Value {
+    let applied = object.to_string();
+    object["metadata"]["annotations"] = serde_json::json!({ LAST_APPLIED: applied });
+    object
 }
 
 /// `Managed` or `Unmanaged`, as the `registry` ModuleConfig says now.

@@ -4,6 +4,7 @@
 //! the same directory serves the same pulls again. `platform` runs the whole registry scenario
 //! with the cache replica.
 
+mod apply;
 mod at_rest;
 mod platform;
 
