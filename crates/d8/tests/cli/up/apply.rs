@@ -51,6 +51,27 @@ async fn kubectl_apply_of_the_example_replaces_the_air_gap_config_both_ways() {
             .1
         };
         assert!(source(&admin).contains("bundleRef"), "the air-gap start");
+        if !server_side {
+            // `kubectl get mc` shows Deckhouse's status for each built-in module d8 up runs.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                let (_, table, _) = kubectl(&admin, &["get", "mc"]);
+                let registry: Vec<_> = table
+                    .lines()
+                    .filter(|l| l.starts_with("registry "))
+                    .collect();
+                let shown = registry.len() == 1
+                    && registry[0].split_whitespace().collect::<Vec<_>>()[1..3] == ["true", "1"];
+                if shown && !table.contains("Ignored") {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "kubectl get mc:\n{table}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+        }
         let mut args = vec!["apply", "-f"];
         let file = example("moduleconfig-registry.yaml");
         args.push(&file);
