@@ -119,7 +119,8 @@ fn certificate(pem: &str) -> Result<CertificateDer<'static>, rustls::Error> {
 }
 
 /// Loads the PKI from `dir`, reissuing it when missing, broken or expiring within 30 days of
-/// `now`. Directory 0755 and `ca.crt` 0644 (non-root readers need the CA), `agent.key` 0600.
+/// `now`. Directory 0700 and every file 0600, like all of the platform's state: other users read
+/// nothing there (a non-root client that must trust the agent gets a copy of `ca.crt`).
 pub fn ensure(dir: &Path, now: UnixTime) -> Result<(Pki, Outcome), PkiError> {
     let horizon = UnixTime::since_unix_epoch(std::time::Duration::from_secs(
         now.as_secs() + RENEW_BEFORE_DAYS * 24 * 3600,
@@ -133,8 +134,8 @@ pub fn ensure(dir: &Path, now: UnixTime) -> Result<(Pki, Outcome), PkiError> {
     let pki = issue()?;
     std::fs::create_dir_all(dir).map_err(|source| io("creating", dir, source))?;
     write(dir, KEY_FILE, &pki.key_pem, 0o600)?;
-    write(dir, CERT_FILE, &pki.cert_pem, 0o644)?;
-    write(dir, CA_FILE, &pki.ca_pem, 0o644)?;
+    write(dir, CERT_FILE, &pki.cert_pem, 0o600)?;
+    write(dir, CA_FILE, &pki.ca_pem, 0o600)?;
     set_modes(dir)?;
     Ok((pki, Outcome::Issued))
 }
@@ -222,8 +223,9 @@ fn write(dir: &Path, name: &str, content: &str, mode: u32) -> Result<(), PkiErro
 }
 
 fn set_modes(dir: &Path) -> Result<(), PkiError> {
-    set_mode(dir, 0o755)?;
-    set_mode(&dir.join(CA_FILE), 0o644)?;
+    set_mode(dir, 0o700)?;
+    set_mode(&dir.join(CERT_FILE), 0o600)?;
+    set_mode(&dir.join(CA_FILE), 0o600)?;
     set_mode(&dir.join(KEY_FILE), 0o600)
 }
 
@@ -252,8 +254,8 @@ mod tests {
         let pki_dir = dir.path().join("pki");
         let (first, outcome) = ensure(&pki_dir, now()).unwrap();
         assert_eq!(outcome, Outcome::Issued);
-        assert_eq!(mode(&pki_dir), 0o755);
-        assert_eq!(mode(&pki_dir.join(CA_FILE)), 0o644);
+        assert_eq!(mode(&pki_dir), 0o700);
+        assert_eq!(mode(&pki_dir.join(CA_FILE)), 0o600);
         assert_eq!(mode(&pki_dir.join(KEY_FILE)), 0o600);
         let (second, outcome) = ensure(&pki_dir, now()).unwrap();
         assert_eq!(outcome, Outcome::Kept);

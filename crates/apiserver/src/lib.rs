@@ -17,6 +17,7 @@
 mod auth;
 mod core;
 mod discovery;
+mod encryption;
 mod error;
 mod fields;
 mod gc;
@@ -42,6 +43,7 @@ mod watch_http;
 mod webhook;
 
 pub use auth::{Credential, Rule, User};
+pub use encryption::ensure_config as ensure_encryption_config;
 pub use error::{ApiError, Error};
 pub use request_log::{LoggedRequest, RequestLog};
 pub use schema::Cause;

@@ -27,6 +27,7 @@ impl ApiServer {
     pub fn builder() -> Builder {
         Builder {
             data_dir: None,
+            encryption_config: None,
             crds: Vec::new(),
             validator: Box::new(AllowAll),
             converter: Box::new(NoConversion),
@@ -54,6 +55,7 @@ pub struct Builder {
     bookmark_interval: Duration,
     namespaces: Vec<String>,
     request_log: Option<crate::RequestLog>,
+    encryption_config: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -189,6 +191,13 @@ impl Builder {
         self
     }
 
+    /// Encrypts objects at rest as the `EncryptionConfiguration` file at `path` says
+    /// (kube-apiserver's `--encryption-provider-config`).
+    pub fn encryption_config(mut self, path: impl Into<PathBuf>) -> Self {
+        self.encryption_config = Some(path.into());
+        self
+    }
+
     /// A namespace to create at start-up (besides `default`, `kube-system`, `kube-public`,
     /// `kube-node-lease`).
     pub fn namespace(mut self, ns: impl Into<String>) -> Self {
@@ -206,6 +215,8 @@ impl Builder {
         let (pki_dir, cfg_dir) = (dir.join("pki"), dir.join("kubeconfigs"));
         for d in [&dir, &pki_dir, &pki_dir.join("users"), &cfg_dir] {
             std::fs::create_dir_all(d).map_err(Error::io(d))?;
+            std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                .map_err(Error::io(d))?;
         }
         let ca = Ca::load_or_create(&pki_dir)?;
         let host = if addr.ip().is_unspecified() {
@@ -230,10 +241,14 @@ impl Builder {
         sans.extend(self.sans.iter().cloned());
         let serving = pki::serving_cert(&pki_dir, &ca, &sans)?;
 
+        let sealer = match &self.encryption_config {
+            Some(path) => crate::encryption::Sealer::load(path)?,
+            None => crate::encryption::Sealer::default(),
+        };
         let store = tokio::task::spawn_blocking({
             let path = dir.join("state.redb");
             let history = self.watch_history;
-            move || Store::open(&path, history)
+            move || Store::open(&path, history, sealer)
         })
         .await
         .map_err(|e| Error::Db(e.to_string()))??;

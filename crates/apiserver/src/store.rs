@@ -1,8 +1,11 @@
-//! Persistence: objects as JSON in redb, one global revision counter, fsync'd commits.
+//! Persistence: objects as JSON in redb, one global revision counter, fsync'd commits. Objects
+//! of the resources an encryption provider config names are sealed before they are stored
+//! ([`Sealer`]).
 //!
 //! Writes are serialized: read the current object, decide, commit, then publish the change to
 //! the watch hub while still holding the write lock, so watchers see changes in commit order.
 
+use crate::encryption::Sealer;
 use crate::error::{ApiError, Error};
 use crate::watch::{Event, EventType, Hub};
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
@@ -82,6 +85,19 @@ pub(crate) struct Store {
     db: redb::Database,
     write_lock: Mutex<()>,
     hub: Hub,
+    sealer: Sealer,
+}
+
+/// Decodes what is stored under the database key `k`.
+fn decode(sealer: &Sealer, k: &str, stored: &[u8]) -> Result<Value, Error> {
+    let (group, plural) = Key::decode(k)
+        .map(|key| (key.group, key.plural))
+        .unwrap_or_default();
+    let plain = sealer.open(&group, &plural, k, stored)?;
+    serde_json::from_slice(&plain).map_err(|source| Error::Corrupt {
+        key: k.to_string(),
+        source,
+    })
 }
 
 fn set_rv(obj: &mut Value, rv: u64) {
@@ -92,8 +108,8 @@ fn set_rv(obj: &mut Value, rv: u64) {
 
 impl Store {
     /// Opens (or creates) the database file; `history` is how many changes a watch can replay.
-    pub(crate) fn open(path: &Path, history: usize) -> Result<Self, Error> {
-        let db = redb::Database::create(path).map_err(Error::db)?;
+    pub(crate) fn open(path: &Path, history: usize, sealer: Sealer) -> Result<Self, Error> {
+        let db = create_private(path)?;
         let txn = db.begin_write().map_err(Error::db)?;
         txn.open_table(OBJECTS).map_err(Error::db)?;
         txn.open_table(META).map_err(Error::db)?;
@@ -110,6 +126,7 @@ impl Store {
             db,
             write_lock: Mutex::new(()),
             hub: Hub::new(current, history),
+            sealer,
         })
     }
 
@@ -136,12 +153,7 @@ impl Store {
         let r = self.db.begin_read().map_err(Error::db)?;
         let t = r.open_table(OBJECTS).map_err(Error::db)?;
         match t.get(k.as_str()).map_err(Error::db)? {
-            Some(g) => serde_json::from_slice(g.value())
-                .map(Some)
-                .map_err(|source| Error::Corrupt {
-                    key: k.clone(),
-                    source,
-                }),
+            Some(g) => decode(&self.sealer, &k, g.value()).map(Some),
             None => Ok(None),
         }
     }
@@ -173,10 +185,7 @@ impl Store {
             if after == Some(k) {
                 continue;
             }
-            let obj = serde_json::from_slice(v.value()).map_err(|source| Error::Corrupt {
-                key: k.to_string(),
-                source,
-            })?;
+            let obj = decode(&self.sealer, k, v.value())?;
             if !visit(k, obj) {
                 break;
             }
@@ -196,16 +205,10 @@ impl Store {
         let (event, object, old) = {
             let mut t = txn.open_table(OBJECTS).map_err(Error::db)?;
             let mut meta = txn.open_table(META).map_err(Error::db)?;
-            let current: Option<Value> =
-                match t.get(k.as_str()).map_err(Error::db)? {
-                    Some(g) => Some(serde_json::from_slice(g.value()).map_err(|source| {
-                        Error::Corrupt {
-                            key: k.clone(),
-                            source,
-                        }
-                    })?),
-                    None => None,
-                };
+            let current: Option<Value> = match t.get(k.as_str()).map_err(Error::db)? {
+                Some(g) => Some(decode(&self.sealer, &k, g.value())?),
+                None => None,
+            };
             let rv = meta
                 .get(RV)
                 .map_err(Error::db)?
@@ -223,6 +226,7 @@ impl Store {
                     set_rv(&mut obj, rv);
                     let bytes =
                         serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))?;
+                    let bytes = self.sealer.seal(&key.group, &key.plural, &k, bytes);
                     t.insert(k.as_str(), bytes.as_slice()).map_err(Error::db)?;
                     meta.insert(RV, rv).map_err(Error::db)?;
                     let ty = if current.is_some() {
@@ -264,6 +268,23 @@ impl Store {
     }
 }
 
+/// Opens or creates the database file, readable by its owner only.
+fn create_private(path: &Path) -> Result<redb::Database, Error> {
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(Error::io(path))?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(Error::io(path))?;
+    drop(file);
+    redb::Database::create(path).map_err(Error::db)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,7 +296,7 @@ mod tests {
         let path = dir.path().join("db.redb");
         let key = Key::new("", "configmaps", "ns", "a");
         {
-            let s = Store::open(&path, 10).unwrap();
+            let s = Store::open(&path, 10, Sealer::default()).unwrap();
             let c = s
                 .mutate(&key, |_| {
                     Ok(Change::Put(json!({"metadata": {"name": "a"}})))
@@ -293,7 +314,7 @@ mod tests {
             let err = s.mutate(&key, |_| Ok(Change::Delete)).unwrap_err();
             assert_eq!(err.code, 404);
         }
-        let s = Store::open(&path, 10).unwrap();
+        let s = Store::open(&path, 10, Sealer::default()).unwrap();
         assert_eq!(s.revision().unwrap(), 3);
         let mut names = Vec::new();
         let rv = s
@@ -311,7 +332,7 @@ mod tests {
     #[test]
     fn scan_respects_prefix_and_after() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("db"), 10).unwrap();
+        let s = Store::open(&dir.path().join("db"), 10, Sealer::default()).unwrap();
         for (ns, n) in [("a", "1"), ("a", "2"), ("b", "1"), ("ab", "1")] {
             let k = Key::new("", "configmaps", ns, n);
             s.mutate(&k, |_| {

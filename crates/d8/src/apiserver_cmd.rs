@@ -24,10 +24,16 @@ pub(crate) struct Args {
     /// rights of its own: what it may do is granted by RBAC objects naming it (repeatable).
     #[arg(long = "user", value_name = "NAME")]
     users: Vec<String>,
+
+    /// An `EncryptionConfiguration` (apiserver.config.k8s.io/v1) naming the resources to encrypt
+    /// at rest and their providers (aesgcm, identity), as kube-apiserver takes it.
+    #[arg(long, value_name = "FILE")]
+    encryption_provider_config: Option<PathBuf>,
 }
 
 /// Runs the API server until Ctrl-C or SIGTERM.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+    crate::private_state::make_private(&args.data_dir)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -40,6 +46,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.plain_http {
         builder = builder.plain_http();
+    }
+    if let Some(path) = &args.encryption_provider_config {
+        builder = builder.encryption_config(path);
     }
     let server = builder
         .serve(listener)

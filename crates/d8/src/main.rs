@@ -9,6 +9,7 @@ mod mirror_cmd;
 mod module_cmd;
 mod module_render;
 mod network_cmd;
+mod private_state;
 mod queue_cmd;
 mod registry_cmd;
 mod release_cmd;

@@ -173,12 +173,34 @@ async fn ensure_node(client: &Client, name: &str) -> anyhow::Result<bool> {
 /// Writes the air-gapped `registry` ModuleConfig unless one exists.
 async fn write_initial_config(client: &Client) -> anyhow::Result<()> {
     let configs: Api<api::module_config::ModuleConfig> = Api::all(client.clone());
-    let object: api::module_config::ModuleConfig = serde_json::from_value(air_gap_module_config())?;
-    match configs.create(&PostParams::default(), &object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e).context("writing the initial ModuleConfig registry"),
+    if configs.get_opt("registry").await?.is_some() {
+        return Ok(());
     }
+    let object = as_kubectl_applied(air_gap_module_config());
+    configs
+        .patch(
+            "registry",
+            &kube::api::PatchParams::apply(KUBECTL_APPLY_MANAGER),
+            &kube::api::Patch::Apply(&object),
+        )
+        .await
+        .context("writing the initial ModuleConfig registry")?;
+    Ok(())
+}
+
+/// The field manager of `kubectl apply --server-side`.
+const KUBECTL_APPLY_MANAGER: &str = "kubectl";
+/// Where client-side `kubectl apply` keeps what it applied last.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// `object` as `kubectl apply` would have left it, so that a later `kubectl apply` of the user's
+/// manifest — client-side (three-way merge from the annotation) or `--server-side` (the same
+/// field manager, which then owns and drops the fields the new manifest leaves out) — replaces
+/// it cleanly.
+fn as_kubectl_applied(mut object: serde_json::Value) -> serde_json::Value {
+    let applied = object.to_string();
+    object["metadata"]["annotations"] = serde_json::json!({ LAST_APPLIED: applied });
+    object
 }
 
 /// `Managed` or `Unmanaged`, as the `registry` ModuleConfig says now.
@@ -205,6 +227,9 @@ fn print(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The API server's `EncryptionConfiguration`, under `DATA_DIR/apiserver`.
+const ENCRYPTION_CONFIG: &str = "encryption-config.yaml";
+
 /// Runs the platform until Ctrl-C or SIGTERM.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     // Listen for the signal from the start: a stop during start-up still stops cleanly.
@@ -228,8 +253,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         .trust_dir
         .clone()
         .unwrap_or_else(|| agent_dir.join("trust"));
+    crate::private_state::make_private(data_dir)?;
     std::fs::create_dir_all(&agent_dir)
         .with_context(|| format!("creating {}", agent_dir.display()))?;
+    // Secrets are sealed at rest with a key made on the first start (rotation: docs/apiserver.md).
+    let encryption = data_dir.join("apiserver").join(ENCRYPTION_CONFIG);
+    apiserver::ensure_encryption_config(&encryption).context("the API server's encryption key")?;
 
     // The API server.
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -237,6 +266,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let server =
         platform_apiserver(apiserver::ApiServer::builder().data_dir(data_dir.join("apiserver")))
+            .encryption_config(&encryption)
             .user(apiserver::User::registry_agent(&node))
             .serve(listener)
             .await

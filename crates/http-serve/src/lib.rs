@@ -3,7 +3,8 @@
 //! ALPN offers), and a graceful shutdown that lets requests in flight finish.
 //!
 //! It knows nothing of what is served: the caller builds one service per connection from what
-//! the connection tells ([`Connection`]).
+//! the connection tells ([`Connection`]). Requests with oversized headers are answered with 431
+//! on both protocols before they reach the service ([`limits`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -14,6 +15,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+
+pub mod limits;
+pub use limits::{Guarded, Lingering, MAX_HEADER_BYTES};
 
 /// How long a client may take over the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,6 +43,19 @@ pub struct Bounds {
     /// hyper's HTTP/1 buffer cap: a request head must fit, and a response body stops being
     /// polled once this much waits for the socket (hyper's floor is 8 KiB).
     pub http1_buffer: Option<usize>,
+}
+
+/// The connection builder for `bounds`: HTTP/1.1 and HTTP/2, with HTTP/2 header blocks decoded
+/// up to [`limits::H2_HEADER_LIST_CEILING`] so that [`Guarded`] answers oversized ones.
+pub fn builder(bounds: Bounds) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    if let Some(size) = bounds.http1_buffer {
+        builder.http1().max_buf_size(size.max(8192));
+    }
+    builder
+        .http2()
+        .max_header_list_size(limits::H2_HEADER_LIST_CEILING);
+    builder
 }
 
 /// The next connection, with `TCP_NODELAY` set, or `None` once `shutdown` resolves. A failed
@@ -87,10 +104,7 @@ pub async fn serve<F, S, B>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let graceful = GracefulShutdown::new();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    if let Some(size) = bounds.http1_buffer {
-        builder.http1().max_buf_size(size.max(8192));
-    }
+    let builder = builder(bounds);
     tokio::pin!(shutdown);
     while let Some((stream, peer)) = accept(&listener, &mut shutdown).await {
         let service = service.clone();
@@ -103,7 +117,10 @@ pub async fn serve<F, S, B>(
                     peer,
                     client_certificate: false,
                 };
-                let serving = builder.serve_connection(TokioIo::new(stream), service(connection));
+                let serving = builder.serve_connection(
+                    TokioIo::new(Lingering::new(stream)),
+                    Guarded(service(connection)),
+                );
                 let _ = watcher.watch(serving.into_owned()).await;
                 return;
             };
@@ -117,8 +134,10 @@ pub async fn serve<F, S, B>(
                             .peer_certificates()
                             .is_some_and(|c| !c.is_empty()),
                     };
-                    let serving =
-                        builder.serve_connection(TokioIo::new(stream), service(connection));
+                    let serving = builder.serve_connection(
+                        TokioIo::new(Lingering::new(stream)),
+                        Guarded(service(connection)),
+                    );
                     let _ = watcher.watch(serving.into_owned()).await;
                 }
                 Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),

@@ -254,6 +254,19 @@ impl ModuleSettings {
     }
 }
 
+/// Modules the platform itself runs (no Module object, no ModuleSource): their ModuleConfigs
+/// are never "unknown".
+pub const BUILT_IN_MODULES: &[&str] = &["deckhouse", "registry"];
+
+/// The status of the ModuleConfig of a built-in module: Deckhouse's for a module that accepts its
+/// configuration, the version in use and no message.
+pub fn built_in_module_status(spec: &ModuleConfigSpec) -> ModuleConfigStatus {
+    ModuleConfigStatus {
+        version: spec.version.filter(|v| *v > 0).unwrap_or(1).to_string(),
+        message: String::new(),
+    }
+}
+
 /// The status of a ModuleConfig whose module is unknown.
 pub fn unknown_module_status() -> ModuleConfigStatus {
     ModuleConfigStatus {

@@ -148,8 +148,25 @@ pub fn token(status: u16) -> Result<(), Outcome> {
     }
 }
 
-/// Step 3: the sentinel tag list.
-pub fn sentinel(status: u16, body: &[u8]) -> Outcome {
+/// What an upstream must hold, and how to fix one that does not: said with every sentinel
+/// refusal.
+fn sentinel_fix(repository: &str) -> String {
+    format!(
+        "an upstream must hold the Deckhouse release channel images (tags such as `stable`) in \
+         {repository}: set `path` to where the platform images are, or fill it with \
+         `d8 mirror pull` and `d8 mirror push`"
+    )
+}
+
+/// Step 3: the sentinel tag list of `repository` (`host/path/release-channel`, as the message
+/// names it).
+pub fn sentinel(status: u16, body: &[u8], repository: &str) -> Outcome {
+    let missing = |what: String| {
+        Outcome::SentinelMissing(format!(
+            "looked for release-channel tags in {repository}: {what}; {}",
+            sentinel_fix(repository)
+        ))
+    };
     match status {
         200 => {
             let tags = serde_json::from_slice::<serde_json::Value>(body)
@@ -157,21 +174,15 @@ pub fn sentinel(status: u16, body: &[u8]) -> Outcome {
                 .and_then(|v| v.get("tags").and_then(|t| t.as_array()).map(Vec::len));
             match tags {
                 Some(n) if n > 0 => Outcome::Accepted,
-                Some(_) => Outcome::SentinelMissing(
-                    "the release-channel repository has no tags: is the path right?".into(),
-                ),
-                None => Outcome::SentinelMissing(
-                    "the release-channel tag list is unreadable: is the path right?".into(),
-                ),
+                Some(_) => missing("the repository has no tags".into()),
+                None => missing("the tag list is unreadable".into()),
             }
         }
         401 | 403 => Outcome::AuthFailed(format!(
-            "the registry refused to list release-channel tags ({status})"
+            "the registry refused to list the tags of {repository} ({status}): check the credentials"
         )),
-        404 => Outcome::SentinelMissing(
-            "the registry has no release-channel repository under this path".into(),
-        ),
-        other => Outcome::Unreachable(format!("listing release-channel tags answered {other}")),
+        404 => missing("no such repository (404)".into()),
+        other => Outcome::Unreachable(format!("listing the tags of {repository} answered {other}")),
     }
 }
 
@@ -228,7 +239,27 @@ mod tests {
             (502, b"", "unreachable"),
         ];
         for (status, body, label) in rows {
-            assert_eq!(sentinel(status, body).label(), label, "{status}");
+            assert_eq!(
+                sentinel(status, body, "r.example/dkp/release-channel").label(),
+                label,
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_sentinel_says_what_was_looked_for_where_and_how_to_fix_it() {
+        for (status, body) in [(404, &b""[..]), (200, br#"{"tags":[]}"#)] {
+            let outcome = sentinel(status, body, "r.example/dkp/release-channel");
+            let message = outcome.message();
+            for part in [
+                "looked for release-channel tags in r.example/dkp/release-channel",
+                "an upstream must hold the Deckhouse release channel images",
+                "set `path`",
+                "d8 mirror push",
+            ] {
+                assert!(message.contains(part), "{part:?} missing from {message:?}");
+            }
         }
     }
 

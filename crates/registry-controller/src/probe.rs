@@ -127,5 +127,10 @@ async fn steps(target: &Target) -> Outcome {
     };
     let status = answer.status().as_u16();
     let body = answer.bytes().await.unwrap_or_default();
-    probe::sentinel(status, &body)
+    let repository = format!(
+        "{}/{}",
+        target.host,
+        probe::sentinel_repository(target.path.as_deref())
+    );
+    probe::sentinel(status, &body, &repository)
 }

@@ -9,6 +9,7 @@ pub mod certs;
 #[cfg(feature = "kube")]
 pub mod cluster;
 pub mod containerd;
+pub mod curl;
 pub mod faulty;
 pub mod image;
 pub mod process;

@@ -3,6 +3,7 @@
 mod common;
 mod failover;
 mod faults;
+mod headers;
 mod pull;
 mod routes;
 mod streaming;

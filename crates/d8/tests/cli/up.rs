@@ -4,6 +4,8 @@
 //! the same directory serves the same pulls again. `platform` runs the whole registry scenario
 //! with the cache replica.
 
+mod apply;
+mod at_rest;
 mod platform;
 
 use std::path::{Path, PathBuf};

@@ -317,10 +317,14 @@ impl Manager {
         // ModuleConfigs of unknown modules.
         let known: BTreeSet<String> = all.iter().map(ResourceExt::name_any).collect();
         for (name, config) in &all_configs {
-            if known.contains(name) || name == "global" || name == "deckhouse" {
+            if known.contains(name) || name == "global" {
                 continue;
             }
-            let status = module_plan::config::unknown_module_status();
+            let status = if module_plan::config::BUILT_IN_MODULES.contains(&name.as_str()) {
+                module_plan::config::built_in_module_status(&config.spec)
+            } else {
+                module_plan::config::unknown_module_status()
+            };
             if config.status.as_ref() != Some(&status) {
                 configs
                     .patch_status(name, &pp(), &Patch::Merge(json!({"status": status})))

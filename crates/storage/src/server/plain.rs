@@ -20,8 +20,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use http::{HeaderMap, Method, Request, Response, header};
 use http_body_util::BodyExt;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -145,7 +144,13 @@ async fn connection(
             }
         };
         let head_only = head.request.method() == Method::HEAD;
-        let response = handler.handle(head.request, Peer::default()).await;
+        let response = if http_serve::limits::headers_too_large(head.request.headers()) {
+            let mut response = Response::new(crate::body::empty());
+            *response.status_mut() = http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+            response
+        } else {
+            handler.handle(head.request, Peer::default()).await
+        };
         write_response(&mut stream, response, head_only).await?;
         if head.close || *stop.borrow() {
             let _ = stream.shutdown().await;
@@ -165,12 +170,12 @@ async fn hand_over(
         let handler = handler.clone();
         async move { Ok::<_, std::convert::Infallible>(handler.handle(request, Peer::default()).await) }
     });
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let io = TokioIo::new(Rewind {
+    let builder = http_serve::builder(http_serve::Bounds::default());
+    let io = TokioIo::new(http_serve::Lingering::new(Rewind {
         read,
         inner: stream,
-    });
-    let serving = builder.serve_connection(io, service);
+    }));
+    let serving = builder.serve_connection(io, http_serve::Guarded(service));
     tokio::pin!(serving);
     tokio::select! {
         result = serving.as_mut() => return result.map_err(io::Error::other),

@@ -6,6 +6,7 @@ mod common;
 mod durability;
 mod faults;
 mod growing;
+mod headers;
 mod publish;
 mod pull_through;
 mod replicate;
