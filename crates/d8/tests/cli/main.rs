@@ -9,6 +9,7 @@ mod documentation;
 mod mirror;
 mod module;
 mod module_hooks;
+mod module_kill;
 mod object_keeper;
 mod release;
 mod storage;
