@@ -229,6 +229,8 @@ pub(crate) async fn lead(
     let metrics = Arc::new(metrics);
     tracing::info!(address = %metrics_address, "metrics at /metrics");
     let metrics_task = tokio::spawn(serve_metrics(listener, metrics, queues, hook_metrics));
+    // Every replica logs at the `deckhouse` ModuleConfig's `logLevel`.
+    let log_task = tokio::spawn(crate::log_level::follow(client.clone()));
     let modules = modules.map(Arc::new);
     let utilities = Arc::new(utility_controllers(&client, utilities)?);
     let result = elect_and_run(
@@ -236,6 +238,7 @@ pub(crate) async fn lead(
     )
     .await;
     metrics_task.abort();
+    log_task.abort();
     result
 }
 

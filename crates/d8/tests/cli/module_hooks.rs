@@ -205,7 +205,8 @@ async fn the_controller_runs_module_hooks() {
         .arg(&global_hooks)
         .arg("--downloaded-modules-dir")
         .arg(dir.path().join("downloaded"));
-    let _controller =
+    command.env_remove("RUST_LOG");
+    let controller =
         Service::spawn("d8 controller", command, dir.path().join("controller.log")).unwrap();
     let source = format!(
         "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleSource\nmetadata:\n  name: example\nspec:\n  registry:\n    scheme: HTTP\n    repo: {}/{REPO}\n",
@@ -349,6 +350,22 @@ async fn the_controller_runs_module_hooks() {
     })
     .await;
     assert_eq!(status("{.status.hooksState}"), "");
+
+    // The deckhouse ModuleConfig's logLevel takes effect on the running controller.
+    assert!(
+        !controller.log().contains("DEBUG"),
+        "debug lines at level info"
+    );
+    apply(
+        &admin,
+        dir.path(),
+        "deckhouse.yaml",
+        "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: deckhouse\nspec:\n  version: 1\n  settings:\n    logLevel: Debug\n",
+    );
+    until("the controller logs at level debug", || {
+        controller.log().contains("DEBUG")
+    })
+    .await;
 
     // Disabled: resources removed, afterDeleteHelm ran.
     apply(&admin, dir.path(), "config.yaml", &config(false));
