@@ -19,11 +19,10 @@ use crate::Apiserver;
 use crate::module::{REPO, apply, get, until};
 
 const MODULE_YAML: &str = "name: hooked\nweight: 910\nnamespace: d8-hooked\n";
-const CONFIG_SCHEMA: &str =
-    "type: object\nproperties:\n  message: {type: string, default: hello}\n";
+const CONFIG_SCHEMA: &str = "type: object\nproperties:\n  message: {type: string, default: hello}\n  note: {type: string}\n";
 const VALUES_SCHEMA: &str = "x-extend:\n  schema: config-values.yaml\ntype: object\nproperties:\n  internal:\n    type: object\n    default: {}\n    properties:\n      color: {type: string, default: unset}\n";
 const NAMESPACE: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: d8-hooked\n";
-const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hooked\ndata:\n  message: {{ .Values.hooked.message | quote }}\n  color: {{ .Values.hooked.internal.color | quote }}\n  modules: {{ .Values.global.enabledModules | join \",\" | quote }}\n  tint: {{ .Values.global.tint | default \"unset\" | quote }}\n  startedBy: {{ .Values.global.startedBy | default \"unset\" | quote }}\n";
+const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hooked\ndata:\n  message: {{ .Values.hooked.message | quote }}\n  color: {{ .Values.hooked.internal.color | quote }}\n  modules: {{ .Values.global.enabledModules | join \",\" | quote }}\n  tint: {{ .Values.global.tint | default \"unset\" | quote }}\n  startedBy: {{ .Values.global.startedBy | default \"unset\" | quote }}\n  registry: {{ .Values.global.modulesImages.registry.base | quote }}\n  scheme: {{ .Values.global.modulesImages.registry.scheme | quote }}\n";
 
 /// A global hook (`--global-hooks-dir`): onStartup and a kubernetes binding patch the global
 /// values (`startedBy`, `tint` from ConfigMap `default/tint`), afterAll writes a metric.
@@ -81,6 +80,7 @@ if [ "$1" = "--config" ]; then
   exit 0
 fi
 echo '{"name":"hooked_after_helm","action":"set","value":1}' >> "$METRICS_PATH"
+echo '[{"op":"add","path":"/hooked/note","value":"written by afterHelm"}]' > "$CONFIG_VALUES_JSON_PATCH_PATH"
 "#;
 
 const DELETE_SH: &str = r#"#!/bin/sh
@@ -184,6 +184,13 @@ async fn the_controller_runs_module_hooks() {
         "tint.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tint\n  namespace: default\ndata:\n  tint: amber\n",
     );
+    // The registry module's Secret: its registry becomes global.modulesImages.registry.
+    apply(
+        &admin,
+        dir.path(),
+        "registry.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: deckhouse-registry\n  namespace: d8-system\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: '{\"auths\":{}}'\n  address: registry.example.com\n  path: /deckhouse/ce\n",
+    );
     let global_hooks = dir.path().join("global-hooks");
     std::fs::create_dir_all(&global_hooks).unwrap();
     std::fs::write(global_hooks.join("tint.sh"), GLOBAL_SH).unwrap();
@@ -245,6 +252,30 @@ async fn the_controller_runs_module_hooks() {
     // Global values the global hook patched: onStartup, and its kubernetes binding.
     assert_eq!(rendered("startedBy").as_deref(), Some("onStartup"));
     assert_eq!(rendered("tint").as_deref(), Some("amber"));
+    // The registry, under Deckhouse's names.
+    assert_eq!(
+        rendered("registry").as_deref(),
+        Some("registry.example.com/deckhouse/ce")
+    );
+    assert_eq!(rendered("scheme").as_deref(), Some("https"));
+    // The afterHelm hook's config values patch is written back to the ModuleConfig.
+    let setting = |field: &str| {
+        get(
+            &admin,
+            &[
+                "get",
+                "moduleconfig",
+                "hooked",
+                "-o",
+                &format!("jsonpath={{.spec.settings.{field}}}"),
+            ],
+        )
+    };
+    until("the config values patch is in the ModuleConfig", || {
+        setting("note").as_deref() == Some("written by afterHelm")
+    })
+    .await;
+    assert_eq!(setting("message").as_deref(), Some("hi"));
 
     // The global hook's ConfigMap changes: global values change, every module converges.
     apply(

@@ -383,7 +383,22 @@ impl Runtime {
             .ok()
             .map(|v| format!("{}.{}", v.major, v.minor.trim_end_matches('+')));
         let names: Vec<String> = on.iter().map(|(_, n)| n.clone()).collect();
-        let facts = super::values::global_facts(&self.global, &names, version.as_deref());
+        let mut facts = super::values::global_facts(&self.global, &names, version.as_deref());
+        // `modulesImages.registry` from the registry module's Secret.
+        let (ns, name) = super::values::REGISTRY_SECRET;
+        let secret = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(self.client.clone(), ns)
+            .get_opt(name)
+            .await
+            .map_err(|e| Error::kube(format!("get Secret {ns}/{name}"), e))?;
+        let data: std::collections::BTreeMap<String, Vec<u8>> = secret
+            .and_then(|s| s.data)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        if let Some(registry) = super::values::registry_from_secret(&data) {
+            facts.modules_images.registry = registry;
+        }
         let global = match self.values.global() {
             Some(last) => last
                 .with_config(config.as_ref())
