@@ -15,8 +15,8 @@ use testkit::image::Layout;
 use testkit::process::{Service, free_port};
 use testkit::push::Registry;
 
-use crate::Apiserver;
 use crate::module::{REPO, apply, get, until};
+use crate::{Apiserver, kubectl_ok};
 
 const MODULE_YAML: &str = "name: hooked\nweight: 910\nnamespace: d8-hooked\n";
 const CONFIG_SCHEMA: &str = "type: object\nproperties:\n  message: {type: string, default: hello}\n  note: {type: string}\n";
@@ -258,6 +258,23 @@ async fn the_controller_runs_module_hooks() {
         Some("registry.example.com/deckhouse/ce")
     );
     assert_eq!(rendered("scheme").as_deref(), Some("https"));
+    // The Secret changes: every module converges with the new registry.
+    kubectl_ok(
+        &admin,
+        &[
+            "patch",
+            "secret",
+            "deckhouse-registry",
+            "-n",
+            "d8-system",
+            "-p",
+            r#"{"stringData":{"scheme":"http"}}"#,
+        ],
+    );
+    until("the new registry scheme is rendered", || {
+        rendered("scheme").as_deref() == Some("http")
+    })
+    .await;
     // The afterHelm hook's config values patch is written back to the ModuleConfig.
     let setting = |field: &str| {
         get(
@@ -375,7 +392,7 @@ async fn the_controller_runs_module_hooks() {
         status("{.status.conditions[?(@.type==\"IsReady\")].reason}"),
         "HookError"
     );
-    crate::kubectl_ok(&admin, &["delete", "configmap", "breaker", "-n", "default"]);
+    kubectl_ok(&admin, &["delete", "configmap", "breaker", "-n", "default"]);
     until("the retried hook passes and the Module is Ready", || {
         status("{.status.phase}") == "Ready"
     })
