@@ -286,6 +286,8 @@ pub(crate) async fn lead(
             listener, endpoints, secure,
         )));
     }
+    // Every replica logs at the `deckhouse` ModuleConfig's `logLevel`.
+    let log_task = tokio::spawn(crate::log_level::follow(client.clone()));
     let modules = modules.map(Arc::new);
     let utilities = Arc::new(utility_controllers(&client, utilities)?);
     let result = elect_and_run(
@@ -295,6 +297,7 @@ pub(crate) async fn lead(
     for server in servers {
         server.abort();
     }
+    log_task.abort();
     result
 }
 

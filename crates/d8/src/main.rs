@@ -5,6 +5,7 @@ mod apiserver_cmd;
 mod controller_cmd;
 mod image_cmd;
 mod kube_client;
+mod log_level;
 mod mirror_cmd;
 mod module_cmd;
 mod module_render;
@@ -78,13 +79,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // ring with AES-128-GCM preferred (the agent's choice; see `agent::server::crypto_provider`).
     let _ = agent::server::crypto_provider().install_default();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    log_level::init();
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         match cli.command {

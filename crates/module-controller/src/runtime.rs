@@ -20,13 +20,14 @@ pub mod status;
 pub mod values;
 pub mod worker;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use api::module::{Module, ModulePhase};
 use api::module_config::{Maintenance, ModuleConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
+use module_hooks::ModuleRef;
 use serde_json::{Value, json};
 
 use self::apply::Applier;
@@ -51,6 +52,19 @@ pub struct ModuleDirs {
 }
 
 impl ModuleDirs {
+    /// How the hooks of a module found at `dir` see it: an embedded module under its
+    /// directory's name (`040-node-manager`), a downloaded one under its own name, as Deckhouse
+    /// links `downloaded/modules/<name>` to the active release — so its hooks are named
+    /// `<module>/hooks/…`, not after the release's version directory.
+    pub fn hooks_ref(&self, module: &str, dir: &Path) -> ModuleRef {
+        let embedded = self.embedded.iter().any(|e| e.dir == dir);
+        let mut found = ModuleRef::new(module, dir);
+        if !embedded {
+            found.dir_name = module.to_owned();
+        }
+        found
+    }
+
     /// The directory and files of a module's active release.
     pub fn find(&self, module: &str) -> Result<Option<(PathBuf, ModuleFiles)>, Error> {
         if let Some(e) = self

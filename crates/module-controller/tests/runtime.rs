@@ -642,3 +642,107 @@ async fn chroot_mode_hides_the_controllers_filesystem_from_module_hooks() {
     // The chroot holds the module's files (where the hook ran from).
     assert!(c._dir.path().join("chroot/echo").is_dir());
 }
+
+/// Watches ConfigMaps `probe` in the namespaces labelled `watch=yes`; writes the namespaces of
+/// its snapshot into ConfigMap `default/ns-probe`.
+const NS_PROBE_SH: &str = r#"#!/bin/sh
+if [ "$1" = "--config" ]; then
+  echo '{"configVersion":"v1","kubernetes":[{"name":"probes","apiVersion":"v1","kind":"ConfigMap","nameSelector":{"matchNames":["probe"]},"namespace":{"labelSelector":{"matchLabels":{"watch":"yes"}}},"jqFilter":".metadata.namespace","includeSnapshotsFrom":["probes"]}]}'
+  exit 0
+fi
+seen=$(jq -r '[.[-1].snapshots.probes[].filterResult] | sort | join(",")' "$BINDING_CONTEXT_PATH")
+echo "{\"operation\":\"CreateOrUpdate\",\"object\":{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"ns-probe\",\"namespace\":\"default\"},\"data\":{\"seen\":\"$seen\"}}}" > "$KUBERNETES_PATCH_PATH"
+"#;
+
+/// `namespace.labelSelector` of a kubernetes binding: only objects of the namespaces it
+/// matches are in the snapshot; a namespace labelled later brings its objects in, one whose
+/// label is removed takes them out.
+#[tokio::test]
+async fn a_namespace_label_selector_keeps_a_binding_to_the_matching_namespaces() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let c = cluster().await;
+    write(&c.module_dir, &[("hooks/ns_probe.sh", NS_PROBE_SH)]);
+    std::fs::set_permissions(
+        c.module_dir.join("hooks/ns_probe.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let namespaces: Api<Namespace> = Api::all(c.client.clone());
+    for (ns, labelled) in [("ns-a", true), ("ns-b", false)] {
+        let labels = if labelled {
+            json!({"watch": "yes"})
+        } else {
+            json!({})
+        };
+        let object: Namespace = serde_json::from_value(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}),
+        )
+        .unwrap();
+        namespaces
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap();
+    }
+    for ns in ["ns-a", "ns-b", "default"] {
+        let probe: ConfigMap = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "probe", "namespace": ns}}))
+        .unwrap();
+        Api::<ConfigMap>::namespaced(c.client.clone(), ns)
+            .create(&PostParams::default(), &probe)
+            .await
+            .unwrap();
+    }
+    c.manager.sync_modules().await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(c.runtime.clone().run(async move {
+        let _ = stopped.await;
+    }));
+    c.config(json!({"enabled": true, "version": 1})).await;
+    let probe: Api<ConfigMap> = Api::namespaced(c.client.clone(), "default");
+    let seen = || async {
+        probe
+            .get_opt("ns-probe")
+            .await
+            .unwrap()
+            .and_then(|c| c.data)
+            .and_then(|d| d.get("seen").cloned())
+            .unwrap_or_else(|| "<none>".into())
+    };
+    let label = |ns: &'static str, value: Option<&'static str>| {
+        let namespaces = namespaces.clone();
+        async move {
+            namespaces
+                .patch(
+                    ns,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {"watch": value}}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    let view = c.runtime.queue_view();
+    assert!(
+        eventually(20, || async { seen().await == "ns-a" }).await,
+        "{} {}",
+        seen().await,
+        view.render()
+    );
+    label("ns-b", Some("yes")).await;
+    assert!(
+        eventually(20, || async { seen().await == "ns-a,ns-b" }).await,
+        "{} {}",
+        seen().await,
+        view.render()
+    );
+    label("ns-a", None).await;
+    assert!(
+        eventually(20, || async { seen().await == "ns-b" }).await,
+        "{} {}",
+        seen().await,
+        view.render()
+    );
+    let _ = stop.send(());
+    worker.await.unwrap();
+}

@@ -61,18 +61,49 @@ pub fn may_be_batch(path: &Path) -> bool {
     path.extension().is_none()
 }
 
-/// The hook's name: its path relative to `base` (a module hook is named
-/// `<module dir>/hooks/…`, relative to the modules directory).
-pub fn hook_name(base: &Path, path: &Path) -> String {
-    path.strip_prefix(base)
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
+/// The hook's name, addon-operator's: its path relative to `base` (the global hooks
+/// directory, or the module's directory), after `<prefix>/` for a module hook — the module's
+/// directory as the modules directory names it, so `040-node-manager/hooks/a.sh`.
+pub fn hook_name(prefix: Option<&str>, base: &Path, path: &Path) -> String {
+    let relative = path.strip_prefix(base).unwrap_or(path).to_string_lossy();
+    match prefix {
+        Some(prefix) if !prefix.is_empty() => format!("{prefix}/{relative}"),
+        _ => relative.into_owned(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hook_names_are_paths_relative_to_the_modules_directory() {
+        let cases: &[(Option<&str>, &str, &str, &str)] = &[
+            (
+                Some("040-node-manager"),
+                "/modules/040-node-manager",
+                "/modules/040-node-manager/hooks/a.sh",
+                "040-node-manager/hooks/a.sh",
+            ),
+            // A downloaded module: its release directory is `<module>/v1.2.3`, its name in
+            // the modules directory the module's.
+            (
+                Some("hooked"),
+                "/downloaded/hooked/v1.2.3",
+                "/downloaded/hooked/v1.2.3/hooks/sub/b.py",
+                "hooked/hooks/sub/b.py",
+            ),
+            (None, "/global-hooks", "/global-hooks/tint.sh", "tint.sh"),
+            (None, "/global-hooks", "/global-hooks/a/b.sh", "a/b.sh"),
+        ];
+        for (prefix, base, path, want) in cases {
+            assert_eq!(
+                hook_name(*prefix, Path::new(base), Path::new(path)),
+                *want,
+                "{path}"
+            );
+        }
+    }
 
     #[test]
     fn batch_listing() {

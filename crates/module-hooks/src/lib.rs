@@ -19,7 +19,7 @@
 //! # async fn demo() -> Result<(), module_hooks::Error> {
 //! use module_hooks::{BindingContext, ModuleRef, Runner, RunnerOptions, context};
 //! let runner = Runner::new(RunnerOptions::default(), None); // Some(chroot) in chroot mode
-//! let module = ModuleRef { name: "echo".into(), dir: "/modules/echo".into() };
+//! let module = ModuleRef::new("echo", "/modules/echo");
 //! let hooks = runner.discover_module(&module).await?; // runs every hook with --config
 //! for hook in &hooks {
 //!     // one Monitor per kubernetes binding; feed it the list, then watch events

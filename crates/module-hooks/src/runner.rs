@@ -24,6 +24,28 @@ use crate::output::{self, KubeOperation, MetricOperation};
 pub struct ModuleRef {
     pub name: String,
     pub dir: PathBuf,
+    /// The module's directory as the modules directory names it: its hooks are named
+    /// `<dir_name>/hooks/…` (addon-operator names a hook by its path relative to the modules
+    /// directory) — `040-node-manager` for an embedded module, the module's name for a
+    /// downloaded one (Deckhouse links `downloaded/modules/<name>` to the active release).
+    pub dir_name: String,
+}
+
+impl ModuleRef {
+    /// A module whose directory sits in a modules directory under its own name
+    /// (`dir_name` is the last component of `dir`).
+    pub fn new(name: impl Into<String>, dir: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
+        let dir_name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Self {
+            name: name.into(),
+            dir,
+            dir_name,
+        }
+    }
 }
 
 /// How a hook file is executed.
@@ -194,14 +216,17 @@ impl Runner {
     /// module-sdk binaries (`hook list`, `hook config`), sorted by path.
     pub async fn discover_module(&self, module: &ModuleRef) -> Result<Vec<Hook>, Error> {
         let hooks_dir = module.dir.join("hooks");
-        let base = module.dir.parent().unwrap_or(&module.dir).to_owned();
-        self.discover(&hooks_dir, &base, Some(module), HookScope::Module)
+        self.discover(&hooks_dir, &module.dir, Some(module), HookScope::Module)
             .await
     }
 
-    /// Finds and configures global hooks under `dir` (`--global-hooks-dir`).
+    /// Finds and configures global hooks under `dir` (`--global-hooks-dir`), or under
+    /// `dir/hooks` when there is one (as addon-operator looks for them); named by their path
+    /// relative to that directory.
     pub async fn discover_global(&self, dir: &Path) -> Result<Vec<Hook>, Error> {
-        self.discover(dir, dir, None, HookScope::Global).await
+        let sub = dir.join("hooks");
+        let dir = if sub.is_dir() { sub } else { dir.to_owned() };
+        self.discover(&dir, &dir, None, HookScope::Global).await
     }
 
     async fn discover(
@@ -218,7 +243,7 @@ impl Runner {
             .filter(|v| v.join("bin/python3").is_file());
         let mut hooks = Vec::new();
         for path in files {
-            let name = discover::hook_name(base, &path);
+            let name = discover::hook_name(module.map(|m| m.dir_name.as_str()), base, &path);
             if discover::may_be_batch(&path)
                 && let Some(batch) = self.batch_hooks(&path, &name, module).await?
             {

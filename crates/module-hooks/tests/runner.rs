@@ -53,10 +53,7 @@ echo '{"operation":"Delete","kind":"ConfigMap","namespace":"d8","name":"old"}' >
 #[tokio::test]
 async fn shell_hook_discovered_configured_and_run() {
     let tmp = tempfile::tempdir().unwrap();
-    let module = ModuleRef {
-        name: "echo".into(),
-        dir: tmp.path().join("modules/100-echo"),
-    };
+    let module = ModuleRef::new("echo", tmp.path().join("modules/100-echo"));
     write_exec(&module.dir.join("hooks/a/hook.sh"), SHELL_HOOK);
     write_exec(
         &module.dir.join("hooks/lib/helper.sh"),
@@ -125,10 +122,7 @@ async fn shell_hook_discovered_configured_and_run() {
 #[tokio::test]
 async fn failing_hook_reports_its_stderr_and_bad_config_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let module = ModuleRef {
-        name: "bad".into(),
-        dir: tmp.path().join("modules/bad"),
-    };
+    let module = ModuleRef::new("bad", tmp.path().join("modules/bad"));
     write_exec(
         &module.dir.join("hooks/fail.sh"),
         "#!/bin/sh\nif [ \"$1\" = --config ]; then echo '{\"configVersion\":\"v1\",\"afterHelm\":1}'; exit 0; fi\necho 'step 1' >&2\necho 'cannot reach the API' >&2\nexit 3\n",
@@ -210,10 +204,7 @@ async fn python_hook_with_the_deckhouse_sdk() {
         panic!("python3 with the `deckhouse` package is required: pip install deckhouse");
     };
     let tmp = tempfile::tempdir().unwrap();
-    let module = ModuleRef {
-        name: "echo".into(),
-        dir: tmp.path().join("modules/echo"),
-    };
+    let module = ModuleRef::new("echo", tmp.path().join("modules/echo"));
     write_exec(&module.dir.join("hooks/nodes.py"), PYTHON_HOOK);
     let runner = runner(tmp.path(), None);
     let hooks = runner.discover_module(&module).await.unwrap();
@@ -273,10 +264,7 @@ esac
 #[tokio::test]
 async fn module_sdk_binary_lists_configures_and_runs_by_index() {
     let tmp = tempfile::tempdir().unwrap();
-    let module = ModuleRef {
-        name: "echo".into(),
-        dir: tmp.path().join("modules/echo"),
-    };
+    let module = ModuleRef::new("echo", tmp.path().join("modules/echo"));
     write_exec(&module.dir.join("hooks/go-hooks"), SDK_BINARY);
     let runner = runner(tmp.path(), None);
     let hooks = runner.discover_module(&module).await.unwrap();
@@ -308,10 +296,7 @@ async fn module_sdk_binary_lists_configures_and_runs_by_index() {
 #[tokio::test]
 async fn enabled_script_result() {
     let tmp = tempfile::tempdir().unwrap();
-    let module = ModuleRef {
-        name: "echo".into(),
-        dir: tmp.path().join("modules/echo"),
-    };
+    let module = ModuleRef::new("echo", tmp.path().join("modules/echo"));
     let runner = runner(tmp.path(), None);
     assert!(
         runner
@@ -355,10 +340,7 @@ async fn chroot_mode_hides_the_controllers_filesystem() {
     let tmp = tempfile::tempdir_in("/var/tmp").unwrap();
     let secret = tmp.path().join("controller-secret");
     std::fs::write(&secret, "s3cr3t").unwrap();
-    let module = ModuleRef {
-        name: "echo".into(),
-        dir: tmp.path().join("modules/echo"),
-    };
+    let module = ModuleRef::new("echo", tmp.path().join("modules/echo"));
     write_exec(&module.dir.join("hooks/hook.sh"), SHELL_HOOK);
     write_exec(
         &module.dir.join("enabled"),

@@ -43,6 +43,42 @@ pub struct Facts {
     pub allowed_experimental: BTreeSet<String>,
 }
 
+impl Facts {
+    /// These facts with what the `deckhouse` ModuleConfig's `spec.settings` decide:
+    /// `bundle` when it names one (else the facts' own, from the `--bundle` flag),
+    /// `allowExperimentalModules` and `allowedExperimentalModules` (off and empty without
+    /// them).
+    pub fn with_deckhouse_settings(&self, settings: Option<&serde_json::Value>) -> Facts {
+        use serde_json::Value;
+        let mut facts = self.clone();
+        let Some(settings) = settings else {
+            return facts;
+        };
+        if let Some(bundle) = settings
+            .get("bundle")
+            .and_then(Value::as_str)
+            .and_then(crate::values::Bundle::parse)
+        {
+            facts.bundle = bundle.as_str().to_owned();
+        }
+        facts.allow_experimental = settings
+            .get("allowExperimentalModules")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        facts.allowed_experimental = settings
+            .get("allowedExperimentalModules")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        facts
+    }
+}
+
 /// One module as the extenders see it.
 #[derive(Clone, Debug, Default)]
 pub struct Input {

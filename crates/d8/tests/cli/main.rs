@@ -13,6 +13,7 @@ mod metrics;
 mod mirror;
 mod module;
 mod module_hooks;
+mod module_kill;
 mod object_keeper;
 mod release;
 mod storage;

@@ -188,7 +188,7 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
 }
 
 /// Publishes `echo` at `version` on the `stable` channel with these templates.
-async fn publish_chart(
+pub(crate) async fn publish_chart(
     push: &Registry,
     layout: &Layout,
     version: &str,

@@ -15,15 +15,14 @@ use testkit::image::Layout;
 use testkit::process::{Service, free_port};
 use testkit::push::Registry;
 
-use crate::Apiserver;
 use crate::module::{REPO, apply, get, until};
+use crate::{Apiserver, kubectl_ok};
 
 const MODULE_YAML: &str = "name: hooked\nweight: 910\nnamespace: d8-hooked\n";
-const CONFIG_SCHEMA: &str =
-    "type: object\nproperties:\n  message: {type: string, default: hello}\n";
+const CONFIG_SCHEMA: &str = "type: object\nproperties:\n  message: {type: string, default: hello}\n  note: {type: string}\n";
 const VALUES_SCHEMA: &str = "x-extend:\n  schema: config-values.yaml\ntype: object\nproperties:\n  internal:\n    type: object\n    default: {}\n    properties:\n      color: {type: string, default: unset}\n";
 const NAMESPACE: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: d8-hooked\n";
-const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hooked\ndata:\n  message: {{ .Values.hooked.message | quote }}\n  color: {{ .Values.hooked.internal.color | quote }}\n  modules: {{ .Values.global.enabledModules | join \",\" | quote }}\n  tint: {{ .Values.global.tint | default \"unset\" | quote }}\n  startedBy: {{ .Values.global.startedBy | default \"unset\" | quote }}\n";
+const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hooked\ndata:\n  message: {{ .Values.hooked.message | quote }}\n  color: {{ .Values.hooked.internal.color | quote }}\n  modules: {{ .Values.global.enabledModules | join \",\" | quote }}\n  tint: {{ .Values.global.tint | default \"unset\" | quote }}\n  startedBy: {{ .Values.global.startedBy | default \"unset\" | quote }}\n  registry: {{ .Values.global.modulesImages.registry.base | quote }}\n  scheme: {{ .Values.global.modulesImages.registry.scheme | quote }}\n";
 
 /// A global hook (`--global-hooks-dir`): onStartup and a kubernetes binding patch the global
 /// values (`startedBy`, `tint` from ConfigMap `default/tint`), afterAll writes a metric.
@@ -81,6 +80,7 @@ if [ "$1" = "--config" ]; then
   exit 0
 fi
 echo '{"name":"hooked_after_helm","action":"set","value":1}' >> "$METRICS_PATH"
+echo '[{"op":"add","path":"/hooked/note","value":"written by afterHelm"}]' > "$CONFIG_VALUES_JSON_PATCH_PATH"
 "#;
 
 const DELETE_SH: &str = r#"#!/bin/sh
@@ -184,6 +184,13 @@ async fn the_controller_runs_module_hooks() {
         "tint.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tint\n  namespace: default\ndata:\n  tint: amber\n",
     );
+    // The registry module's Secret: its registry becomes global.modulesImages.registry.
+    apply(
+        &admin,
+        dir.path(),
+        "registry.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: deckhouse-registry\n  namespace: d8-system\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: '{\"auths\":{}}'\n  address: registry.example.com\n  path: /deckhouse/ce\n",
+    );
     let global_hooks = dir.path().join("global-hooks");
     std::fs::create_dir_all(&global_hooks).unwrap();
     std::fs::write(global_hooks.join("tint.sh"), GLOBAL_SH).unwrap();
@@ -205,7 +212,8 @@ async fn the_controller_runs_module_hooks() {
         .arg(&global_hooks)
         .arg("--downloaded-modules-dir")
         .arg(dir.path().join("downloaded"));
-    let _controller =
+    command.env_remove("RUST_LOG");
+    let controller =
         Service::spawn("d8 controller", command, dir.path().join("controller.log")).unwrap();
     let source = format!(
         "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleSource\nmetadata:\n  name: example\nspec:\n  registry:\n    scheme: HTTP\n    repo: {}/{REPO}\n",
@@ -244,6 +252,47 @@ async fn the_controller_runs_module_hooks() {
     // Global values the global hook patched: onStartup, and its kubernetes binding.
     assert_eq!(rendered("startedBy").as_deref(), Some("onStartup"));
     assert_eq!(rendered("tint").as_deref(), Some("amber"));
+    // The registry, under Deckhouse's names.
+    assert_eq!(
+        rendered("registry").as_deref(),
+        Some("registry.example.com/deckhouse/ce")
+    );
+    assert_eq!(rendered("scheme").as_deref(), Some("https"));
+    // The Secret changes: every module converges with the new registry.
+    kubectl_ok(
+        &admin,
+        &[
+            "patch",
+            "secret",
+            "deckhouse-registry",
+            "-n",
+            "d8-system",
+            "-p",
+            r#"{"stringData":{"scheme":"http"}}"#,
+        ],
+    );
+    until("the new registry scheme is rendered", || {
+        rendered("scheme").as_deref() == Some("http")
+    })
+    .await;
+    // The afterHelm hook's config values patch is written back to the ModuleConfig.
+    let setting = |field: &str| {
+        get(
+            &admin,
+            &[
+                "get",
+                "moduleconfig",
+                "hooked",
+                "-o",
+                &format!("jsonpath={{.spec.settings.{field}}}"),
+            ],
+        )
+    };
+    until("the config values patch is in the ModuleConfig", || {
+        setting("note").as_deref() == Some("written by afterHelm")
+    })
+    .await;
+    assert_eq!(setting("message").as_deref(), Some("hi"));
 
     // The global hook's ConfigMap changes: global values change, every module converges.
     apply(
@@ -288,8 +337,12 @@ async fn the_controller_runs_module_hooks() {
         .lines()
         .find(|l| l.starts_with("hooked_after_helm{"))
         .unwrap_or_else(|| panic!("no afterHelm metric:\n{metrics}"));
+    // Named as addon-operator names hooks: the path relative to the modules directory, where
+    // a downloaded module is linked under its own name.
     assert!(
-        after.contains("module=\"hooked\"") && after.contains("hook=\"") && after.ends_with(" 1"),
+        after.contains("module=\"hooked\"")
+            && after.contains("hook=\"hooked/hooks/after.sh\"")
+            && after.ends_with(" 1"),
         "{after}"
     );
     assert!(
@@ -329,8 +382,7 @@ async fn the_controller_runs_module_hooks() {
     // addon-operator's words: `<hook>: module hook '<hook>' failed: <stderr>`, and the
     // failing hooks in status.hooksState.
     let message = status("{.status.conditions[?(@.type==\"IsReady\")].message}");
-    let hook = message.split(": ").next().unwrap_or_default().to_owned();
-    assert!(hook.ends_with("hooks/breaker.sh"), "{message}");
+    let hook = "hooked/hooks/breaker.sh";
     assert_eq!(
         message,
         format!("{hook}: module hook '{hook}' failed: broken on purpose")
@@ -340,12 +392,28 @@ async fn the_controller_runs_module_hooks() {
         status("{.status.conditions[?(@.type==\"IsReady\")].reason}"),
         "HookError"
     );
-    crate::kubectl_ok(&admin, &["delete", "configmap", "breaker", "-n", "default"]);
+    kubectl_ok(&admin, &["delete", "configmap", "breaker", "-n", "default"]);
     until("the retried hook passes and the Module is Ready", || {
         status("{.status.phase}") == "Ready"
     })
     .await;
     assert_eq!(status("{.status.hooksState}"), "");
+
+    // The deckhouse ModuleConfig's logLevel takes effect on the running controller.
+    assert!(
+        !controller.log().contains("DEBUG"),
+        "debug lines at level info"
+    );
+    apply(
+        &admin,
+        dir.path(),
+        "deckhouse.yaml",
+        "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: deckhouse\nspec:\n  version: 1\n  settings:\n    logLevel: Debug\n",
+    );
+    until("the controller logs at level debug", || {
+        controller.log().contains("DEBUG")
+    })
+    .await;
 
     // Disabled: resources removed, afterDeleteHelm ran.
     apply(&admin, dir.path(), "config.yaml", &config(false));

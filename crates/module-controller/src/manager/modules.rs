@@ -141,26 +141,13 @@ impl Manager {
                 })
                 .map(|(name, _)| name.as_str()),
         );
-        let mut facts = self.facts.clone();
-        if let Some(settings) = all_configs
-            .get("deckhouse")
-            .and_then(|c| c.spec.settings.as_ref())
-        {
-            facts.allow_experimental = settings
-                .get("allowExperimentalModules")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            facts.allowed_experimental = settings
-                .get("allowedExperimentalModules")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_else(BTreeSet::new);
-        }
+        // `bundle` and the experimental modules from the `deckhouse` ModuleConfig (the
+        // `--bundle` flag is the default).
+        let facts = self.facts.with_deckhouse_settings(
+            all_configs
+                .get("deckhouse")
+                .and_then(|c| c.spec.settings.as_ref()),
+        );
         let inputs: Vec<enabling::Input> = all
             .iter()
             .map(|m| enabling::Input {

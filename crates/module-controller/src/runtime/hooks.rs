@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use module_hooks::{BindingContext, Hook, MetricStore, ModuleRef, Monitor, Runner};
+use module_hooks::{BindingContext, Hook, MetricStore, Monitor, Runner};
 use module_plan::values::{ModuleValues, PatchKind, ValuesError, ValuesPatch};
 use serde_json::Value;
 
@@ -222,10 +222,7 @@ impl Runtime {
         }
         let runner = self.hooks.runner();
         let hooks = runner
-            .discover_module(&ModuleRef {
-                name: module.to_owned(),
-                dir: dir.to_owned(),
-            })
+            .discover_module(&self.dirs.hooks_ref(module, dir))
             .await
             .map_err(|e| Error::Hook {
                 module: module.to_owned(),
@@ -579,10 +576,7 @@ impl Runtime {
             {
                 let runner = self.hooks.runner();
                 if let Ok(hooks) = runner
-                    .discover_module(&ModuleRef {
-                        name: module.to_owned(),
-                        dir,
-                    })
+                    .discover_module(&self.dirs.hooks_ref(module, &dir))
                     .await
                 {
                     let monitors = hooks

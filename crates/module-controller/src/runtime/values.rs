@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use api::module_config::ModuleConfigSpec;
 use module_plan::config::ModuleSettings;
-use module_plan::values::{Discovery, GlobalFacts, ModuleValues, ValuesDefinition, ValuesError};
+use module_plan::values::{
+    Discovery, GlobalFacts, GlobalRegistry, ModuleValues, ValuesDefinition, ValuesError,
+};
 use serde_json::{Map, Value};
 
 use crate::Error;
@@ -51,6 +53,35 @@ pub fn global_facts(
         extra,
         ..Default::default()
     }
+}
+
+/// The Secret the registry module keeps with the registry modules' images come from.
+pub const REGISTRY_SECRET: (&str, &str) = ("d8-system", "deckhouse-registry");
+
+/// `global.modulesImages.registry` from Secret `d8-system/deckhouse-registry`'s data, as
+/// Deckhouse's registry discovery reads it: `base` = `address` + `path`, `dockercfg` = the
+/// base64 of `.dockerconfigjson`, `scheme` (`https` when absent), `CA` from `ca`. `None`
+/// without `.dockerconfigjson` or `address` (Deckhouse's hook then fails; the values keep
+/// no registry). Pure.
+pub fn registry_from_secret(
+    data: &std::collections::BTreeMap<String, Vec<u8>>,
+) -> Option<GlobalRegistry> {
+    use base64::Engine;
+    let text = |key: &str| {
+        data.get(key)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    let dockercfg = data.get(".dockerconfigjson").filter(|v| !v.is_empty())?;
+    let address = text("address").filter(|a| !a.is_empty())?;
+    let path = text("path").unwrap_or_default();
+    Some(GlobalRegistry {
+        base: Some(format!("{address}{path}")),
+        dockercfg: Some(base64::engine::general_purpose::STANDARD.encode(dockercfg)),
+        scheme: Some(text("scheme").unwrap_or_else(|| "https".to_owned())),
+        ca: Some(text("ca").unwrap_or_default()),
+        address: Some(address),
+        path: Some(path),
+    })
 }
 
 /// A module's values for this run: the values of its last run (hook patches kept) moved to its
@@ -148,6 +179,47 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_registry_secret_becomes_modules_images_registry() {
+        use std::collections::BTreeMap;
+        let data = |pairs: &[(&str, &str)]| -> BTreeMap<String, Vec<u8>> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+                .collect()
+        };
+        let cfg = r#"{"auths":{"r.example.com":{"auth":"dTpw"}}}"#;
+        let full = registry_from_secret(&data(&[
+            (".dockerconfigjson", cfg),
+            ("address", "r.example.com"),
+            ("path", "/deckhouse/ce"),
+            ("scheme", "http"),
+            ("ca", "PEM"),
+        ]))
+        .unwrap();
+        assert_eq!(full.base.as_deref(), Some("r.example.com/deckhouse/ce"));
+        assert_eq!(
+            full.dockercfg.as_deref(),
+            Some("eyJhdXRocyI6eyJyLmV4YW1wbGUuY29tIjp7ImF1dGgiOiJkVHB3In19fQ==")
+        );
+        assert_eq!(full.scheme.as_deref(), Some("http"));
+        assert_eq!(full.ca.as_deref(), Some("PEM"));
+        assert_eq!(full.address.as_deref(), Some("r.example.com"));
+        assert_eq!(full.path.as_deref(), Some("/deckhouse/ce"));
+        // Defaults: https, no CA, no path.
+        let least =
+            registry_from_secret(&data(&[(".dockerconfigjson", cfg), ("address", "r")])).unwrap();
+        assert_eq!(least.base.as_deref(), Some("r"));
+        assert_eq!(least.scheme.as_deref(), Some("https"));
+        assert_eq!(least.ca.as_deref(), Some(""));
+        // Without the docker config or the address: no registry.
+        assert_eq!(registry_from_secret(&data(&[("address", "r")])), None);
+        assert_eq!(
+            registry_from_secret(&data(&[(".dockerconfigjson", cfg)])),
+            None
+        );
+    }
 
     #[test]
     fn global_facts_become_values() {

@@ -13,6 +13,7 @@ use std::time::Duration;
 use api::module::{Module, ModuleConditionType};
 use api::module_config::ModuleConfig;
 use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use prometheus_client::metrics::counter::Counter;
@@ -147,6 +148,16 @@ fn trigger_hash_config(c: &ModuleConfig) -> Option<u64> {
     Some(h.finish())
 }
 
+/// A change of the registry Secret's data.
+fn trigger_hash_secret(s: &Secret) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    for (k, v) in s.data.iter().flatten() {
+        k.hash(&mut h);
+        v.0.hash(&mut h);
+    }
+    Some(h.finish())
+}
+
 fn enabled(m: &Module) -> bool {
     m.status.as_ref().is_some_and(|s| {
         s.conditions.iter().any(|c| {
@@ -203,6 +214,25 @@ impl Runtime {
                         .default_backoff()
                         .touched_objects()
                         .predicate_filter(trigger_hash_config, Default::default());
+                    let mut stream = std::pin::pin!(stream);
+                    while let Some(e) = stream.next().await {
+                        if e.is_ok() {
+                            let _ = changed.try_send(());
+                        }
+                    }
+                })
+            },
+            {
+                // The registry module's Secret: its registry is `global.modulesImages.registry`.
+                let (ns, name) = super::values::REGISTRY_SECRET;
+                let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
+                let changed = changed.clone();
+                let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+                tokio::spawn(async move {
+                    let stream = watcher(api, config)
+                        .default_backoff()
+                        .touched_objects()
+                        .predicate_filter(trigger_hash_secret, Default::default());
                     let mut stream = std::pin::pin!(stream);
                     while let Some(e) = stream.next().await {
                         if e.is_ok() {
@@ -383,7 +413,22 @@ impl Runtime {
             .ok()
             .map(|v| format!("{}.{}", v.major, v.minor.trim_end_matches('+')));
         let names: Vec<String> = on.iter().map(|(_, n)| n.clone()).collect();
-        let facts = super::values::global_facts(&self.global, &names, version.as_deref());
+        let mut facts = super::values::global_facts(&self.global, &names, version.as_deref());
+        // `modulesImages.registry` from the registry module's Secret.
+        let (ns, name) = super::values::REGISTRY_SECRET;
+        let secret = Api::<Secret>::namespaced(self.client.clone(), ns)
+            .get_opt(name)
+            .await
+            .map_err(|e| Error::kube(format!("get Secret {ns}/{name}"), e))?;
+        let data: std::collections::BTreeMap<String, Vec<u8>> = secret
+            .and_then(|s| s.data)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        if let Some(registry) = super::values::registry_from_secret(&data) {
+            facts.modules_images.registry = registry;
+        }
         let global = match self.values.global() {
             Some(last) => last
                 .with_config(config.as_ref())

@@ -268,3 +268,46 @@ fn dependencies_cascade_and_optional_ones_do_not_block() {
         "turned off because of unmet module dependencies: opt (1.0.0 does not satisfy \">= 2.0\")"
     );
 }
+
+#[test]
+fn the_deckhouse_module_config_decides_bundle_and_experimental_modules() {
+    use serde_json::json;
+    let flag = Facts {
+        bundle: "Minimal".into(),
+        allow_experimental: true,
+        ..facts()
+    };
+    // (settings, bundle, allowExperimentalModules, allowedExperimentalModules)
+    let cases = [
+        // No settings: the flags' facts.
+        (None, "Minimal", true, vec![]),
+        (Some(json!({})), "Minimal", false, vec![]),
+        (Some(json!({"bundle": "Managed"})), "Managed", false, vec![]),
+        (Some(json!({"bundle": "Default"})), "Default", false, vec![]),
+        // A word the schema refuses does not replace the flag.
+        (Some(json!({"bundle": "Huge"})), "Minimal", false, vec![]),
+        (
+            Some(
+                json!({"bundle": "Default", "allowExperimentalModules": true,
+                "allowedExperimentalModules": ["a", "b"]}),
+            ),
+            "Default",
+            true,
+            vec!["a", "b"],
+        ),
+    ];
+    for (settings, bundle, allow, allowed) in cases {
+        let got = flag.with_deckhouse_settings(settings.as_ref());
+        assert_eq!(got.bundle, bundle, "{settings:?}");
+        assert_eq!(got.allow_experimental, allow, "{settings:?}");
+        let allowed: BTreeSet<String> = allowed.into_iter().map(str::to_owned).collect();
+        assert_eq!(got.allowed_experimental, allowed, "{settings:?}");
+        assert_eq!(got.edition, flag.edition);
+    }
+    // The bundle decides which modules are on by default.
+    let mut input = module("x");
+    input.properties.accessibility = in_bundles(&["Managed"]);
+    let managed = flag.with_deckhouse_settings(Some(&json!({"bundle": "Managed"})));
+    assert!(one(input.clone(), &managed).enabled);
+    assert!(!one(input, &flag).enabled);
+}

@@ -40,7 +40,8 @@ impl LogLevel {
         }
     }
 
-    fn parse(word: &str) -> Option<Self> {
+    /// Parses the word of the settings (`None` for any other).
+    pub fn parse(word: &str) -> Option<Self> {
         Some(match word {
             "Trace" => LogLevel::Trace,
             "Debug" => LogLevel::Debug,
@@ -73,7 +74,8 @@ impl Bundle {
         }
     }
 
-    fn parse(word: &str) -> Option<Self> {
+    /// Parses the word of the settings (`None` for any other).
+    pub fn parse(word: &str) -> Option<Self> {
         Some(match word {
             "Default" => Bundle::Default,
             "Minimal" => Bundle::Minimal,

@@ -2,7 +2,9 @@
 //! asks the API server for and which objects it keeps, when schedules fire, what a hook run
 //! leads to, and the words of a hook failure.
 
-use module_hooks::config::{KubernetesBinding, ScheduleBinding};
+use std::collections::BTreeSet;
+
+use module_hooks::config::{KubernetesBinding, LabelSelector, ScheduleBinding};
 use module_hooks::{Hook, HookConfig, WatchEvent};
 use serde_json::Value;
 
@@ -86,6 +88,35 @@ pub struct WatchRequest {
     pub field_selector: Option<String>,
 }
 
+/// `matchLabels` and `matchExpressions` as the API server's selector string (`app=echo,tier
+/// in (a,b),!gone`).
+pub fn selector_string(sel: &LabelSelector) -> String {
+    let mut labels: Vec<String> = sel
+        .match_labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in &sel.match_expressions {
+        labels.push(match e.operator.as_str() {
+            "In" => format!("{} in ({})", e.key, e.values.join(",")),
+            "NotIn" => format!("{} notin ({})", e.key, e.values.join(",")),
+            "Exists" => e.key.clone(),
+            _ => format!("!{}", e.key),
+        });
+    }
+    labels.join(",")
+}
+
+/// The selector of the namespaces a binding watches in (`namespace.labelSelector`), when it
+/// has one: a Namespace watch with it keeps the set [`keeps`] filters with.
+pub fn namespace_selector(binding: &KubernetesBinding) -> Option<String> {
+    binding
+        .namespace
+        .as_ref()
+        .and_then(|n| n.label_selector.as_ref())
+        .map(selector_string)
+}
+
 /// The request of a binding. Several namespaces or several names are watched wider and
 /// filtered with [`keeps`].
 pub fn watch_request(binding: &KubernetesBinding) -> WatchRequest {
@@ -96,18 +127,11 @@ pub fn watch_request(binding: &KubernetesBinding) -> WatchRequest {
         .map(|s| s.match_names.clone())
         .unwrap_or_default();
     let namespace = (names.len() == 1).then(|| names[0].clone());
-    let mut labels: Vec<String> = Vec::new();
-    if let Some(sel) = &binding.label_selector {
-        labels.extend(sel.match_labels.iter().map(|(k, v)| format!("{k}={v}")));
-        for e in &sel.match_expressions {
-            labels.push(match e.operator.as_str() {
-                "In" => format!("{} in ({})", e.key, e.values.join(",")),
-                "NotIn" => format!("{} notin ({})", e.key, e.values.join(",")),
-                "Exists" => e.key.clone(),
-                _ => format!("!{}", e.key),
-            });
-        }
-    }
+    let labels = binding
+        .label_selector
+        .as_ref()
+        .map(selector_string)
+        .unwrap_or_default();
     let mut fields: Vec<String> = binding
         .field_selector
         .iter()
@@ -127,14 +151,18 @@ pub fn watch_request(binding: &KubernetesBinding) -> WatchRequest {
     }
     WatchRequest {
         namespace,
-        label_selector: (!labels.is_empty()).then(|| labels.join(",")),
+        label_selector: (!labels.is_empty()).then_some(labels),
         field_selector: (!fields.is_empty()).then(|| fields.join(",")),
     }
 }
 
 /// Whether an object the watch returned belongs to the binding (the name and namespace lists
 /// the request could not express).
-pub fn keeps(binding: &KubernetesBinding, object: &Value) -> bool {
+pub fn keeps(
+    binding: &KubernetesBinding,
+    namespaces: Option<&BTreeSet<String>>,
+    object: &Value,
+) -> bool {
     let name = object.pointer("/metadata/name").and_then(Value::as_str);
     let namespace = object
         .pointer("/metadata/namespace")
@@ -152,6 +180,12 @@ pub fn keeps(binding: &KubernetesBinding, object: &Value) -> bool {
         .and_then(|n| n.name_selector.as_ref())
         && !names.match_names.is_empty()
         && !names.match_names.iter().any(|m| m == namespace)
+    {
+        return false;
+    }
+    // `namespace.labelSelector`: only objects of the namespaces it matches now.
+    if let Some(matching) = namespaces
+        && !matching.contains(namespace)
     {
         return false;
     }
@@ -383,10 +417,38 @@ mod tests {
             (obj("a", "z"), false),
         ];
         for (o, want) in rows {
-            assert_eq!(keeps(&many, &o), want, "{o}");
+            assert_eq!(keeps(&many, None, &o), want, "{o}");
         }
         let all = binding(r#"{"kind":"Pod"}"#);
-        assert!(keeps(&all, &obj("any", "thing")));
+        assert!(keeps(&all, None, &obj("any", "thing")));
+        // namespace.labelSelector: the objects of the namespaces the selector matches now.
+        let labelled = binding(
+            r#"{"kind":"ConfigMap","namespace":{"labelSelector":{"matchLabels":{"watch":"yes"},
+               "matchExpressions":[{"key":"tier","operator":"NotIn","values":["x"]}]}}}"#,
+        );
+        assert_eq!(
+            namespace_selector(&labelled).as_deref(),
+            Some("watch=yes,tier notin (x)")
+        );
+        assert_eq!(watch_request(&labelled).namespace, None);
+        assert_eq!(namespace_selector(&all), None);
+        let matching: BTreeSet<String> = ["a".to_owned(), "b".to_owned()].into();
+        let rows = [
+            (obj("a", "x"), Some(&matching), true),
+            (obj("b", "y"), Some(&matching), true),
+            (obj("c", "x"), Some(&matching), false),
+            (obj("c", "x"), None, true),
+            (
+                json!({"metadata": {"name": "cluster-wide"}}),
+                Some(&matching),
+                false,
+            ),
+        ];
+        for (o, set, want) in rows {
+            assert_eq!(keeps(&labelled, set, &o), want, "{o} {set:?}");
+        }
+        let empty = BTreeSet::new();
+        assert!(!keeps(&labelled, Some(&empty), &obj("a", "x")));
         assert_eq!(applied_event(false), WatchEvent::Added);
         assert_eq!(applied_event(true), WatchEvent::Modified);
     }
