@@ -78,6 +78,38 @@ impl Apiserver {
     }
 }
 
+/// What the module and release tests start from: `d8 apiserver` and its admin kubeconfig, a
+/// registry with a client pushing into it, and a scratch directory holding an image layout.
+pub(crate) struct Stage {
+    /// Runs while the stage lives.
+    _apiserver: Apiserver,
+    pub(crate) admin: PathBuf,
+    pub(crate) upstream: testkit::Upstream,
+    pub(crate) push: testkit::push::Registry,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) layout: testkit::image::Layout,
+}
+
+impl Stage {
+    pub(crate) async fn start() -> Self {
+        testkit::install_crypto();
+        let apiserver = Apiserver::start(&[]).await;
+        let admin = apiserver.admin();
+        let upstream = testkit::Upstream::start_plain().await;
+        let push = testkit::push::Registry::of(&upstream);
+        let dir = tempfile::tempdir().unwrap();
+        let layout = testkit::image::Layout::new(&dir.path().join("layout")).unwrap();
+        Self {
+            _apiserver: apiserver,
+            admin,
+            upstream,
+            push,
+            dir,
+            layout,
+        }
+    }
+}
+
 /// Runs kubectl; returns (success, stdout, stderr).
 pub(crate) fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     let output = Command::new(require_tool("kubectl", "kubernetes-client"))

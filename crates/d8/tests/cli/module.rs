@@ -7,12 +7,12 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use testkit::ImageBuilder;
 use testkit::image::Layout;
 use testkit::process::{Service, free_port};
 use testkit::push::Registry;
-use testkit::{ImageBuilder, Upstream};
 
-use crate::{Apiserver, kubectl_ok};
+use crate::{Stage, kubectl_ok};
 
 pub(crate) const REPO: &str = "deckhouse/ce/modules";
 
@@ -74,15 +74,17 @@ pub(crate) async fn until(what: &str, mut done: impl FnMut() -> bool) {
 
 #[tokio::test]
 async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
-    testkit::install_crypto();
-    let apiserver = Apiserver::start(&[]).await;
-    let admin = apiserver.admin();
-    let upstream = Upstream::start_plain().await;
-    let push = Registry::of(&upstream);
-    let dir = tempfile::tempdir().unwrap();
-    let layout = Layout::new(&dir.path().join("layout")).unwrap();
-    publish(&push, &layout, "echo", "v1.0.0").await;
-    publish(&push, &layout, "hello", "v0.3.1").await;
+    let stage = Stage::start().await;
+    let Stage {
+        admin,
+        upstream,
+        push,
+        dir,
+        layout,
+        ..
+    } = &stage;
+    publish(push, layout, "echo", "v1.0.0").await;
+    publish(push, layout, "hello", "v0.3.1").await;
 
     let downloaded = dir.path().join("downloaded");
     let metrics_port = free_port();
@@ -90,7 +92,7 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
     command
         .arg("controller")
         .arg("--kubeconfig")
-        .arg(&admin)
+        .arg(admin)
         .args(["--identity", "test-controller", "--without-release-engine"])
         .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
         .arg("--downloaded-modules-dir")
@@ -111,7 +113,7 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
     ] {
         let path = dir.path().join(name);
         std::fs::write(&path, yaml).unwrap();
-        kubectl_ok(&admin, &["apply", "-f", path.to_str().unwrap()]);
+        kubectl_ok(admin, &["apply", "-f", path.to_str().unwrap()]);
     }
 
     let link = downloaded.join("modules/910-echo");
@@ -126,7 +128,7 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
     );
     until("echo-v1.0.0 is Deployed", || {
         kubectl_ok(
-            &admin,
+            admin,
             &[
                 "get",
                 "modulerelease",
@@ -138,7 +140,7 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
     })
     .await;
     let lease = kubectl_ok(
-        &admin,
+        admin,
         &[
             "get",
             "lease",
@@ -152,20 +154,20 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
     assert_eq!(lease, "test-controller");
 
     until("d8 module list shows echo Ready", || {
-        let list = d8(&admin, &["module", "list"]);
+        let list = d8(admin, &["module", "list"]);
         list.lines().any(|l| {
             let cols: Vec<&str> = l.split_whitespace().collect();
             cols.first() == Some(&"echo") && cols.contains(&"Ready") && cols.contains(&"v1.0.0")
         })
     })
     .await;
-    let list = d8(&admin, &["module", "list"]);
+    let list = d8(admin, &["module", "list"]);
     let hello = list
         .lines()
         .find(|l| l.starts_with("hello"))
         .unwrap_or_else(|| panic!("hello missing from d8 module list:\n{list}"));
     assert!(hello.contains("Available"), "{list}");
-    let releases = d8(&admin, &["module", "releases"]);
+    let releases = d8(admin, &["module", "releases"]);
     assert!(
         releases
             .lines()
@@ -249,16 +251,18 @@ pub(crate) fn get(admin: &Path, args: &[&str]) -> Option<String> {
 
 #[tokio::test]
 async fn the_controller_runs_a_module_from_a_module_source() {
-    testkit::install_crypto();
-    let apiserver = Apiserver::start(&[]).await;
-    let admin = apiserver.admin();
-    let upstream = Upstream::start_plain().await;
-    let push = Registry::of(&upstream);
-    let dir = tempfile::tempdir().unwrap();
-    let layout = Layout::new(&dir.path().join("layout")).unwrap();
+    let stage = Stage::start().await;
+    let Stage {
+        admin,
+        upstream,
+        push,
+        dir,
+        layout,
+        ..
+    } = &stage;
     publish_chart(
-        &push,
-        &layout,
+        push,
+        layout,
         "v1.0.0",
         &[
             ("ns.yaml", NAMESPACE),
@@ -272,7 +276,7 @@ async fn the_controller_runs_a_module_from_a_module_source() {
     command
         .arg("controller")
         .arg("--kubeconfig")
-        .arg(&admin)
+        .arg(admin)
         .args(["--identity", "test-controller", "--without-release-engine"])
         .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
         .arg("--module-source-interval=2s")
@@ -284,13 +288,13 @@ async fn the_controller_runs_a_module_from_a_module_source() {
         "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleSource\nmetadata:\n  name: example\nspec:\n  registry:\n    scheme: HTTP\n    repo: {}/{REPO}\n",
         upstream.host()
     );
-    apply(&admin, dir.path(), "source.yaml", &source);
+    apply(admin, dir.path(), "source.yaml", &source);
     let config = |message: &str, enabled: bool| {
         format!(
             "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: echo\nspec:\n  enabled: {enabled}\n  version: 1\n  settings:\n    message: {message}\n"
         )
     };
-    apply(&admin, dir.path(), "config.yaml", &config("hi", true));
+    apply(admin, dir.path(), "config.yaml", &config("hi", true));
 
     // Enabled: the chart is rendered with the settings and applied.
     let cm = [
@@ -303,7 +307,7 @@ async fn the_controller_runs_a_module_from_a_module_source() {
         "jsonpath={.data.message}",
     ];
     until("the ConfigMap says hi", || {
-        get(&admin, &cm).as_deref() == Some("hi")
+        get(admin, &cm).as_deref() == Some("hi")
     })
     .await;
     let release = [
@@ -316,12 +320,12 @@ async fn the_controller_runs_a_module_from_a_module_source() {
         "jsonpath={.metadata.labels.status}",
     ];
     until("release 1 is deployed", || {
-        get(&admin, &release).as_deref() == Some("deployed")
+        get(admin, &release).as_deref() == Some("deployed")
     })
     .await;
     until("the Module is Ready", || {
         get(
-            &admin,
+            admin,
             &["get", "module", "echo", "-o", "jsonpath={.status.phase}"],
         )
         .as_deref()
@@ -366,34 +370,34 @@ async fn the_controller_runs_a_module_from_a_module_source() {
         "-o",
         "jsonpath={.metadata.resourceVersion}",
     ];
-    let before = get(&admin, &secret_rv).unwrap();
-    apply(&admin, dir.path(), "config.yaml", &config("bye", true));
+    let before = get(admin, &secret_rv).unwrap();
+    apply(admin, dir.path(), "config.yaml", &config("bye", true));
     until("the ConfigMap says bye", || {
-        get(&admin, &cm).as_deref() == Some("bye")
+        get(admin, &cm).as_deref() == Some("bye")
     })
     .await;
-    assert_eq!(get(&admin, &secret_rv).unwrap(), before);
+    assert_eq!(get(admin, &secret_rv).unwrap(), before);
 
     // A new release without the Secret's template: the Secret is deleted.
     publish_chart(
-        &push,
-        &layout,
+        push,
+        layout,
         "v1.1.0",
         &[("ns.yaml", NAMESPACE), ("cm.yaml", CONFIG_MAP)],
     )
     .await;
-    until("the Secret is gone", || get(&admin, &secret_rv).is_none()).await;
-    assert_eq!(get(&admin, &cm).as_deref(), Some("bye"));
+    until("the Secret is gone", || get(admin, &secret_rv).is_none()).await;
+    assert_eq!(get(admin, &cm).as_deref(), Some("bye"));
 
     // Disabled: everything removed, the release records too.
-    apply(&admin, dir.path(), "config.yaml", &config("bye", false));
-    until("the ConfigMap is gone", || get(&admin, &cm).is_none()).await;
+    apply(admin, dir.path(), "config.yaml", &config("bye", false));
+    until("the ConfigMap is gone", || get(admin, &cm).is_none()).await;
     until("the namespace is gone", || {
-        get(&admin, &["get", "namespace", "d8-echo", "-o", "name"]).is_none()
+        get(admin, &["get", "namespace", "d8-echo", "-o", "name"]).is_none()
     })
     .await;
     let releases = kubectl_ok(
-        &admin,
+        admin,
         &[
             "get",
             "secrets",

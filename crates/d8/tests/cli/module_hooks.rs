@@ -10,13 +10,12 @@
 use std::process::Command;
 
 use testkit::ImageBuilder;
-use testkit::Upstream;
 use testkit::image::Layout;
 use testkit::process::{Service, free_port};
 use testkit::push::Registry;
 
 use crate::module::{REPO, apply, get, until};
-use crate::{Apiserver, kubectl_ok};
+use crate::{Stage, kubectl_ok};
 
 const MODULE_YAML: &str = "name: hooked\nweight: 910\nnamespace: d8-hooked\n";
 const CONFIG_SCHEMA: &str = "type: object\nproperties:\n  message: {type: string, default: hello}\n  note: {type: string}\n";
@@ -164,29 +163,26 @@ async fn scrape(port: u16) -> String {
 
 #[tokio::test]
 async fn the_controller_runs_module_hooks() {
-    testkit::install_crypto();
-    let apiserver = Apiserver::start(&[]).await;
-    let admin = apiserver.admin();
-    let upstream = Upstream::start_plain().await;
-    let push = Registry::of(&upstream);
-    let dir = tempfile::tempdir().unwrap();
-    let layout = Layout::new(&dir.path().join("layout")).unwrap();
-    publish(&push, &layout, "v1.0.0").await;
+    let stage = Stage::start().await;
+    let Stage {
+        admin,
+        upstream,
+        push,
+        dir,
+        layout,
+        ..
+    } = &stage;
+    publish(push, layout, "v1.0.0").await;
+    apply(admin, dir.path(), "color.yaml", &config_map("color", "red"));
     apply(
-        &admin,
-        dir.path(),
-        "color.yaml",
-        &config_map("color", "red"),
-    );
-    apply(
-        &admin,
+        admin,
         dir.path(),
         "tint.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tint\n  namespace: default\ndata:\n  tint: amber\n",
     );
     // The registry module's Secret: its registry becomes global.modulesImages.registry.
     apply(
-        &admin,
+        admin,
         dir.path(),
         "registry.yaml",
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: deckhouse-registry\n  namespace: d8-system\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: '{\"auths\":{}}'\n  address: registry.example.com\n  path: /deckhouse/ce\n",
@@ -204,7 +200,7 @@ async fn the_controller_runs_module_hooks() {
     command
         .arg("controller")
         .arg("--kubeconfig")
-        .arg(&admin)
+        .arg(admin)
         .args(["--identity", "test-controller", "--without-release-engine"])
         .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
         .arg("--module-source-interval=2s")
@@ -219,16 +215,16 @@ async fn the_controller_runs_module_hooks() {
         "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleSource\nmetadata:\n  name: example\nspec:\n  registry:\n    scheme: HTTP\n    repo: {}/{REPO}\n",
         upstream.host()
     );
-    apply(&admin, dir.path(), "source.yaml", &source);
+    apply(admin, dir.path(), "source.yaml", &source);
     let config = |enabled: bool| {
         format!(
             "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: hooked\nspec:\n  enabled: {enabled}\n  version: 1\n  settings:\n    message: hi\n"
         )
     };
-    apply(&admin, dir.path(), "config.yaml", &config(true));
+    apply(admin, dir.path(), "config.yaml", &config(true));
     let rendered = |field: &str| {
         get(
-            &admin,
+            admin,
             &[
                 "get",
                 "configmap",
@@ -260,7 +256,7 @@ async fn the_controller_runs_module_hooks() {
     assert_eq!(rendered("scheme").as_deref(), Some("https"));
     // The Secret changes: every module converges with the new registry.
     kubectl_ok(
-        &admin,
+        admin,
         &[
             "patch",
             "secret",
@@ -278,7 +274,7 @@ async fn the_controller_runs_module_hooks() {
     // The afterHelm hook's config values patch is written back to the ModuleConfig.
     let setting = |field: &str| {
         get(
-            &admin,
+            admin,
             &[
                 "get",
                 "moduleconfig",
@@ -296,7 +292,7 @@ async fn the_controller_runs_module_hooks() {
 
     // The global hook's ConfigMap changes: global values change, every module converges.
     apply(
-        &admin,
+        admin,
         dir.path(),
         "tint.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tint\n  namespace: default\ndata:\n  tint: teal\n",
@@ -308,7 +304,7 @@ async fn the_controller_runs_module_hooks() {
 
     // The watched ConfigMap changes: the hook patches the values, the module renders again.
     apply(
-        &admin,
+        admin,
         dir.path(),
         "color.yaml",
         &config_map("color", "blue"),
@@ -361,14 +357,14 @@ async fn the_controller_runs_module_hooks() {
 
     // A failing hook: its error on the Module status; retried until it passes.
     apply(
-        &admin,
+        admin,
         dir.path(),
         "breaker.yaml",
         &config_map("breaker", "x"),
     );
     let status = |path: &str| {
         get(
-            &admin,
+            admin,
             &["get", "module", "hooked", "-o", &format!("jsonpath={path}")],
         )
         .unwrap_or_default()
@@ -392,7 +388,7 @@ async fn the_controller_runs_module_hooks() {
         status("{.status.conditions[?(@.type==\"IsReady\")].reason}"),
         "HookError"
     );
-    kubectl_ok(&admin, &["delete", "configmap", "breaker", "-n", "default"]);
+    kubectl_ok(admin, &["delete", "configmap", "breaker", "-n", "default"]);
     until("the retried hook passes and the Module is Ready", || {
         status("{.status.phase}") == "Ready"
     })
@@ -405,7 +401,7 @@ async fn the_controller_runs_module_hooks() {
         "debug lines at level info"
     );
     apply(
-        &admin,
+        admin,
         dir.path(),
         "deckhouse.yaml",
         "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: deckhouse\nspec:\n  version: 1\n  settings:\n    logLevel: Debug\n",
@@ -416,14 +412,14 @@ async fn the_controller_runs_module_hooks() {
     .await;
 
     // Disabled: resources removed, afterDeleteHelm ran.
-    apply(&admin, dir.path(), "config.yaml", &config(false));
+    apply(admin, dir.path(), "config.yaml", &config(false));
     until("the rendered ConfigMap is gone", || {
         rendered("color").is_none()
     })
     .await;
     until("afterDeleteHelm created its ConfigMap", || {
         get(
-            &admin,
+            admin,
             &[
                 "get",
                 "configmap",

@@ -6,12 +6,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use testkit::Upstream;
-use testkit::image::Layout;
 use testkit::process::{Service, free_port, require_tool};
-use testkit::push::Registry;
 
-use crate::Apiserver;
+use crate::Stage;
 use crate::module::{REPO, apply, get, publish_chart, until};
 
 /// ConfigMaps the chart renders: enough that applying them takes a while.
@@ -100,46 +97,48 @@ fn names(prefix: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn a_controller_killed_mid_apply_leaves_nothing_half_applied_for_the_next_leader() {
-    testkit::install_crypto();
-    let apiserver = Apiserver::start(&[]).await;
-    let admin = apiserver.admin();
-    let upstream = Upstream::start_plain().await;
-    let push = Registry::of(&upstream);
-    let dir = tempfile::tempdir().unwrap();
-    let layout = Layout::new(&dir.path().join("layout")).unwrap();
+    let stage = Stage::start().await;
+    let Stage {
+        admin,
+        upstream,
+        push,
+        dir,
+        layout,
+        ..
+    } = &stage;
     publish_chart(
-        &push,
-        &layout,
+        push,
+        layout,
         "v1.0.0",
         &[("ns.yaml", NAMESPACE), ("many.yaml", &many())],
     )
     .await;
-    let mut first = controller(&admin, dir.path(), "first");
+    let mut first = controller(admin, dir.path(), "first");
     let source = format!(
         "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleSource\nmetadata:\n  name: example\nspec:\n  registry:\n    scheme: HTTP\n    repo: {}/{REPO}\n",
         upstream.host()
     );
-    apply(&admin, dir.path(), "source.yaml", &source);
+    apply(admin, dir.path(), "source.yaml", &source);
     let config = |message: &str| {
         format!(
             "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: echo\nspec:\n  enabled: true\n  version: 1\n  settings:\n    message: {message}\n"
         )
     };
-    apply(&admin, dir.path(), "config.yaml", &config("a"));
+    apply(admin, dir.path(), "config.yaml", &config("a"));
     until("release 1 is deployed", || {
-        releases(&admin) == [(1, "deployed".to_owned())]
+        releases(admin) == [(1, "deployed".to_owned())]
     })
     .await;
-    assert_eq!(config_maps(&admin), names("a"));
+    assert_eq!(config_maps(admin), names("a"));
 
     // Every ConfigMap is renamed; the controller dies while it applies revision 2.
-    apply(&admin, dir.path(), "config.yaml", &config("b"));
+    apply(admin, dir.path(), "config.yaml", &config("b"));
     until("revision 2 is being applied", || {
-        releases(&admin).contains(&(2, "pending-upgrade".to_owned()))
+        releases(admin).contains(&(2, "pending-upgrade".to_owned()))
     })
     .await;
     first.kill();
-    let at_kill = config_maps(&admin);
+    let at_kill = config_maps(admin);
     let b_at_kill = at_kill.iter().filter(|n| n.starts_with("b-")).count();
     assert!(
         b_at_kill < OBJECTS || at_kill.iter().any(|n| n.starts_with("a-")),
@@ -148,29 +147,29 @@ async fn a_controller_killed_mid_apply_leaves_nothing_half_applied_for_the_next_
     eprintln!("killed with {b_at_kill} of {OBJECTS} new objects applied");
 
     // The next leader (after the Lease expires) finishes: exactly revision 3's objects.
-    let _second = controller(&admin, dir.path(), "second");
+    let _second = controller(admin, dir.path(), "second");
     until("the next leader deploys the release", || {
-        releases(&admin).iter().any(|(_, s)| s == "deployed")
-            && !releases(&admin)
+        releases(admin).iter().any(|(_, s)| s == "deployed")
+            && !releases(admin)
                 .iter()
                 .any(|(_, s)| s.starts_with("pending"))
     })
     .await;
     assert_eq!(
-        releases(&admin),
+        releases(admin),
         [
             (1, "superseded".to_owned()),
             (2, "failed".to_owned()),
             (3, "deployed".to_owned()),
         ]
     );
-    assert_eq!(config_maps(&admin), names("b"));
+    assert_eq!(config_maps(admin), names("b"));
     // helm reads the same from the release Secrets: revision 3 deployed, its manifest holds
     // exactly the objects present.
     let helm = |args: &[&str]| {
         let out = Command::new(require_tool("helm", "helm"))
             .arg("--kubeconfig")
-            .arg(&admin)
+            .arg(admin)
             .args(["-n", "d8-system"])
             .args(args)
             .output()

@@ -10,12 +10,12 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use testkit::ImageBuilder;
 use testkit::image::Layout;
 use testkit::process::{Service, free_port};
 use testkit::push::Registry;
-use testkit::{ImageBuilder, Upstream};
 
-use crate::{Apiserver, kubectl_ok};
+use crate::{Stage, kubectl_ok};
 
 const REPO: &str = "deckhouse/ce";
 
@@ -180,29 +180,31 @@ fn uuid_in_a_late_wave(version: &str, waves: u64) -> String {
 
 #[tokio::test]
 async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
-    testkit::install_crypto();
-    let apiserver = Apiserver::start(&[]).await;
-    let admin = apiserver.admin();
-    let upstream = Upstream::start_plain().await;
-    let push = Registry::of(&upstream);
-    let dir = tempfile::tempdir().unwrap();
-    let layout = Layout::new(&dir.path().join("layout")).unwrap();
+    let stage = Stage::start().await;
+    let Stage {
+        admin,
+        upstream,
+        push,
+        dir,
+        layout,
+        ..
+    } = &stage;
     let host = upstream.host();
 
     for version in ["v1.66.0", "v1.67.0", "v1.68.0"] {
-        publish_version(&push, &layout, version).await;
+        publish_version(push, layout, version).await;
     }
     // The channel moves to 1.67.0, which needs Kubernetes 1.30, in 5 canary waves an hour apart.
     publish_channel(
-        &push,
-        &layout,
+        push,
+        layout,
         "stable",
         r#"{"version":"v1.67.0","requirements":{"k8s":"1.30"},"canary":{"stable":{"enabled":true,"waves":5,"interval":"1h"}}}"#,
     )
     .await;
     // Deckhouse 1.66.0 runs.
     apply_yaml(
-        &admin,
+        admin,
         dir.path(),
         "deployment.yaml",
         &format!(
@@ -210,7 +212,7 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
         ),
     );
     settings(
-        &admin,
+        admin,
         dir.path(),
         "    releaseChannel: Stable\n    update:\n      mode: Manual\n",
     );
@@ -221,7 +223,7 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
     command
         .arg("controller")
         .arg("--kubeconfig")
-        .arg(&admin)
+        .arg(admin)
         .args(["--identity", "release-test"])
         .arg(format!("--metrics-address={metrics_address}"))
         .arg("--downloaded-modules-dir")
@@ -245,12 +247,9 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
 
     // 1. A requirement: the release waits with Deckhouse's message; the canary wave set its
     //    applyAfter; the operator is told how to override.
-    let list = until_listed(
-        &admin,
-        "v1.67.0",
-        "v1.67.0 waits for its requirement",
-        |r| r.contains("requirement for DeckhouseRelease"),
-    )
+    let list = until_listed(admin, "v1.67.0", "v1.67.0 waits for its requirement", |r| {
+        r.contains("requirement for DeckhouseRelease")
+    })
     .await;
     let waiting = row(&list, "v1.67.0").unwrap();
     assert!(
@@ -269,7 +268,7 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
         "{list}"
     );
     let canary_after = kubectl_ok(
-        &admin,
+        admin,
         &[
             "get",
             "deckhouserelease",
@@ -293,7 +292,7 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
     //    postponed until the notification time has passed.
     let (webhook, received) = receiver().await;
     settings(
-        &admin,
+        admin,
         dir.path(),
         &format!(
             "    releaseChannel: Stable\n    update:\n      mode: Auto\n      notification:\n        webhook: {webhook}\n        minimalNotificationTime: 3h\n"
@@ -301,7 +300,7 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
     );
     // Only now: a release that waited for anything but its requirements counts as notified.
     kubectl_ok(
-        &admin,
+        admin,
         &[
             "patch",
             "deckhouserelease",
@@ -312,7 +311,7 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
         ],
     );
     let list = until_listed(
-        &admin,
+        admin,
         "v1.67.0",
         "v1.67.0 is postponed after notifying",
         |r| r.contains("Release is postponed"),
@@ -348,13 +347,13 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
     let window_day =
         ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"][((days + 2 + 4) % 7) as usize];
     settings(
-        &admin,
+        admin,
         dir.path(),
         &format!(
             "    releaseChannel: Stable\n    update:\n      mode: Auto\n      windows:\n      - from: \"00:00\"\n        to: \"23:59\"\n        days: [{window_day}]\n"
         ),
     );
-    until_listed(&admin, "v1.67.0", "v1.67.0 waits for the window", |r| {
+    until_listed(admin, "v1.67.0", "v1.67.0 waits for the window", |r| {
         r.contains("waiting for the update window until")
             && r.contains("d8 release apply-now v1.67.0")
     })
@@ -362,12 +361,12 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
 
     // 4. No window: only the delay recorded in applyAfter is left.
     settings(
-        &admin,
+        admin,
         dir.path(),
         "    releaseChannel: Stable\n    update:\n      mode: Auto\n",
     );
     until_listed(
-        &admin,
+        admin,
         "v1.67.0",
         "v1.67.0 is postponed until applyAfter",
         |r| r.contains("Release is postponed until") && !r.contains("window"),
@@ -376,11 +375,11 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
 
     // 5. Manual mode: the release waits for approval; d8 release approve applies it.
     settings(
-        &admin,
+        admin,
         dir.path(),
         "    releaseChannel: Stable\n    update:\n      mode: Manual\n",
     );
-    until_listed(&admin, "v1.67.0", "v1.67.0 waits for approval", |r| {
+    until_listed(admin, "v1.67.0", "v1.67.0 waits for approval", |r| {
         r.contains(
             "Release is waiting for the 'release.deckhouse.io/approved: \"true\"' annotation",
         ) && r.contains("→ approve: d8 release approve v1.67.0")
@@ -391,16 +390,16 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
         metrics.contains("d8_release_info{name=\"v1.67.0\",manualApproval=\"true\""),
         "{metrics}"
     );
-    let out = d8(&admin, &["release", "approve", "v1.67.0"]);
+    let out = d8(admin, &["release", "approve", "v1.67.0"]);
     assert_eq!(out, "deckhouserelease.deckhouse.io/v1.67.0 approved\n");
-    let list = until_listed(&admin, "v1.67.0", "v1.67.0 is deployed", |r| {
+    let list = until_listed(admin, "v1.67.0", "v1.67.0 is deployed", |r| {
         r.contains("Deployed")
     })
     .await;
     assert!(list.starts_with("Running version: v1.67.0\n"), "{list}");
     assert_eq!(
         kubectl_ok(
-            &admin,
+            admin,
             &[
                 "get",
                 "deployment",
@@ -416,23 +415,23 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
     assert_eq!(received.lock().unwrap().len(), 1, "no second notification");
 
     // 6. The channel moves on; in Manual mode apply-now skips the approval.
-    publish_channel(&push, &layout, "stable", r#"{"version":"v1.68.0"}"#).await;
+    publish_channel(push, layout, "stable", r#"{"version":"v1.68.0"}"#).await;
     // A settings change makes the engine read the channel at once.
     settings(
-        &admin,
+        admin,
         dir.path(),
         "    releaseChannel: Stable\n    update:\n      mode: Manual\n      disruptionApprovalMode: Auto\n",
     );
-    until_listed(&admin, "v1.68.0", "v1.68.0 waits for approval", |r| {
+    until_listed(admin, "v1.68.0", "v1.68.0 waits for approval", |r| {
         r.contains("release.deckhouse.io/approved")
     })
     .await;
-    let out = d8(&admin, &["release", "apply-now", "v1.68.0"]);
+    let out = d8(admin, &["release", "apply-now", "v1.68.0"]);
     assert_eq!(
         out,
         "deckhouserelease.deckhouse.io/v1.68.0 will be applied at the next reconcile\n"
     );
-    let list = until_listed(&admin, "v1.68.0", "v1.68.0 is deployed", |r| {
+    let list = until_listed(admin, "v1.68.0", "v1.68.0 is deployed", |r| {
         r.contains("Deployed")
     })
     .await;
