@@ -76,6 +76,10 @@ pub(crate) struct Args {
     /// time, at most 5m).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     documentation_retry: Duration,
+    /// Runs the CNI migration manager here, under the lease (for a single machine: in a cluster
+    /// the chart's `cni-migration-manager` Deployment runs it while a CNIMigration exists).
+    #[arg(long)]
+    cni_migration_manager: bool,
     /// Time between two passes of the CNI migration manager (it acts only while a
     /// CNIMigration exists).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
@@ -90,8 +94,8 @@ pub(crate) struct Utilities {
     pub(crate) object_keeper: utilities::object_keeper::Options,
     /// The documentation controller's settings, when it runs.
     pub(crate) documentation: Option<utilities::documentation::Options>,
-    /// The CNI migration manager's settings.
-    pub(crate) cni_migration: utilities::cni::manager::Options,
+    /// The CNI migration manager's settings, when it runs here.
+    pub(crate) cni_migration: Option<utilities::cni::manager::Options>,
 }
 
 fn utilities_options(args: &Args) -> Utilities {
@@ -105,9 +109,11 @@ fn utilities_options(args: &Args) -> Utilities {
             options.retry_base = args.documentation_retry;
             options
         }),
-        cni_migration: utilities::cni::manager::Options {
-            interval: args.cni_migration_interval,
-        },
+        cni_migration: args
+            .cni_migration_manager
+            .then_some(utilities::cni::manager::Options {
+                interval: args.cni_migration_interval,
+            }),
     }
 }
 
@@ -301,12 +307,12 @@ pub(crate) async fn lead(
     result
 }
 
-/// The ObjectKeeper controller, the documentation controller (when it runs) and the CNI
-/// migration manager.
+/// The ObjectKeeper controller, the documentation controller and the CNI migration manager
+/// (each of the last two when it runs here).
 type UtilityControllers = (
     utilities::object_keeper::Controller,
     Option<utilities::documentation::Controller>,
-    utilities::cni::manager::Manager,
+    Option<utilities::cni::manager::Manager>,
 );
 
 fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<UtilityControllers> {
@@ -316,7 +322,9 @@ fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<Ut
         .map(|o| utilities::documentation::Controller::new(client.clone(), o))
         .transpose()
         .context("documentation controller")?;
-    let cni = utilities::cni::manager::Manager::new(client.clone(), options.cni_migration);
+    let cni = options
+        .cni_migration
+        .map(|o| utilities::cni::manager::Manager::new(client.clone(), o));
     Ok((keepers, documentation, cni))
 }
 
@@ -381,11 +389,15 @@ async fn elect_and_run(
             let stopped = until_stopped(stopped.clone());
             async move { utilities.0.run(stopped).await }
         }));
-        tasks.push(tokio::spawn({
+        if utilities.2.is_some() {
             let utilities = utilities.clone();
             let stopped = until_stopped(stopped.clone());
-            async move { utilities.2.run(stopped).await }
-        }));
+            tasks.push(tokio::spawn(async move {
+                if let Some(cni) = &utilities.2 {
+                    cni.run(stopped).await
+                }
+            }));
+        }
         if utilities.1.is_some() {
             let utilities = utilities.clone();
             let stopped = until_stopped(stopped.clone());

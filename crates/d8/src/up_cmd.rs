@@ -352,6 +352,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             metrics_address: controller_metrics,
             utilities: controller_cmd::Utilities {
                 documentation: Some(utilities::documentation::Options::new(&downloaded_modules)),
+                // One machine runs no Deployments: the manager runs in the controller.
+                cni_migration: Some(Default::default()),
                 ..Default::default()
             },
             secure_metrics: None,
