@@ -251,32 +251,58 @@ async fn kubectl_applies_every_object_of_the_chart_to_d8_apiserver() {
 }
 
 /// `Api<Kind>` and `Api::<Kind>` in a crate's sources (tests excluded), as plural resources.
-fn resources_used_by(krate: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    let mut stack = vec![repo().join("crates").join(krate).join("src")];
+/// The sources an entry of `crates` names: `krate` (all of it), `krate/module` (a module and
+/// its submodules) or `krate/file.rs` (that file alone) — a crate holding code of several
+/// components is split by module.
+fn sources_of(entry: &str) -> Vec<PathBuf> {
+    let (krate, module) = entry.split_once('/').unwrap_or((entry, ""));
+    let src = repo().join("crates").join(krate).join("src");
+    let mut files = Vec::new();
+    let mut stack = Vec::new();
+    if module.is_empty() {
+        stack.push(src);
+    } else if module.ends_with(".rs") {
+        files.push(src.join(module));
+    } else {
+        files.push(src.join(format!("{module}.rs")));
+        stack.push(src.join(module));
+    }
     while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 stack.push(path);
-                continue;
+            } else {
+                files.push(path);
             }
-            let name = path.file_name().unwrap().to_string_lossy();
-            if !name.ends_with(".rs") || name == "tests.rs" {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            let text = text.split("#[cfg(test)]").next().unwrap();
-            for pattern in ["Api<", "Api::<"] {
-                for piece in text.split(pattern).skip(1) {
-                    let kind: String = piece
-                        .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == ':' || *c == '_')
-                        .collect();
-                    let kind = kind.rsplit("::").next().unwrap_or_default();
-                    if let Some(resource) = plural(kind) {
-                        found.insert(resource);
-                    }
+        }
+    }
+    files.retain(|path| path.is_file());
+    assert!(!files.is_empty(), "{entry} names no source file");
+    files
+}
+
+fn resources_used_by(entry: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for path in sources_of(entry) {
+        let name = path.file_name().unwrap().to_string_lossy();
+        if !name.ends_with(".rs") || name == "tests.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text.split("#[cfg(test)]").next().unwrap();
+        for pattern in ["Api<", "Api::<"] {
+            for piece in text.split(pattern).skip(1) {
+                let kind: String = piece
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == ':' || *c == '_')
+                    .collect();
+                let kind = kind.rsplit("::").next().unwrap_or_default();
+                if let Some(resource) = plural(kind) {
+                    found.insert(resource);
                 }
             }
         }
