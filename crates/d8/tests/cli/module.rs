@@ -26,7 +26,19 @@ pub(crate) async fn publish(push: &Registry, layout: &Layout, module: &str, vers
             ("templates/app.yaml", format!("# {version}\n").as_bytes()),
         ])
         .build(layout);
-    push.push_image(&format!("{REPO}/{module}"), Some(version), &image)
+    push_module(push, layout, module, version, &image).await;
+}
+
+/// Publishes a module as a ModuleSource finds it: the module image at `version`, its release
+/// image on channel `stable`, and the tag naming the module in the source's repository.
+pub(crate) async fn push_module(
+    push: &Registry,
+    layout: &Layout,
+    module: &str,
+    version: &str,
+    image: &testkit::Image,
+) {
+    push.push_image(&format!("{REPO}/{module}"), Some(version), image)
         .await
         .unwrap();
     let release = ImageBuilder::new(&format!("{module}-release-{version}"))
@@ -217,20 +229,7 @@ pub(crate) async fn publish_chart(
     let image = ImageBuilder::new(&format!("echo-{version}"))
         .files(&refs)
         .build(layout);
-    push.push_image(&format!("{REPO}/echo"), Some(version), &image)
-        .await
-        .unwrap();
-    let release = ImageBuilder::new(&format!("echo-release-{version}"))
-        .files(&[(
-            "version.json",
-            format!("{{\"version\":\"{version}\"}}").as_bytes(),
-        )])
-        .build(layout);
-    push.push_image(&format!("{REPO}/echo/release"), Some("stable"), &release)
-        .await
-        .unwrap();
-    let marker = ImageBuilder::new("marker").build(layout);
-    push.push_image(REPO, Some("echo"), &marker).await.unwrap();
+    push_module(push, layout, "echo", version, &image).await;
 }
 
 const NAMESPACE: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: d8-echo\n";

@@ -14,7 +14,7 @@ use testkit::image::Layout;
 use testkit::process::{Service, free_port};
 use testkit::push::Registry;
 
-use crate::module::{REPO, apply, get, until};
+use crate::module::{REPO, apply, get, push_module, until};
 use crate::{Stage, kubectl_ok};
 
 const MODULE_YAML: &str = "name: hooked\nweight: 910\nnamespace: d8-hooked\n";
@@ -128,22 +128,7 @@ async fn publish(push: &Registry, layout: &Layout, version: &str) {
             "hooks/breaker.sh",
         ])
         .build(layout);
-    push.push_image(&format!("{REPO}/hooked"), Some(version), &image)
-        .await
-        .unwrap();
-    let release = ImageBuilder::new(&format!("hooked-release-{version}"))
-        .files(&[(
-            "version.json",
-            format!("{{\"version\":\"{version}\"}}").as_bytes(),
-        )])
-        .build(layout);
-    push.push_image(&format!("{REPO}/hooked/release"), Some("stable"), &release)
-        .await
-        .unwrap();
-    let marker = ImageBuilder::new("marker").build(layout);
-    push.push_image(REPO, Some("hooked"), &marker)
-        .await
-        .unwrap();
+    push_module(push, layout, "hooked", version, &image).await;
 }
 
 fn config_map(name: &str, color: &str) -> String {
