@@ -79,6 +79,18 @@ pub(crate) struct PullArgs {
     /// Where modules are under the source.
     #[arg(long, default_value = "/modules")]
     modules_path_suffix: String,
+    /// An image of your own to put in the bundle, `[REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST]`
+    /// as `docker pull` reads it; one flag per image. It keeps its repository path (pushed
+    /// under the push target's path). With --image or --images-file only those images are
+    /// pulled, plus the platform when --deckhouse-tag, --include-platform or --since-version
+    /// asks for it and modules when --include-module does. --source-login/--source-password go
+    /// only to the --source registry's host; --insecure and --tls-ca-file apply to every
+    /// registry.
+    #[arg(long, value_name = "REF")]
+    image: Vec<String>,
+    /// A file of images like --image: one reference per line, `#` comments.
+    #[arg(long, value_name = "FILE")]
+    images_file: Option<PathBuf>,
     /// Do not pull the platform.
     #[arg(long)]
     no_platform: bool,
@@ -257,10 +269,6 @@ fn pull_options(args: &PullArgs) -> anyhow::Result<mirror::PullOptions> {
         !args.tls_skip_verify,
         "--tls-skip-verify is not supported: pass the registry's CA with --tls-ca-file"
     );
-    anyhow::ensure!(
-        !(args.no_platform && args.no_modules),
-        "--no-platform and --no-modules together leave nothing to pull"
-    );
     let mut source = endpoint(&args.source, args.insecure, args.tls_ca_file.as_ref())?;
     source = match (&args.license, &args.source_login, &args.source_password) {
         (Some(license), _, _) => source.credentials(Credentials::new("license-token", license)),
@@ -272,6 +280,12 @@ fn pull_options(args: &PullArgs) -> anyhow::Result<mirror::PullOptions> {
         }
         (None, None, None) => source,
     };
+    let images = own_images(args)?;
+    let only_images = !images.is_empty();
+    anyhow::ensure!(
+        only_images || !(args.no_platform && args.no_modules),
+        "--no-platform and --no-modules together leave nothing to pull"
+    );
     let platform = if args.no_platform {
         None
     } else if let Some(tag) = &args.deckhouse_tag {
@@ -284,10 +298,12 @@ fn pull_options(args: &PullArgs) -> anyhow::Result<mirror::PullOptions> {
         let version = parse_release(since)
             .with_context(|| format!("--since-version {since:?} is not a release version"))?;
         Some(PlatformSelection::Since(version))
+    } else if only_images {
+        None
     } else {
         Some(PlatformSelection::Channels)
     };
-    let modules = if args.no_modules {
+    let modules = if args.no_modules || (only_images && args.include_module.is_empty()) {
         None
     } else {
         Some(ModuleFilter {
@@ -322,7 +338,27 @@ fn pull_options(args: &PullArgs) -> anyhow::Result<mirror::PullOptions> {
         force: args.force,
         ignore_suspend: args.ignore_suspend,
         parallel: args.parallel,
+        images,
     })
+}
+
+/// The images of `--image` and `--images-file`, planned.
+fn own_images(args: &PullArgs) -> anyhow::Result<Vec<mirror::images::Wanted>> {
+    let mut references = args.image.clone();
+    if let Some(path) = &args.images_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("read the images file {}", path.display()))?;
+        references.extend(
+            mirror::images::parse_file(&text)
+                .with_context(|| format!("images file {}", path.display()))?,
+        );
+        anyhow::ensure!(
+            !references.is_empty(),
+            "the images file {} lists no image",
+            path.display()
+        );
+    }
+    Ok(mirror::images::plan(&references)?)
 }
 
 fn push_options(args: &PushArgs) -> anyhow::Result<mirror::PushOptions> {

@@ -226,6 +226,7 @@ pub fn pull_options(source: &Source, dir: &std::path::Path) -> mirror::PullOptio
         force: false,
         ignore_suspend: false,
         parallel: 4,
+        images: Vec::new(),
     }
 }
 
