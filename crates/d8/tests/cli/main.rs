@@ -18,6 +18,7 @@ mod object_keeper;
 mod release;
 mod storage;
 mod up;
+mod walkthrough;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
