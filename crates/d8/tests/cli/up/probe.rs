@@ -30,9 +30,10 @@ async fn an_upstream_without_release_channel_tags_is_refused_in_words_that_fix_i
     let upstream = Upstream::start_plain().await;
     let images = ImageLayout::new(&upstream.scratch_dir().join("images")).unwrap();
     let registry = Registry::of(&upstream);
-    let app = ImageBuilder::new("app").layer(1_000).build(&images);
+    // The release channel images are under /dkp; the user first names /platform.
+    let channel = ImageBuilder::new("channel").layer(100).build(&images);
     registry
-        .push_image("dkp/app", Some("v1"), &app)
+        .push_image("dkp/release-channel", Some("stable"), &channel)
         .await
         .unwrap();
 
@@ -60,8 +61,7 @@ async fn an_upstream_without_release_channel_tags_is_refused_in_words_that_fix_i
     .await;
     let admin = data.join("apiserver/kubeconfigs/admin.kubeconfig");
     let manifest = dir.path().join("registry.yaml");
-    std::fs::write(
-        &manifest,
+    let module_config = |path: &str| {
         format!(
             "apiVersion: deckhouse.io/v1alpha1
 kind: ModuleConfig
@@ -76,15 +76,15 @@ spec:
       upstream:
         scheme: HTTP
         host: \"{}\"
-        path: /dkp
+        path: {path}
 ",
             upstream.host()
-        ),
-    )
-    .unwrap();
+        )
+    };
+    std::fs::write(&manifest, module_config("/platform")).unwrap();
     kubectl_ok(&admin, &["apply", "-f", &manifest.display().to_string()]);
 
-    let looked_for = format!("{}/dkp/release-channel", upstream.host());
+    let looked_for = format!("{}/platform/release-channel", upstream.host());
     up.wait_until("UpstreamValid turns False", |_| {
         upstream_valid(&admin).starts_with("False")
     })
@@ -108,13 +108,10 @@ spec:
         "a refused upstream is never handed to the node"
     );
 
-    // The fix the message names: the release channel images in that repository.
-    let channel = ImageBuilder::new("channel").layer(100).build(&images);
-    registry
-        .push_image("dkp/release-channel", Some("stable"), &channel)
-        .await
-        .unwrap();
-    up.wait_until("UpstreamValid turns True once the tags are there", |_| {
+    // The fix the message names first: `path` where the platform images are.
+    std::fs::write(&manifest, module_config("/dkp")).unwrap();
+    kubectl_ok(&admin, &["apply", "-f", &manifest.display().to_string()]);
+    up.wait_until("UpstreamValid turns True with the right path", |_| {
         upstream_valid(&admin).starts_with("True")
     })
     .await;
