@@ -405,6 +405,63 @@ mod tests {
         assert!(size("", 1).is_err());
     }
 
+    #[derive(clap::Parser)]
+    struct Pull {
+        #[command(flatten)]
+        args: PullArgs,
+    }
+
+    fn pull(args: &[&str]) -> anyhow::Result<mirror::PullOptions> {
+        let parsed = <Pull as clap::Parser>::try_parse_from(
+            std::iter::once("d8 mirror pull").chain(args.iter().copied()),
+        )?;
+        pull_options(&parsed.args)
+    }
+
+    #[test]
+    fn own_images_alone_pull_nothing_else_unless_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("images.txt");
+        std::fs::write(&file, "# mine\nregistry.example.com/team/app:v1\n").unwrap();
+        let file = file.display().to_string();
+        let only = pull(&["/b", "--image", "alpine:3.20", "--images-file", &file]).unwrap();
+        assert!(only.platform.is_none() && only.modules.is_none());
+        let wanted: Vec<String> = only
+            .images
+            .iter()
+            .map(|w| w.reference.to_string())
+            .collect();
+        assert_eq!(
+            wanted,
+            [
+                "docker.io/library/alpine:3.20",
+                "registry.example.com/team/app:v1"
+            ]
+        );
+        let with = pull(&[
+            "/b",
+            "--image",
+            "alpine",
+            "--deckhouse-tag",
+            "v1.65.3",
+            "-i",
+            "console",
+        ])
+        .unwrap();
+        assert!(with.platform.is_some() && with.modules.is_some());
+        let release = pull(&["/b"]).unwrap();
+        assert!(release.images.is_empty() && release.platform.is_some());
+        let err = pull(&["/b", "--image", "Not A Reference"]).unwrap_err();
+        assert!(
+            err.to_string().contains("is not an image reference"),
+            "{err}"
+        );
+        let empty = dir.path().join("empty.txt");
+        std::fs::write(&empty, "# nothing\n").unwrap();
+        let err = pull(&["/b", "--images-file", &empty.display().to_string()]).unwrap_err();
+        assert!(err.to_string().contains("lists no image"), "{err}");
+    }
+
     #[test]
     fn registry_addresses_are_host_and_path() {
         let e = endpoint("registry.example:5000/deckhouse/ee", false, None).unwrap();

@@ -435,7 +435,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
   metrics             http://{controller_metrics}/metrics (controllers), {agent_metrics} (agent), http://{storage_metrics}/metrics (cache)
   registry module     {mode}
   modules             {downloaded} (from ModuleSources; enable one with a ModuleConfig)
-Air-gapped (the default): push images into the cache, then pull them through the agent:
+Air-gapped (the default): bundle your images (d8 mirror pull --image REF BUNDLE), push the bundle
+into the cache, then pull them through the agent:
   d8 mirror push BUNDLE {write}/system/deckhouse --tls-ca-file {storage}/{storage_ca} \\
     --tls-cert {storage}/{push_cert} --tls-key {storage}/{push_key} -u push -p \"$(cut -d: -f2 {storage}/{push_file})\"
 To pull through a real upstream instead (the cache fills on demand):
