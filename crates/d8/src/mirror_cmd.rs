@@ -91,6 +91,11 @@ pub(crate) struct PullArgs {
     /// A file of images like --image: one reference per line, `#` comments.
     #[arg(long, value_name = "FILE")]
     images_file: Option<PathBuf>,
+    /// An image made on the spot from a local directory, `DIR=REPOSITORY:TAG`: one layer with
+    /// the directory's tree (owner root, modes as on disk, linux/amd64); the same directory
+    /// always gives the same digest. Counts as --image for what else is pulled.
+    #[arg(long, value_name = "DIR=REPOSITORY:TAG")]
+    image_dir: Vec<String>,
     /// Do not pull the platform.
     #[arg(long)]
     no_platform: bool,
@@ -281,7 +286,12 @@ fn pull_options(args: &PullArgs) -> anyhow::Result<mirror::PullOptions> {
         (None, None, None) => source,
     };
     let images = own_images(args)?;
-    let only_images = !images.is_empty();
+    let dir_images = args
+        .image_dir
+        .iter()
+        .map(|s| mirror::images::parse_dir_image(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let only_images = !images.is_empty() || !dir_images.is_empty();
     anyhow::ensure!(
         only_images || !(args.no_platform && args.no_modules),
         "--no-platform and --no-modules together leave nothing to pull"
@@ -339,6 +349,7 @@ fn pull_options(args: &PullArgs) -> anyhow::Result<mirror::PullOptions> {
         ignore_suspend: args.ignore_suspend,
         parallel: args.parallel,
         images,
+        dir_images,
     })
 }
 
@@ -449,6 +460,9 @@ mod tests {
         ])
         .unwrap();
         assert!(with.platform.is_some() && with.modules.is_some());
+        let built = pull(&["/b", "--image-dir", "./site=team/site:v1"]).unwrap();
+        assert!(built.platform.is_none() && built.modules.is_none() && built.images.is_empty());
+        assert_eq!(built.dir_images[0].repository, "team/site");
         let release = pull(&["/b"]).unwrap();
         assert!(release.images.is_empty() && release.platform.is_some());
         let err = pull(&["/b", "--image", "Not A Reference"]).unwrap_err();

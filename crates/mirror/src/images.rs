@@ -27,6 +27,42 @@ pub struct Wanted {
     pub fetch: String,
 }
 
+/// An image made on the spot from a local directory (`--image-dir DIR=REPOSITORY:TAG`): one
+/// layer holding the directory's tree, owned by root, with the modes it has on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirImage {
+    /// The directory.
+    pub dir: std::path::PathBuf,
+    /// The repository path in the bundle.
+    pub repository: String,
+    /// The tag.
+    pub tag: String,
+}
+
+/// Parses `DIR=REPOSITORY:TAG` (the last `=` splits, so a directory may hold one).
+pub fn parse_dir_image(text: &str) -> Result<DirImage, Error> {
+    let bad = |why: &str| {
+        Error::InvalidArgument(format!(
+            "--image-dir {text:?}: {why}; expected DIR=REPOSITORY:TAG (e.g. ./site=team/site:v1)"
+        ))
+    };
+    let (dir, name) = text.rsplit_once('=').ok_or_else(|| bad("no `=`"))?;
+    if dir.is_empty() {
+        return Err(bad("no directory"));
+    }
+    let (repository, tag) = name
+        .rsplit_once(':')
+        .filter(|(r, _)| !r.is_empty())
+        .ok_or_else(|| bad("no tag"))?;
+    oci::Repository::parse(repository).map_err(|e| bad(&e.to_string()))?;
+    oci::Tag::parse(tag).map_err(|e| bad(&e.to_string()))?;
+    Ok(DirImage {
+        dir: dir.into(),
+        repository: repository.to_owned(),
+        tag: tag.to_owned(),
+    })
+}
+
 /// Reads an images file: one reference per line; blank lines and `#` comments are skipped.
 /// Line numbers in errors count from 1.
 pub fn parse_file(text: &str) -> Result<Vec<String>, Error> {
@@ -150,6 +186,27 @@ mod tests {
         }
         let same = plan(&["a.example/app:v1".into(), "a.example/app:v1".into()]).unwrap();
         assert_eq!(same.len(), 1, "a reference given twice is pulled once");
+    }
+
+    #[test]
+    fn directory_images_name_a_repository_and_a_tag() {
+        let ok = parse_dir_image("./my=site=team/site:v1").unwrap();
+        assert_eq!(ok.dir, std::path::PathBuf::from("./my=site"));
+        assert_eq!(
+            (ok.repository.as_str(), ok.tag.as_str()),
+            ("team/site", "v1")
+        );
+        for (given, why) in [
+            ("./site", "no `=`"),
+            ("=site:v1", "no directory"),
+            ("./site=site", "no tag"),
+            ("./site=:v1", "no tag"),
+            ("./site=Site:v1", "expected DIR=REPOSITORY:TAG"),
+            ("./site=site:-bad", "expected DIR=REPOSITORY:TAG"),
+        ] {
+            let err = parse_dir_image(given).unwrap_err().to_string();
+            assert!(err.contains(why), "{given}: {err}");
+        }
     }
 
     #[test]

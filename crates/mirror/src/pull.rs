@@ -6,6 +6,7 @@
 //! so a re-run fetches only what is missing. A blob is only ever visible there under its digest
 //! once it has been verified, and is verified again while it is packed.
 
+mod dir_image;
 mod images;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,6 +56,8 @@ pub struct PullOptions {
     /// Images of your own (`--image`, `--images-file`), into the `images` package; see
     /// [`crate::images`].
     pub images: Vec<crate::images::Wanted>,
+    /// Images made from local directories (`--image-dir`), into the `images` package.
+    pub dir_images: Vec<crate::images::DirImage>,
 }
 
 /// What a pull did.
@@ -185,6 +188,15 @@ pub async fn pull(options: &PullOptions, progress: &Progress) -> Result<PullSumm
     }
     if !options.images.is_empty() {
         summary.own_images = puller.images(&options.images, &options.source).await?;
+    }
+    for image in &options.dir_images {
+        puller.dir_image(image)?;
+        summary.own_images.push(format!(
+            "{}:{} (from {})",
+            image.repository,
+            image.tag,
+            image.dir.display()
+        ));
     }
     if puller.packages.is_empty() {
         return Err(Error::NothingSelected {

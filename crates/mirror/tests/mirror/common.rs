@@ -227,6 +227,7 @@ pub fn pull_options(source: &Source, dir: &std::path::Path) -> mirror::PullOptio
         ignore_suspend: false,
         parallel: 4,
         images: Vec::new(),
+        dir_images: Vec::new(),
     }
 }
 

@@ -29,6 +29,7 @@ fn options(registry_host: &str, bundle: &Path, references: &[String]) -> mirror:
         ignore_suspend: false,
         parallel: 4,
         images: mirror::images::plan(references).expect("references"),
+        dir_images: Vec::new(),
     }
 }
 
@@ -280,4 +281,65 @@ async fn wrong_digests_are_refused_and_no_bundle_is_written() {
             "a blob that failed its digest is never kept under that digest"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_made_from_a_directory_reaches_containerd_through_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    std::fs::create_dir_all(site.join("bin")).unwrap();
+    std::fs::write(site.join("index.html"), "<h1>hello</h1>\n").unwrap();
+    std::fs::write(site.join("bin/hello"), "#!/bin/sh\necho hello\n").unwrap();
+    std::fs::set_permissions(
+        site.join("bin/hello"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("index.html", site.join("home.html")).unwrap();
+    let from_dir = |bundle: &Path| {
+        let mut options = options("registry.invalid", bundle, &[]);
+        options.dir_images = vec![
+            mirror::images::parse_dir_image(&format!("{}=team/site:v1", site.display())).unwrap(),
+        ];
+        options
+    };
+    // No registry at all: nothing is contacted.
+    let first = dir.path().join("first");
+    let summary = mirror::pull(&from_dir(&first), &common::quiet())
+        .await
+        .expect("pull from a directory");
+    assert_eq!(summary.own_images.len(), 1, "{summary:?}");
+    let listed_first = listed(&first);
+    assert_eq!(listed_first.len(), 1);
+    assert_eq!(
+        (listed_first[0].0.as_str(), listed_first[0].1.as_str()),
+        ("team/site", "v1")
+    );
+    let second = dir.path().join("second");
+    mirror::pull(&from_dir(&second), &common::quiet())
+        .await
+        .expect("again");
+    assert_eq!(
+        listed(&second),
+        listed_first,
+        "the same directory, the same digest"
+    );
+
+    let ca = Certs::new("registry-push-ca");
+    let replica = air_gap::replica(&ca).await;
+    mirror::push(
+        &common::push_options(air_gap::push_endpoint(&replica, &ca), &first),
+        &common::quiet(),
+    )
+    .await
+    .expect("push");
+    let containerd = Containerd::start().await;
+    let agent_dir = tempfile::tempdir().unwrap();
+    let agent = air_gap::agent_of(&replica, &containerd, agent_dir.path()).await;
+    let reference = format!("{AGENT_HOST}/system/deckhouse/team/site:v1");
+    containerd
+        .pull(&reference)
+        .await
+        .expect_success(&format!("pull {reference}"));
+    agent.stop().await;
 }
