@@ -117,12 +117,16 @@ pub fn node_cni(files: &[(String, String)]) -> NodeCni {
         })
         .collect();
     configs.sort_by(|a, b| a.0.cmp(&b.0));
-    let Some((name, contents)) = configs.first() else {
+    // The loopback plugin's own configuration gives pods no network: not a CNI.
+    let parsed: Vec<(&String, Option<Value>)> = configs
+        .iter()
+        .map(|(name, contents)| (name, serde_json::from_str::<Value>(contents).ok()))
+        .filter(|(_, v)| !v.as_ref().is_some_and(only_loopback))
+        .collect();
+    let Some((name, config)) = parsed.first() else {
         return NodeCni::None;
     };
-    let by_types = serde_json::from_str::<Value>(contents)
-        .ok()
-        .and_then(|v| cni_of_config(&v));
+    let by_types = config.as_ref().and_then(cni_of_config);
     let by_name = || {
         CNI_MODULES
             .iter()
@@ -132,8 +136,20 @@ pub fn node_cni(files: &[(String, String)]) -> NodeCni {
     };
     match by_types.or_else(by_name) {
         Some(cni) => NodeCni::Known(cni),
-        None => NodeCni::Unknown(name.clone()),
+        None => NodeCni::Unknown((*name).clone()),
     }
+}
+
+/// Whether a configuration only sets up the loopback interface.
+fn only_loopback(config: &Value) -> bool {
+    let plugins: Vec<&Value> = match config.get("plugins").and_then(Value::as_array) {
+        Some(list) => list.iter().collect(),
+        None => vec![config],
+    };
+    !plugins.is_empty()
+        && plugins
+            .iter()
+            .all(|p| p.get("type").and_then(Value::as_str) == Some("loopback"))
 }
 
 /// The CNI of one parsed configuration (a `.conflist`'s `plugins`, or a `.conf`'s own `type`).
@@ -173,11 +189,8 @@ pub fn current_from_nodes(reports: &[(String, Option<NodeCni>)]) -> Result<Optio
     let mut unclear: Vec<String> = Vec::new();
     for (node, report) in reports {
         match report {
-            Some(NodeCni::Known(cni)) => {
-                if !found.contains(cni) {
-                    found.push(cni.clone());
-                }
-            }
+            Some(NodeCni::Known(cni)) if !found.contains(cni) => found.push(cni.clone()),
+            Some(NodeCni::Known(_)) => {}
             Some(NodeCni::None) => unclear.push(format!("{node}: no CNI configuration")),
             Some(NodeCni::Unknown(file)) => {
                 unclear.push(format!("{node}: unknown CNI configuration {file}"))
@@ -273,7 +286,22 @@ mod tests {
 
     #[test]
     fn a_node_cni_from_its_configuration_directory() {
-        let rows: [(&str, Vec<(String, String)>, NodeCni); 8] = [
+        const LOOPBACK: &str = r#"{"cniVersion":"0.3.1","name":"lo","type":"loopback"}"#;
+        type Row = (&'static str, Vec<(String, String)>, NodeCni);
+        let rows: [Row; 10] = [
+            (
+                "loopback only",
+                files(&[("99-loopback.conf", LOOPBACK)]),
+                NodeCni::None,
+            ),
+            (
+                "loopback first, then flannel",
+                files(&[
+                    ("00-loopback.conf", LOOPBACK),
+                    ("10-flannel.conflist", FLANNEL),
+                ]),
+                NodeCni::Known("flannel".into()),
+            ),
             ("empty", files(&[]), NodeCni::None),
             (
                 "flannel",
@@ -334,11 +362,12 @@ mod tests {
     #[test]
     fn the_current_cni_from_the_nodes() {
         let known = |c: &str| Some(NodeCni::Known(c.into()));
-        let rows: [(
-            &str,
+        type Row = (
+            &'static str,
             Vec<(String, Option<NodeCni>)>,
-            Result<Option<String>, &str>,
-        ); 6] = [
+            Result<Option<String>, &'static str>,
+        );
+        let rows: [Row; 6] = [
             (
                 "all flannel",
                 vec![
