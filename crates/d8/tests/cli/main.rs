@@ -5,6 +5,7 @@
 mod admission;
 mod agent;
 mod apiserver;
+mod cni_detect;
 mod cni_migration;
 mod documentation;
 mod image;
