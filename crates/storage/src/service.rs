@@ -8,8 +8,10 @@
 //! - pull ([`pull`]): manifests, blobs and tags: local lookup, then (read listener, on a miss)
 //!   a single-flight fill from the upstream;
 //! - push ([`push`]): upload sessions, streamed bodies, manifests checked against the store;
+//! - referrers ([`referrers`]): the OCI 1.1 referrers API;
 //! - management ([`management`]): deletes;
-//! - answer ([`respond`]): the OCI headers and error bodies every stage shares.
+//! - answer ([`respond`]): the OCI headers and error bodies every stage shares; a request body
+//!   the answer left unread is discarded or the connection closed ([`unread`]).
 //!
 //! The read listener (the "5001" role) serves the pull API and fills from the upstream; it
 //! refuses writes. The write listener (the "5003" role) serves the push API and the pull API
@@ -36,8 +38,10 @@ mod authenticate;
 mod management;
 mod pull;
 mod push;
+mod referrers;
 mod respond;
 mod token_endpoint;
+mod unread;
 
 pub use respond::error_response;
 pub use token_endpoint::TOKEN_PATH;
@@ -235,8 +239,22 @@ impl Listener {
         &self.registry
     }
 
-    /// Answers one request: parse → authenticate → route to a stage.
+    /// Answers one request. A body the answer did not need is discarded or the connection
+    /// closed ([`unread`]), so the connection stays in step for the client's next request.
     pub async fn handle<B>(&self, request: Request<B>, peer: Peer) -> Response<ResponseBody>
+    where
+        B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: std::fmt::Display + Send,
+    {
+        let announced = unread::announced(request.headers());
+        let (parts, body) = request.into_parts();
+        let (kept, leftover) = unread::Kept::new(body);
+        let response = self.route(Request::from_parts(parts, kept), peer).await;
+        leftover.settle(announced, response).await
+    }
+
+    /// parse → authenticate → route to a stage.
+    async fn route<B>(&self, request: Request<B>, peer: Peer) -> Response<ResponseBody>
     where
         B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: std::fmt::Display + Send,
@@ -308,7 +326,24 @@ impl Listener {
                     last,
                 },
             ) => self.tags(&repository, n, last.as_deref()).await,
-            (_, Route::Catalog { .. } | Route::Referrers { .. }) => error_response(
+            (
+                Method::GET,
+                Route::Referrers {
+                    repository,
+                    digest,
+                    artifact_type,
+                    n,
+                    last,
+                },
+            ) => {
+                let query = referrers::Query {
+                    artifact_type,
+                    n,
+                    last,
+                };
+                self.referrers(&repository, &digest, query).await
+            }
+            (_, Route::Catalog { .. }) => error_response(
                 404,
                 ErrorCode::Unsupported,
                 "not supported by this registry",
