@@ -128,3 +128,42 @@ pub fn docker_registry_2_8() -> Deviations {
         ],
     }
 }
+
+const BLOB_DELETE: &str = "the replica's store is one content-addressed set shared by every \
+                           repository: a blob is removed only by garbage collection, which \
+                           checks that no manifest and no client uses it; DELETE of a blob \
+                           answers 405 UNSUPPORTED, as the spec allows a registry that does not \
+                           delete";
+
+/// The cache replica's write listener (the publish endpoint).
+pub fn d8_storage_write() -> Deviations {
+    Deviations {
+        registry: "d8 registry storage (write listener)",
+        entries: vec![
+            Deviation {
+                check: "management.delete.blob",
+                reason: BLOB_DELETE,
+            },
+            Deviation {
+                check: "management.delete.blob-unknown",
+                reason: BLOB_DELETE,
+            },
+        ],
+    }
+}
+
+/// The cache replica's read listener (pull and discovery).
+pub fn d8_storage_read() -> Deviations {
+    Deviations {
+        registry: "d8 registry storage (read listener)",
+        entries: vec![],
+    }
+}
+
+/// The agent in front of the cache (pull and discovery, as containerd uses it).
+pub fn d8_agent() -> Deviations {
+    Deviations {
+        registry: "d8 registry agent",
+        entries: vec![],
+    }
+}

@@ -174,6 +174,10 @@ pub struct Settings {
     pub push: bool,
     /// Client settings (timeouts).
     pub client: Config,
+    /// Where the test content is pushed when the registry under test does not take pushes
+    /// itself (a cache's read listener, the agent): the registry it serves from, under the same
+    /// repository names. `None`: pushed to `endpoint`.
+    pub seed: Option<Endpoint>,
 }
 
 impl Settings {
@@ -190,7 +194,24 @@ impl Settings {
             deviations: Deviations::none(),
             push: true,
             client: Config::default(),
+            seed: None,
         }
+    }
+
+    /// With the test repositories under `prefix` (e.g. `system/deckhouse`, the platform's
+    /// prefix that the agent routes to the cache).
+    pub fn under(mut self, prefix: &str) -> Self {
+        let prefix = prefix.trim_matches('/');
+        self.repository = format!("{prefix}/{}", self.repository);
+        self.other_repository = format!("{prefix}/{}", self.other_repository);
+        self
+    }
+
+    /// Only the pull and discovery profiles, the content pushed through `seed`.
+    pub fn read_only(mut self, seed: Endpoint) -> Self {
+        self.push = false;
+        self.seed = Some(seed);
+        self
     }
 
     /// With this registry's deviations.
@@ -259,8 +280,12 @@ pub async fn run(settings: &Settings) -> Result<Report, SuiteError> {
         .remote(settings.endpoint.clone())
         .map_err(SuiteError::Client)?;
     let fixtures = fixtures::Fixtures::new();
+    let seed = match &settings.seed {
+        Some(seed) => client.remote(seed.clone()).map_err(SuiteError::Client)?,
+        None => remote.clone(),
+    };
     fixtures
-        .push(&remote, &settings.repository)
+        .push(&seed, &settings.repository)
         .await
         .map_err(SuiteError::Setup)?;
     let ctx = Ctx {
