@@ -1,8 +1,10 @@
 //! Our own conformance suite for the OCI distribution-spec, written from the specification
 //! text (distribution-spec 1.1): a **pull** profile (ping, manifests by tag and digest with
 //! `Accept` negotiation across OCI and Docker media types, blobs, every `Range` case, tag lists
-//! with `n`/`last` and `Link`, referrers, error bodies) and a **push** profile (POST+PUT, single
-//! POST, chunked PATCH, upload status, cross-repository mount, manifest PUT, deletes).
+//! with `n`/`last` and `Link`, referrers, error bodies), a **push** profile (POST+PUT, single
+//! POST, chunked PATCH, upload status, cross-repository mount, manifest PUT, deletes), and
+//! **hostile** requests of our own (traversal, bad names, digests and references, huge headers,
+//! unserved methods) that must get a 4xx, never a 5xx, a hang or a dead endpoint.
 //!
 //! It runs against any registry URL and returns one [`CheckResult`] per check. Where a known
 //! registry deviates from the spec, the deviation is listed by name with its reason in a
@@ -34,6 +36,8 @@ pub enum Profile {
     Discovery,
     /// Deletes.
     Management,
+    /// Requests a well-behaved client never sends: 4xx, never a 5xx, a hang or a dead endpoint.
+    Hostile,
 }
 
 impl fmt::Display for Profile {
@@ -43,6 +47,7 @@ impl fmt::Display for Profile {
             Self::Push => "push",
             Self::Discovery => "discovery",
             Self::Management => "management",
+            Self::Hostile => "hostile",
         })
     }
 }
@@ -304,6 +309,7 @@ pub async fn run(settings: &Settings) -> Result<Report, SuiteError> {
         checks::push::run(&ctx, &mut rec).await;
         checks::management::run(&ctx, &mut rec).await;
     }
+    checks::hostile::run(&ctx, &mut rec).await;
     Ok(Report {
         results: rec.results,
     })
