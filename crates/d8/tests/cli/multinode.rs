@@ -549,6 +549,28 @@ spec: {version: v1.70.0}
         "the new leader {new_leader} is full"
     );
     eprintln!("lease moved {:?} after the cut", cut_at.elapsed());
+    // The controller then names the new leader first (the cut one last, still a mirror).
+    let new_index = masters.iter().position(|m| m.name() == new_leader).unwrap();
+    let rest: Vec<String> = [leader]
+        .into_iter()
+        .chain((0..masters.len()).filter(|i| *i != leader && *i != new_index))
+        .rev()
+        .map(|i| format!("{}:5001", masters[i].ip()))
+        .collect();
+    for worker in &workers {
+        apply(
+            &api,
+            &admin,
+            dir.path(),
+            &format!("{}-after.yaml", worker.name()),
+            &registry_node(
+                worker.name(),
+                &format!("{}:5001", masters[new_index].ip()),
+                &rest,
+                &upstream_host,
+            ),
+        );
+    }
 
     // Every worker still pulls everything, and nothing was fetched twice from the upstream.
     for (containerd, _) in &nodes {
