@@ -63,7 +63,8 @@ mod tests {
         };
         let webhook = || Err(denial(DeniedBy::Webhook { name: "w" }));
         let warned = || Ok(vec!["careful".to_string()]);
-        let table: Vec<(Verdicts, Result<Warnings, Denial>, Result<Warnings, Denial>)> = vec![
+        type Verdict = Result<Warnings, Denial>;
+        let table: Vec<(Verdicts, Verdict, Verdict)> = vec![
             (Verdicts::All, schema(), schema()),
             (Verdicts::All, webhook(), webhook()),
             (Verdicts::All, warned(), warned()),

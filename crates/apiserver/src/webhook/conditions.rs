@@ -127,7 +127,8 @@ mod tests {
         let silver = ("silver", "object.metadata.labels.tier == 'silver'");
         let missing = ("missing", "object.spec.missing == 1");
         let number = ("number", "object.spec.replicas");
-        let table: &[(&[(&str, &str)], bool, Matched)] = &[
+        type List<'a> = &'a [(&'a str, &'a str)];
+        let table: &[(List<'_>, bool, Matched)] = &[
             (&[], true, Matched::Call),
             (&[not_system, gold], true, Matched::Call),
             (&[not_system, silver], true, Matched::Skip),
