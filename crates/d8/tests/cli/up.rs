@@ -7,6 +7,7 @@
 mod apply;
 mod at_rest;
 mod platform;
+mod probe;
 mod webhook;
 
 use std::path::{Path, PathBuf};
