@@ -63,6 +63,14 @@ impl Env {
         .await
     }
 
+    fn spawn(&self, args: &[&str]) -> tokio::process::Child {
+        Kubectl {
+            kubeconfig: &self.kubeconfig,
+            home: self.home.path(),
+        }
+        .spawn(args)
+    }
+
     async fn apply(&self, manifest: &str) -> (bool, String, String) {
         self.kubectl(&["apply", "-f", "-"], Some(manifest)).await
     }
@@ -614,4 +622,48 @@ async fn a_mutating_webhook_with_reinvocation_if_needed_sees_what_a_later_webhoo
     let seen = hooks.seen.lock().unwrap().clone();
     assert_eq!(note("w2").await, "first saw 1 3", "{seen:#?}");
     assert_eq!(hooks.seen.lock().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_at_another_version_gets_objects_converted_by_the_webhook() {
+    use tokio::io::AsyncBufReadExt as _;
+    let hooks = HookServer::start(&[], |_, review| Reply::ok(convert(review))).await;
+    let env = Env::start().await;
+    let crd = VERSIONED_CRD
+        .replace("URL", &hooks.url("/convert"))
+        .replace("CA", &hooks.ca_bundle());
+    assert!(env.apply(&crd).await.0);
+    let v1 = |name: &str, size: &str| {
+        format!(
+            "apiVersion: example.io/v1\nkind: Sprocket\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  size: {size}\n"
+        )
+    };
+    let (ok, _, err) = env.apply(&v1("s1", "12-teeth")).await;
+    assert!(ok, "{err}");
+
+    let mut watch = env.spawn(&[
+        "get",
+        "sprockets.v2.example.io",
+        "-n",
+        "default",
+        "--watch",
+        "-o",
+        "jsonpath={.apiVersion} {.metadata.name}={.spec.teeth}{\"\\n\"}",
+    ]);
+    let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("a watch event in time")
+            .unwrap()
+            .expect("the watch goes on")
+    };
+    assert_eq!(next().await, "example.io/v2 s1=12", "the initial list");
+    // Stored in v1, written after the watch began: the event comes in v2, converted.
+    let (ok, _, err) = env.apply(&v1("s2", "7-teeth")).await;
+    assert!(ok, "{err}");
+    assert_eq!(next().await, "example.io/v2 s2=7");
+    let (ok, _, err) = env.apply(&v1("s1", "13-teeth")).await;
+    assert!(ok, "{err}");
+    assert_eq!(next().await, "example.io/v2 s1=13");
 }
