@@ -9,7 +9,7 @@ use crate::rbac::{Policy, Subject};
 use crate::resources::ResourceDef;
 use crate::reviews;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::{discovery, table, watch};
+use crate::{discovery, table};
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, Request, State};
 use axum::response::{IntoResponse, Response};
