@@ -183,9 +183,12 @@ mod tests {
         }
     }
 
+    /// Requirements, and the selector or error they give.
+    type Case = (Vec<FieldRequirement>, Result<Option<&'static str>, &'static str>);
+
     #[test]
     fn field_selectors_are_formatted_as_shell_operator_formats_them() {
-        let cases: &[(Vec<FieldRequirement>, Result<Option<&str>, &str>)] = &[
+        let cases: &[Case] = &[
             (vec![], Ok(None)),
             (
                 vec![req("metadata.name", "=", "a")],
