@@ -374,14 +374,22 @@ fn every_component_is_granted_exactly_the_resources_its_code_opens() {
 }
 
 fn bootstrap(root: &Path, config: &Path) -> String {
+    bootstrap_with(root, config, &[])
+}
+
+/// Runs the chart's node bootstrap script with every path under `root`, on containerd's file
+/// `config`, with extra environment `env`: what it printed.
+pub(crate) fn bootstrap_with(root: &Path, config: &Path, env: &[(&str, &Path)]) -> String {
     let script = repo().join("charts/deckhouse/files/registry-node-bootstrap.sh");
     let manifest = root.join("agent.yaml");
+    std::fs::create_dir_all(root).unwrap();
     std::fs::write(&manifest, "apiVersion: v1\nkind: Pod\n").unwrap();
     let output = Command::new("bash")
         .arg(script)
         .env("D8_ROOT", root)
         .env("CONTAINERD_CONFIG", config)
         .env("AGENT_MANIFEST", &manifest)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     assert!(
