@@ -25,7 +25,17 @@ async fn upstream_and_layout() -> (Upstream, testkit::Image, Apiserver, [String;
         .await
         .unwrap();
 
-    let server = Apiserver::start(&["local"]).await;
+    let server = Apiserver::start_with(&[
+        "--agent-node".to_owned(),
+        "local".to_owned(),
+        "--request-log".to_owned(),
+        upstream
+            .scratch_dir()
+            .join("requests.jsonl")
+            .display()
+            .to_string(),
+    ])
+    .await;
     let manifests = upstream.scratch_dir().join("node.yaml");
     let auth = base64_of("license-token:s3cret");
     std::fs::write(
@@ -123,7 +133,7 @@ const SERVED: &str = r#"d8_registry_agent_requests_total{kind="Primary",result="
 
 #[tokio::test]
 async fn the_agent_binary_serves_containerd_on_the_layout_applied_with_kubectl() {
-    let (_upstream, _image, server, secrets) = upstream_and_layout().await;
+    let (upstream, _image, server, secrets) = upstream_and_layout().await;
     let admin = server.admin();
     let state = tempfile::tempdir().unwrap();
     let containerd = Containerd::start().await;
@@ -155,6 +165,14 @@ async fn the_agent_binary_serves_containerd_on_the_layout_applied_with_kubectl()
     let metrics = agent_metrics(metrics_port).await;
     assert!(metrics.contains(SERVED), "{metrics}");
     let status = kubectl_ok(&admin, &["get", "rnode", "local", "-o", "yaml"]);
+    // Its calls, verbs included, are exactly what its Role in the chart grants.
+    tokio::time::sleep(Duration::from_millis(500)).await; // the log is written every 200 ms
+    crate::rbac::assert_role_matches(
+        &upstream.scratch_dir().join("requests.jsonl"),
+        "system:registry-agent:local",
+        "registry-agent",
+        &[],
+    );
     assert!(status.contains("reconciled: true"), "{status}");
     for (place, text) in [
         ("log", agent.log()),

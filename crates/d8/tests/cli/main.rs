@@ -16,6 +16,7 @@ mod module;
 mod module_hooks;
 mod module_kill;
 mod object_keeper;
+mod rbac;
 mod release;
 mod storage;
 mod up;
