@@ -5,6 +5,7 @@
 mod admission;
 mod agent;
 mod apiserver;
+mod cni_detect;
 mod cni_migration;
 mod documentation;
 mod image;
@@ -18,6 +19,7 @@ mod object_keeper;
 mod release;
 mod storage;
 mod up;
+mod walkthrough;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
