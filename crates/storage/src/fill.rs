@@ -409,6 +409,95 @@ mod tests {
         }
     }
 
+    /// An upstream that cuts every blob body in half and ignores `Range` (answers `200` with the
+    /// whole blob from byte 0, as a proxy that drops the header would): no target can finish, so
+    /// the fill fails — nothing stored, no temporary file — after its one refused Range request.
+    #[tokio::test]
+    async fn a_fill_no_target_can_finish_fails_and_keeps_nothing() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let content = vec![7u8; 64 * 1024];
+        let digest = Digest::sha256(&content);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let requests = Arc::new(AtomicU64::new(0));
+        let ranged = Arc::new(AtomicU64::new(0));
+        let (counted, ranges) = (requests.clone(), ranged.clone());
+        let body = content.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                        break;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                if head.contains("/blobs/") {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                }
+                if head.contains("\r\nrange: bytes=") {
+                    ranges.fetch_add(1, Ordering::SeqCst);
+                }
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+                let _ = stream.write_all(&body[..body.len() / 2]).await;
+                let _ = stream.shutdown().await;
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            &dir.path().join("data"),
+            crate::store::Limits {
+                budget: None,
+                reserve: Some(0),
+            },
+        )
+        .unwrap();
+        let remote = registry_client::Client::new(registry_client::Config::default())
+            .remote(registry_client::Endpoint::from_url(&format!("http://{address}")).unwrap())
+            .unwrap();
+        let fills = Arc::new(Fills::default());
+        let mut rx = fills.join(
+            &store,
+            Source {
+                remote,
+                repository: "system/deckhouse".into(),
+            },
+            digest,
+        );
+        let state = tokio::time::timeout(std::time::Duration::from_secs(10), finished(&mut rx))
+            .await
+            .expect("the fill ends");
+        let FillState::Failed { reason, .. } = state else {
+            panic!("the fill must fail: {state:?}");
+        };
+        assert!(
+            reason.contains("truncated"),
+            "the break that ended it: {reason}"
+        );
+        assert_eq!(
+            requests.load(Ordering::SeqCst),
+            2,
+            "the GET and one Range GET"
+        );
+        assert_eq!(ranged.load(Ordering::SeqCst), 1);
+        assert_eq!(store.blob_size(&digest), None, "nothing stored");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let tmp =
+            |root: &std::path::Path| std::fs::read_dir(root.join("tmp")).map_or(0, Iterator::count);
+        while tmp(store.root()) > 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(tmp(store.root()), 0, "no temporary file left");
+    }
+
     #[test]
     fn content_range_start() {
         for (header, want) in [
