@@ -73,13 +73,29 @@ pub fn check(
         std::cmp::Ordering::Equal => Ok(Move::Same),
         std::cmp::Ordering::Greater => {
             if let Some(rule) = target_rules.and_then(|r| r.upgrade.as_ref()) {
-                judge(Direction::Upgrade, current, target, &c, &t, rule, &published)?;
+                judge(
+                    Direction::Upgrade,
+                    current,
+                    target,
+                    &c,
+                    &t,
+                    rule,
+                    &published,
+                )?;
             }
             Ok(Move::Upgrade)
         }
         std::cmp::Ordering::Less => {
             if let Some(rule) = current_rules.and_then(|r| r.downgrade.as_ref()) {
-                judge(Direction::Downgrade, current, target, &c, &t, rule, &published)?;
+                judge(
+                    Direction::Downgrade,
+                    current,
+                    target,
+                    &c,
+                    &t,
+                    rule,
+                    &published,
+                )?;
             }
             Ok(Move::Downgrade)
         }
@@ -155,7 +171,9 @@ fn judge(
             {
                 return Err(refuse(
                     "versionCompatibilityRules.upgrade.from",
-                    format!("{owner} accepts upgrades only from {from} (versionCompatibilityRules.upgrade.from)"),
+                    format!(
+                        "{owner} accepts upgrades only from {from} (versionCompatibilityRules.upgrade.from)"
+                    ),
                 ));
             }
         }
@@ -166,7 +184,9 @@ fn judge(
             {
                 return Err(refuse(
                     "versionCompatibilityRules.downgrade.to",
-                    format!("{owner} rolls back no further than {to} (versionCompatibilityRules.downgrade.to)"),
+                    format!(
+                        "{owner} rolls back no further than {to} (versionCompatibilityRules.downgrade.to)"
+                    ),
                 ));
             }
             if let Some(max) = rule.max_rollback {
@@ -178,7 +198,9 @@ fn judge(
                 if steps as i64 > max {
                     return Err(refuse(
                         "versionCompatibilityRules.downgrade.maxRollback",
-                        format!("it rolls back {steps} version(s), {owner} allows {max} (versionCompatibilityRules.downgrade.maxRollback)"),
+                        format!(
+                            "it rolls back {steps} version(s), {owner} allows {max} (versionCompatibilityRules.downgrade.maxRollback)"
+                        ),
                     ));
                 }
             }
@@ -212,7 +234,9 @@ fn judge(
         {
             return Err(refuse(
                 rule_name,
-                format!("it skips {count} {level} version(s), {owner} allows {limit} ({rule_name})"),
+                format!(
+                    "it skips {count} {level} version(s), {owner} allows {limit} ({rule_name})"
+                ),
             ));
         }
     }
@@ -223,11 +247,19 @@ fn judge(
 mod tests {
     use super::*;
 
-    fn rules(upgrade: Option<CompatibilityRule>, downgrade: Option<CompatibilityRule>) -> VersionCompatibilityRules {
+    fn rules(
+        upgrade: Option<CompatibilityRule>,
+        downgrade: Option<CompatibilityRule>,
+    ) -> VersionCompatibilityRules {
         VersionCompatibilityRules { upgrade, downgrade }
     }
 
-    fn up(from: Option<&str>, major: Option<i64>, minor: Option<i64>, patches: Option<i64>) -> CompatibilityRule {
+    fn up(
+        from: Option<&str>,
+        major: Option<i64>,
+        minor: Option<i64>,
+        patches: Option<i64>,
+    ) -> CompatibilityRule {
         CompatibilityRule {
             from: from.map(String::from),
             allow_skip_major: major,
@@ -272,32 +304,128 @@ mod tests {
             (Some("v1.0.0"), "v3.0.0", None, None, Ok(Move::Upgrade)),
             (Some("v3.0.0"), "v1.0.0", None, None, Ok(Move::Downgrade)),
             // allowSkipMinor: v1.1 → v1.3 skips v1.2.
-            (Some("v1.1.0"), "v1.2.0", None, Some(&no_skip_minor), Ok(Move::Upgrade)),
-            (Some("v1.1.0"), "v1.3.0", None, Some(&no_skip_minor), Err("versionCompatibilityRules.upgrade.allowSkipMinor")),
-            (Some("v1.1.0"), "v1.3.0", None, Some(&skip_one_minor), Ok(Move::Upgrade)),
-            (Some("v1.0.2"), "v1.3.0", None, Some(&skip_one_minor), Err("versionCompatibilityRules.upgrade.allowSkipMinor")),
+            (
+                Some("v1.1.0"),
+                "v1.2.0",
+                None,
+                Some(&no_skip_minor),
+                Ok(Move::Upgrade),
+            ),
+            (
+                Some("v1.1.0"),
+                "v1.3.0",
+                None,
+                Some(&no_skip_minor),
+                Err("versionCompatibilityRules.upgrade.allowSkipMinor"),
+            ),
+            (
+                Some("v1.1.0"),
+                "v1.3.0",
+                None,
+                Some(&skip_one_minor),
+                Ok(Move::Upgrade),
+            ),
+            (
+                Some("v1.0.2"),
+                "v1.3.0",
+                None,
+                Some(&skip_one_minor),
+                Err("versionCompatibilityRules.upgrade.allowSkipMinor"),
+            ),
             // from: the installed version must be at least v1.1.0.
-            (Some("v1.0.2"), "v1.2.0", None, Some(&from_v11), Err("versionCompatibilityRules.upgrade.from")),
-            (Some("v1.1.0"), "v1.2.0", None, Some(&from_v11), Ok(Move::Upgrade)),
+            (
+                Some("v1.0.2"),
+                "v1.2.0",
+                None,
+                Some(&from_v11),
+                Err("versionCompatibilityRules.upgrade.from"),
+            ),
+            (
+                Some("v1.1.0"),
+                "v1.2.0",
+                None,
+                Some(&from_v11),
+                Ok(Move::Upgrade),
+            ),
             // allowSkipPatches: patches of the target's line below it.
-            (Some("v1.0.0"), "v1.0.1", None, Some(&no_patch_skip), Ok(Move::Upgrade)),
-            (Some("v1.0.0"), "v1.0.2", None, Some(&no_patch_skip), Err("versionCompatibilityRules.upgrade.allowSkipPatches")),
+            (
+                Some("v1.0.0"),
+                "v1.0.1",
+                None,
+                Some(&no_patch_skip),
+                Ok(Move::Upgrade),
+            ),
+            (
+                Some("v1.0.0"),
+                "v1.0.2",
+                None,
+                Some(&no_patch_skip),
+                Err("versionCompatibilityRules.upgrade.allowSkipPatches"),
+            ),
             // allowSkipMajor: v1 → v3 skips v2.
-            (Some("v1.3.0"), "v2.0.0", None, Some(&no_major_skip), Ok(Move::Upgrade)),
-            (Some("v1.3.0"), "v3.0.0", None, Some(&no_major_skip), Err("versionCompatibilityRules.upgrade.allowSkipMajor")),
+            (
+                Some("v1.3.0"),
+                "v2.0.0",
+                None,
+                Some(&no_major_skip),
+                Ok(Move::Upgrade),
+            ),
+            (
+                Some("v1.3.0"),
+                "v3.0.0",
+                None,
+                Some(&no_major_skip),
+                Err("versionCompatibilityRules.upgrade.allowSkipMajor"),
+            ),
             // Upgrade rules never judge a downgrade, and the other way round.
-            (Some("v1.3.0"), "v1.1.0", Some(&no_skip_minor), None, Ok(Move::Downgrade)),
-            (Some("v1.0.0"), "v1.3.0", Some(&rollback_one), None, Ok(Move::Upgrade)),
+            (
+                Some("v1.3.0"),
+                "v1.1.0",
+                Some(&no_skip_minor),
+                None,
+                Ok(Move::Downgrade),
+            ),
+            (
+                Some("v1.0.0"),
+                "v1.3.0",
+                Some(&rollback_one),
+                None,
+                Ok(Move::Upgrade),
+            ),
             // maxRollback counts published versions from the target up to the installed one.
-            (Some("v1.3.0"), "v1.2.0", Some(&rollback_one), None, Ok(Move::Downgrade)),
-            (Some("v1.3.0"), "v1.1.0", Some(&rollback_one), None, Err("versionCompatibilityRules.downgrade.maxRollback")),
-            (Some("v1.3.0"), "v1.2.0", Some(&rollback_to_v12), None, Ok(Move::Downgrade)),
-            (Some("v1.3.0"), "v1.1.0", Some(&rollback_to_v12), None, Err("versionCompatibilityRules.downgrade.to")),
+            (
+                Some("v1.3.0"),
+                "v1.2.0",
+                Some(&rollback_one),
+                None,
+                Ok(Move::Downgrade),
+            ),
+            (
+                Some("v1.3.0"),
+                "v1.1.0",
+                Some(&rollback_one),
+                None,
+                Err("versionCompatibilityRules.downgrade.maxRollback"),
+            ),
+            (
+                Some("v1.3.0"),
+                "v1.2.0",
+                Some(&rollback_to_v12),
+                None,
+                Ok(Move::Downgrade),
+            ),
+            (
+                Some("v1.3.0"),
+                "v1.1.0",
+                Some(&rollback_to_v12),
+                None,
+                Err("versionCompatibilityRules.downgrade.to"),
+            ),
             (Some("latest"), "v1.0.0", None, None, Err("version")),
         ];
         for (current, target, current_rules, target_rules, want) in table {
-            let got = check(current, target, current_rules, target_rules, &published)
-                .map_err(|r| r.rule);
+            let got =
+                check(current, target, current_rules, target_rules, &published).map_err(|r| r.rule);
             assert_eq!(got, want, "{current:?} -> {target}");
         }
     }

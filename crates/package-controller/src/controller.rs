@@ -44,12 +44,20 @@ impl Default for Options {
 }
 
 /// The package controller.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Controller {
     client: Client,
     scanner: Scanner,
     registries: registry_client::Client,
     options: Options,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Controller {
@@ -178,9 +186,8 @@ impl Controller {
                     operation::next_step(&o.status.clone().unwrap_or_default())
                         != operation::Step::Done
                 }),
-                newest_age: newest.map(|t| {
-                    Duration::from_secs(now.duration_since(t).as_secs().max(0) as u64)
-                }),
+                newest_age: newest
+                    .map(|t| Duration::from_secs(now.duration_since(t).as_secs().max(0) as u64)),
             };
             let interval = repository::interval(repo.spec.scan_interval.as_deref());
             match repository::schedule(interval, state) {

@@ -306,7 +306,11 @@ versionCompatibilityRules:
         let rules = m.version_compatibility_rules.unwrap();
         let up = rules.upgrade.unwrap();
         assert_eq!(
-            (up.from.as_deref(), up.allow_skip_minor, up.allow_skip_patches),
+            (
+                up.from.as_deref(),
+                up.allow_skip_minor,
+                up.allow_skip_patches
+            ),
             (Some("v1.0.0"), Some(1), None)
         );
         assert_eq!(rules.downgrade.unwrap().max_rollback, Some(2));

@@ -48,7 +48,10 @@ pub enum Step {
     Done,
 }
 
-fn condition<'a>(status: &'a PackageRepositoryOperationStatus, type_: &str) -> Option<&'a Condition> {
+fn condition<'a>(
+    status: &'a PackageRepositoryOperationStatus,
+    type_: &str,
+) -> Option<&'a Condition> {
     status.conditions.iter().find(|c| c.type_ == type_)
 }
 
@@ -62,11 +65,7 @@ pub fn next_step(status: &PackageRepositoryOperationStatus) -> Step {
         return Step::Done;
     }
     if is_true(status, DISCOVERED) {
-        return match status
-            .packages
-            .as_ref()
-            .and_then(|p| p.discovered.first())
-        {
+        return match status.packages.as_ref().and_then(|p| p.discovered.first()) {
             Some(first) => Step::Process(first.name.clone()),
             None => Step::Complete,
         };
@@ -107,7 +106,10 @@ pub fn set_condition(
 }
 
 /// Step 1: accepted.
-pub fn started(mut status: PackageRepositoryOperationStatus, now: &Time) -> PackageRepositoryOperationStatus {
+pub fn started(
+    mut status: PackageRepositoryOperationStatus,
+    now: &Time,
+) -> PackageRepositoryOperationStatus {
     set_condition(&mut status.conditions, PENDING, true, REASON_READY, "", now);
     status.start_time = Some(now.clone());
     status
@@ -119,7 +121,9 @@ pub fn discovered(
     packages: &[String],
     now: &Time,
 ) -> PackageRepositoryOperationStatus {
-    let p = status.packages.get_or_insert_with(OperationPackages::default);
+    let p = status
+        .packages
+        .get_or_insert_with(OperationPackages::default);
     p.discovered = packages
         .iter()
         .map(|name| DiscoveredPackage { name: name.clone() })
@@ -127,7 +131,14 @@ pub fn discovered(
     p.total = Some(packages.len() as i64);
     p.processed_overall = Some(0);
     p.new_versions_overall = Some(0);
-    set_condition(&mut status.conditions, DISCOVERED, true, REASON_READY, "", now);
+    set_condition(
+        &mut status.conditions,
+        DISCOVERED,
+        true,
+        REASON_READY,
+        "",
+        now,
+    );
     status
 }
 
@@ -152,7 +163,9 @@ pub fn processed(
     name: &str,
     outcome: PackageOutcome,
 ) -> PackageRepositoryOperationStatus {
-    let p = status.packages.get_or_insert_with(OperationPackages::default);
+    let p = status
+        .packages
+        .get_or_insert_with(OperationPackages::default);
     if let Some(i) = p.discovered.iter().position(|d| d.name == name) {
         p.discovered.remove(i);
     }
@@ -176,8 +189,18 @@ pub fn processed(
 }
 
 /// Step 4: done.
-pub fn completed(mut status: PackageRepositoryOperationStatus, now: &Time) -> PackageRepositoryOperationStatus {
-    set_condition(&mut status.conditions, COMPLETED, true, REASON_READY, "", now);
+pub fn completed(
+    mut status: PackageRepositoryOperationStatus,
+    now: &Time,
+) -> PackageRepositoryOperationStatus {
+    set_condition(
+        &mut status.conditions,
+        COMPLETED,
+        true,
+        REASON_READY,
+        "",
+        now,
+    );
     status.completion_time = Some(now.clone());
     status
 }
@@ -189,7 +212,14 @@ pub fn failed(
     message: &str,
     now: &Time,
 ) -> PackageRepositoryOperationStatus {
-    set_condition(&mut status.conditions, COMPLETED, false, reason, message, now);
+    set_condition(
+        &mut status.conditions,
+        COMPLETED,
+        false,
+        reason,
+        message,
+        now,
+    );
     status.completion_time = Some(now.clone());
     status
 }
@@ -259,10 +289,17 @@ mod tests {
             ]
         );
         let p = status.packages.unwrap();
-        assert_eq!((p.total, p.processed_overall, p.new_versions_overall), (Some(2), Some(2), Some(4)));
+        assert_eq!(
+            (p.total, p.processed_overall, p.new_versions_overall),
+            (Some(2), Some(2), Some(4))
+        );
         assert!(p.discovered.is_empty() && p.failed.is_empty());
         assert!(status.start_time.is_some() && status.completion_time.is_some());
-        let completed = status.conditions.iter().find(|c| c.type_ == COMPLETED).unwrap();
+        let completed = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == COMPLETED)
+            .unwrap();
         assert_eq!(completed.status, "True");
     }
 
@@ -289,7 +326,11 @@ mod tests {
         let p = status.packages.unwrap();
         let processed: Vec<&str> = p.processed.iter().map(|x| x.name.as_str()).collect();
         assert_eq!(processed, ["a", "half", "c"]);
-        let failed: Vec<(&str, usize)> = p.failed.iter().map(|f| (f.name.as_str(), f.errors.len())).collect();
+        let failed: Vec<(&str, usize)> = p
+            .failed
+            .iter()
+            .map(|f| (f.name.as_str(), f.errors.len()))
+            .collect();
         assert_eq!(failed, [("broken", 1), ("half", 1)]);
         assert_eq!(p.processed_overall, Some(4));
         assert_eq!(p.new_versions_overall, Some(3));
@@ -301,9 +342,23 @@ mod tests {
         let table: Vec<(PackageRepositoryOperationStatus, Step)> = vec![
             (Default::default(), Step::Start),
             (started(Default::default(), &at), Step::Discover),
-            (discovered(started(Default::default(), &at), &["x".into()], &at), Step::Process("x".into())),
-            (discovered(started(Default::default(), &at), &[], &at), Step::Complete),
-            (failed(started(Default::default(), &at), REASON_LISTING_FAILED, "no", &at), Step::Done),
+            (
+                discovered(started(Default::default(), &at), &["x".into()], &at),
+                Step::Process("x".into()),
+            ),
+            (
+                discovered(started(Default::default(), &at), &[], &at),
+                Step::Complete,
+            ),
+            (
+                failed(
+                    started(Default::default(), &at),
+                    REASON_LISTING_FAILED,
+                    "no",
+                    &at,
+                ),
+                Step::Done,
+            ),
             (completed(Default::default(), &at), Step::Done),
         ];
         for (status, want) in table {

@@ -131,9 +131,16 @@ mod tests {
 
     #[test]
     fn only_versions_sorted() {
-        let tags = ["v1.10.0", "latest", "v1.2.0", "1.3.0", "v1.2.0-rc.1", "main"]
-            .map(String::from)
-            .to_vec();
+        let tags = [
+            "v1.10.0",
+            "latest",
+            "v1.2.0",
+            "1.3.0",
+            "v1.2.0-rc.1",
+            "main",
+        ]
+        .map(String::from)
+        .to_vec();
         assert_eq!(
             semver_tags(tags),
             ["v1.2.0-rc.1", "v1.2.0", "1.3.0", "v1.10.0"]

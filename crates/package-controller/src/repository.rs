@@ -91,8 +91,14 @@ mod tests {
             (ops(0, false, None), Schedule::Create { full_scan: true }),
             (ops(1, true, Some(10)), Schedule::Wait(hour)),
             (ops(1, true, Some(7200)), Schedule::Wait(hour)),
-            (ops(1, false, Some(600)), Schedule::Wait(Duration::from_secs(3000))),
-            (ops(3, false, Some(3600)), Schedule::Create { full_scan: false }),
+            (
+                ops(1, false, Some(600)),
+                Schedule::Wait(Duration::from_secs(3000)),
+            ),
+            (
+                ops(3, false, Some(3600)),
+                Schedule::Create { full_scan: false },
+            ),
         ];
         for (o, want) in table {
             assert_eq!(schedule(hour, o), want, "{o:?}");

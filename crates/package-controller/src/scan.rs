@@ -155,7 +155,9 @@ impl Scanner {
             Ok(None) => {
                 return Err((
                     operation::REASON_REPOSITORY_NOT_FOUND,
-                    format!("PackageRepository not found: packagerepositories.deckhouse.io \"{repo_name}\" not found"),
+                    format!(
+                        "PackageRepository not found: packagerepositories.deckhouse.io \"{repo_name}\" not found"
+                    ),
                 ));
             }
             Err(e) => {
@@ -320,7 +322,9 @@ impl Scanner {
         api.patch_status(
             package,
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"availableRepositories": status.available_repositories}})),
+            &Patch::Merge(
+                json!({"status": {"availableRepositories": status.available_repositories}}),
+            ),
         )
         .await
         .map_err(|e| Error::kube("update ApplicationPackage status", e))?;
@@ -333,10 +337,17 @@ impl Scanner {
         status: &PackageRepositoryOperationStatus,
     ) -> Result<(), Error> {
         let api: Api<PackageRepositoryOperation> = Api::all(self.client.clone());
+        let mut value = serde_json::to_value(status).unwrap_or_default();
+        // A merge patch keeps a list it does not name: emptied lists are written as `[]`.
+        if let Some(packages) = value.get_mut("packages").and_then(|p| p.as_object_mut()) {
+            for list in ["discovered", "failed", "processed"] {
+                packages.entry(list).or_insert_with(|| json!([]));
+            }
+        }
         api.patch_status(
             name,
             &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
+            &Patch::Merge(json!({ "status": value })),
         )
         .await
         .map_err(|e| Error::kube("update PackageRepositoryOperation status", e))?;
@@ -363,7 +374,11 @@ impl Scanner {
             &mut conditions,
             LAST_OPERATION_SCAN_FINISHED,
             ok,
-            if reason.is_empty() { operation::REASON_READY } else { reason },
+            if reason.is_empty() {
+                operation::REASON_READY
+            } else {
+                reason
+            },
             message,
             &now(),
         );
@@ -416,7 +431,12 @@ impl Scanner {
             )
             .await
             .map_err(|e| Error::kube("update PackageRepository status", e))?;
-        self.repository_condition(repo_name, true, "", &operation::scan_finished_message(total))
-            .await
+        self.repository_condition(
+            repo_name,
+            true,
+            "",
+            &operation::scan_finished_message(total),
+        )
+        .await
     }
 }

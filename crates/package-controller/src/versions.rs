@@ -32,8 +32,7 @@ pub fn needs_metadata(apv: &ApplicationPackageVersion) -> bool {
     }
     !apv.status.as_ref().is_some_and(|s| {
         s.package_metadata.is_some()
-            && s
-                .conditions
+            && s.conditions
                 .iter()
                 .any(|c| c.type_ == METADATA_LOADED && c.status == "True")
     })
@@ -116,7 +115,11 @@ pub async fn load(
     let images = match PackageImages::new(registries, &repo.spec.registry) {
         Ok(i) => i,
         Err(e) => {
-            fail(REASON_REGISTRY_CLIENT, format!("failed to get registry client: {e}")).await?;
+            fail(
+                REASON_REGISTRY_CLIENT,
+                format!("failed to get registry client: {e}"),
+            )
+            .await?;
             return Err(e);
         }
     };
@@ -127,10 +130,15 @@ pub async fn load(
             return Err(e);
         }
     };
-    let metadata = match package_metadata(files.package_yaml.as_deref(), files.changelog.as_deref()) {
+    let metadata = match package_metadata(files.package_yaml.as_deref(), files.changelog.as_deref())
+    {
         Ok(m) => m,
         Err(e) => {
-            fail(REASON_FETCH, format!("failed to fetch package metadata: {e}")).await?;
+            fail(
+                REASON_FETCH,
+                format!("failed to fetch package metadata: {e}"),
+            )
+            .await?;
             return Err(e.into());
         }
     };

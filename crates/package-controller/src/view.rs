@@ -8,7 +8,10 @@ use module_controller::view::table;
 use crate::compat::parse_version;
 
 /// `d8 package list`: each package, its repositories, how many versions and instances.
-pub fn render_packages(packages: &[ApplicationPackage], versions: &[ApplicationPackageVersion]) -> String {
+pub fn render_packages(
+    packages: &[ApplicationPackage],
+    versions: &[ApplicationPackageVersion],
+) -> String {
     let mut sorted: Vec<&ApplicationPackage> = packages.iter().collect();
     sorted.sort_by_key(|p| p.name_any());
     table(
@@ -53,7 +56,15 @@ pub fn render_versions(package: &str, versions: &[ApplicationPackageVersion]) ->
         )
     });
     table(
-        &["NAME", "REPOSITORY", "VERSION", "STAGE", "METADATA", "USED BY", "MESSAGE"],
+        &[
+            "NAME",
+            "REPOSITORY",
+            "VERSION",
+            "STAGE",
+            "METADATA",
+            "USED BY",
+            "MESSAGE",
+        ],
         mine.into_iter()
             .map(|v| {
                 let status = v.status.clone().unwrap_or_default();
@@ -70,7 +81,12 @@ pub fn render_versions(package: &str, versions: &[ApplicationPackageVersion]) ->
                         .as_ref()
                         .and_then(|m| m.stage.clone())
                         .unwrap_or_else(|| "-".into()),
-                    if crate::versions::is_draft(v) { "draft" } else { "loaded" }.into(),
+                    if crate::versions::is_draft(v) {
+                        "draft"
+                    } else {
+                        "loaded"
+                    }
+                    .into(),
                     status.used_by_count.unwrap_or(0).to_string(),
                     loaded.and_then(|c| c.message.clone()).unwrap_or_default(),
                 ]
@@ -121,8 +137,8 @@ pub fn render_applications(apps: &[Application], all_namespaces: bool) -> String
 #[cfg(test)]
 mod tests {
     use api::packages::{
-        ApplicationPackageStatus, ApplicationPackageVersionSpec, ApplicationSpec, ApplicationStatus,
-        CurrentVersion, Summary,
+        ApplicationPackageStatus, ApplicationPackageVersionSpec, ApplicationSpec,
+        ApplicationStatus, CurrentVersion, Summary,
     };
 
     use super::*;
@@ -157,7 +173,11 @@ mod tests {
              echo   main           2          v1.10.0   2\n"
         );
         let text = render_versions("echo", &versions);
-        let names: Vec<&str> = text.lines().skip(1).map(|l| l.split_whitespace().next().unwrap()).collect();
+        let names: Vec<&str> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
         assert_eq!(names, ["main-echo-v1.2.0", "main-echo-v1.10.0"]);
         assert!(text.lines().nth(1).unwrap().contains("draft"));
     }
@@ -187,7 +207,7 @@ mod tests {
         });
         assert_eq!(
             render_applications(&[a], true),
-            "NAMESPACE   NAME   PACKAGE   VERSION                   STATE    MESSAGE\n\
+            "NAMESPACE   NAME   PACKAGE   VERSION                 STATE    MESSAGE\n\
              a           shop   echo      v1.1.0 (wants v1.3.0)   Failed   upgrade refused\n"
         );
     }

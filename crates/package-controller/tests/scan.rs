@@ -96,7 +96,10 @@ async fn repository(client: &Client, name: &str, host: &str) -> PackageRepositor
     repos.create(&PostParams::default(), &repo).await.unwrap()
 }
 
-fn condition<'a>(conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], t: &str) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+fn condition<'a>(
+    conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    t: &str,
+) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
     conditions
         .iter()
         .find(|c| c.type_ == t)
@@ -116,17 +119,31 @@ async fn a_scan_creates_packages_and_versions_with_their_metadata() {
             v,
             &[
                 ("package.yaml", ECHO_YAML.as_bytes()),
-                ("version.json", format!("{{\"version\":\"{v}\"}}").as_bytes()),
-                ("changelog.yaml", b"features: [greets back]\nfixes: [no echo]\n"),
+                (
+                    "version.json",
+                    format!("{{\"version\":\"{v}\"}}").as_bytes(),
+                ),
+                (
+                    "changelog.yaml",
+                    b"features: [greets back]\nfixes: [no echo]\n",
+                ),
             ],
         )
         .await;
     }
-    f.push_version("web", "v2.0.0", &[("package.yaml", b"name: web\ntype: Application\n")])
-        .await;
+    f.push_version(
+        "web",
+        "v2.0.0",
+        &[("package.yaml", b"name: web\ntype: Application\n")],
+    )
+    .await;
     // An old-style module (no package.yaml): reported, not created.
-    f.push_version("legacy", "v1.0.0", &[("version.json", b"{\"version\":\"v1.0.0\"}")])
-        .await;
+    f.push_version(
+        "legacy",
+        "v1.0.0",
+        &[("version.json", b"{\"version\":\"v1.0.0\"}")],
+    )
+    .await;
     repository(&client, "main", &upstream.host()).await;
 
     let controller = Controller::new(client.clone(), Options::default());
@@ -137,7 +154,10 @@ async fn a_scan_creates_packages_and_versions_with_their_metadata() {
     assert_eq!(list.len(), 1, "one automatic scan");
     let op = &list[0];
     assert!(op.name_any().starts_with("main-scan-"), "{}", op.name_any());
-    assert_eq!(op.labels()["packages.deckhouse.io/operation-trigger"], "auto");
+    assert_eq!(
+        op.labels()["packages.deckhouse.io/operation-trigger"],
+        "auto"
+    );
     assert_eq!(op.labels()["packages.deckhouse.io/repository"], "main");
     assert_eq!(op.spec.update.as_ref().unwrap().full_scan, Some(true));
     let status = op.status.clone().unwrap();
@@ -152,7 +172,10 @@ async fn a_scan_creates_packages_and_versions_with_their_metadata() {
         .iter()
         .map(|x| (x.name.as_str(), x.found_versions, x.new_versions))
         .collect();
-    assert_eq!(processed, [("echo", Some(2), Some(2)), ("web", Some(1), Some(1))]);
+    assert_eq!(
+        processed,
+        [("echo", Some(2), Some(2)), ("web", Some(1), Some(1))]
+    );
     assert_eq!(p.failed.len(), 1);
     assert_eq!(p.failed[0].name, "legacy");
     assert_eq!(
@@ -167,7 +190,10 @@ async fn a_scan_creates_packages_and_versions_with_their_metadata() {
     assert!(repo.sync_time.is_some());
     let finished = condition(&repo.conditions, "LastOperationScanFinished");
     assert_eq!(finished.status, "True");
-    assert_eq!(finished.message, "Successfully scanned repository, found 3 package(s)");
+    assert_eq!(
+        finished.message,
+        "Successfully scanned repository, found 3 package(s)"
+    );
 
     let packages: Api<ApplicationPackage> = Api::all(client.clone());
     let echo = packages.get("echo").await.unwrap();
@@ -176,10 +202,17 @@ async fn a_scan_creates_packages_and_versions_with_their_metadata() {
 
     let versions: Api<ApplicationPackageVersion> = Api::all(client.clone());
     let apv = versions.get("main-echo-v1.1.0").await.unwrap();
-    assert!(!apv.labels().contains_key("packages.deckhouse.io/draft"), "metadata loaded, no longer a draft");
+    assert!(
+        !apv.labels().contains_key("packages.deckhouse.io/draft"),
+        "metadata loaded, no longer a draft"
+    );
     assert_eq!(apv.labels()["packages.deckhouse.io/package"], "echo");
     let s = apv.status.unwrap();
-    let loaded = s.conditions.iter().find(|c| c.type_ == "MetadataLoaded").unwrap();
+    let loaded = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "MetadataLoaded")
+        .unwrap();
     assert_eq!(loaded.status, "True");
     let m = s.package_metadata.unwrap();
     assert_eq!(m.description.unwrap().ru.as_deref(), Some("Эхо-сервер"));
@@ -188,7 +221,11 @@ async fn a_scan_creates_packages_and_versions_with_their_metadata() {
     assert_eq!(m.changelog.unwrap().features, ["greets back"]);
     assert_eq!(m.licensing.unwrap().editions["ce"].available, Some(true));
     assert_eq!(
-        m.version_compatibility_rules.unwrap().upgrade.unwrap().allow_skip_minor,
+        m.version_compatibility_rules
+            .unwrap()
+            .upgrade
+            .unwrap()
+            .allow_skip_minor,
         Some(0)
     );
     assert_eq!(s.package_version.as_deref(), Some("v1.1.0"));
@@ -209,7 +246,10 @@ async fn a_registry_failing_midway_leaves_an_honest_partial_result() {
         f.push_version(
             package,
             "v1.0.0",
-            &[("package.yaml", format!("name: {package}\ntype: Application\n").as_bytes())],
+            &[(
+                "package.yaml",
+                format!("name: {package}\ntype: Application\n").as_bytes(),
+            )],
         )
         .await;
     }
@@ -244,7 +284,10 @@ async fn a_registry_failing_midway_leaves_an_honest_partial_result() {
     assert!(!step().await);
 
     let op = ops.get("flaky-now").await.unwrap();
-    assert_eq!(op.labels()["packages.deckhouse.io/operation-trigger"], "manual");
+    assert_eq!(
+        op.labels()["packages.deckhouse.io/operation-trigger"],
+        "manual"
+    );
     let status = op.status.unwrap();
     assert_eq!(condition(&status.conditions, "Completed").status, "True");
     let p = status.packages.unwrap();
@@ -253,12 +296,36 @@ async fn a_registry_failing_midway_leaves_an_honest_partial_result() {
     assert_eq!(p.failed.len(), 1);
     assert_eq!(p.failed[0].name, "bravo");
     let message = &p.failed[0].errors[0].message;
-    assert!(message.starts_with("get found tags to process: "), "{message}");
-    assert!(!message.contains("Basic "), "no credentials or challenges: {message}");
+    assert!(
+        message.starts_with("get found tags to process: "),
+        "{message}"
+    );
+    assert!(
+        !message.contains("Basic "),
+        "no credentials or challenges: {message}"
+    );
     let versions: Api<ApplicationPackageVersion> = Api::all(client.clone());
-    assert!(versions.get_opt("flaky-alpha-v1.0.0").await.unwrap().is_some());
-    assert!(versions.get_opt("flaky-bravo-v1.0.0").await.unwrap().is_none());
-    assert!(versions.get_opt("flaky-charlie-v1.0.0").await.unwrap().is_some());
+    assert!(
+        versions
+            .get_opt("flaky-alpha-v1.0.0")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        versions
+            .get_opt("flaky-bravo-v1.0.0")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        versions
+            .get_opt("flaky-charlie-v1.0.0")
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[tokio::test]
@@ -278,7 +345,11 @@ async fn a_repository_that_cannot_be_listed_fails_the_operation() {
     let completed = condition(&op.status.as_ref().unwrap().conditions, "Completed").clone();
     assert_eq!(completed.status, "False");
     assert_eq!(completed.reason, "PackageListingFailed");
-    assert!(completed.message.starts_with("Failed to list packages: "), "{}", completed.message);
+    assert!(
+        completed.message.starts_with("Failed to list packages: "),
+        "{}",
+        completed.message
+    );
     let repos: Api<PackageRepository> = Api::all(client.clone());
     let repo = repos.get("closed").await.unwrap().status.unwrap();
     let finished = condition(&repo.conditions, "LastOperationScanFinished");
@@ -348,8 +419,12 @@ async fn hostile_version_images_are_refused_as_module_images_are() {
     let upstream = Upstream::start_plain().await;
     let f = Fixture::new(&upstream);
     // The newest version is good (the type is read from it); the older ones are hostile.
-    f.push_version("evil", "v9.0.0", &[("package.yaml", b"name: evil\ntype: Application\n")])
-        .await;
+    f.push_version(
+        "evil",
+        "v9.0.0",
+        &[("package.yaml", b"name: evil\ntype: Application\n")],
+    )
+    .await;
     let oversized = vec![b'#'; (1 << 20) + 1];
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         (
@@ -369,7 +444,8 @@ async fn hostile_version_images_are_refused_as_module_images_are() {
         ),
     ];
     for (tag, layer, _) in &cases {
-        f.push_raw_version("evil", tag, &raw_image(&f.layout, layer)).await;
+        f.push_raw_version("evil", tag, &raw_image(&f.layout, layer))
+            .await;
     }
     // Wrong digest: the registry serves other bytes than the manifest names.
     let image = raw_image(
@@ -377,7 +453,10 @@ async fn hostile_version_images_are_refused_as_module_images_are() {
         &hostile_layer(&[("package.yaml", b"type: Application\n", Regular, "")]),
     );
     f.push_raw_version("evil", "v1.0.3", &image).await;
-    let hex = image.layers[0].digest.trim_start_matches("sha256:").to_owned();
+    let hex = image.layers[0]
+        .digest
+        .trim_start_matches("sha256:")
+        .to_owned();
     let data = upstream.storage_dir().join(format!(
         "docker/registry/v2/blobs/sha256/{}/{hex}/data",
         &hex[..2]
@@ -403,11 +482,18 @@ async fn hostile_version_images_are_refused_as_module_images_are() {
     assert_eq!(loaded(&good).status, "True");
     for (tag, _, message) in &cases {
         let apv = versions.get(&format!("main-evil-{tag}")).await.unwrap();
-        assert!(apv.labels().contains_key("packages.deckhouse.io/draft"), "{tag} stays a draft");
+        assert!(
+            apv.labels().contains_key("packages.deckhouse.io/draft"),
+            "{tag} stays a draft"
+        );
         let c = loaded(&apv);
         assert_eq!(c.status, "False", "{tag}");
         assert_eq!(c.reason.as_deref(), Some("GetImageError"), "{tag}");
-        assert_eq!(c.message.as_deref(), Some(format!("failed to get image: {message}").as_str()), "{tag}");
+        assert_eq!(
+            c.message.as_deref(),
+            Some(format!("failed to get image: {message}").as_str()),
+            "{tag}"
+        );
         assert!(apv.status.unwrap().package_metadata.is_none(), "{tag}");
     }
     let apv = versions.get("main-evil-v1.0.3").await.unwrap();
