@@ -308,11 +308,13 @@ pub(crate) async fn lead(
 }
 
 /// The ObjectKeeper controller, the documentation controller and the CNI migration manager
-/// (each of the last two when it runs here).
+/// (each of these two when it runs here), and the package controller (repository scans and
+/// package versions).
 type UtilityControllers = (
     utilities::object_keeper::Controller,
     Option<utilities::documentation::Controller>,
     Option<utilities::cni::manager::Manager>,
+    package_controller::controller::Controller,
 );
 
 fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<UtilityControllers> {
@@ -325,7 +327,9 @@ fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<Ut
     let cni = options
         .cni_migration
         .map(|o| utilities::cni::manager::Manager::new(client.clone(), o));
-    Ok((keepers, documentation, cni))
+    let packages =
+        package_controller::controller::Controller::new(client.clone(), Default::default());
+    Ok((keepers, documentation, cni, packages))
 }
 
 async fn elect_and_run(
@@ -388,6 +392,11 @@ async fn elect_and_run(
             let utilities = utilities.clone();
             let stopped = until_stopped(stopped.clone());
             async move { utilities.0.run(stopped).await }
+        }));
+        tasks.push(tokio::spawn({
+            let utilities = utilities.clone();
+            let stopped = until_stopped(stopped.clone());
+            async move { utilities.3.run(stopped).await }
         }));
         if utilities.2.is_some() {
             let utilities = utilities.clone();
