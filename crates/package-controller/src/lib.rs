@@ -14,6 +14,7 @@
 //! Decisions are pure functions with table tests; the API and registries are reached only from
 //! `scan`, `versions` and `controller`.
 
+pub mod application;
 pub mod compat;
 pub mod controller;
 mod error;
