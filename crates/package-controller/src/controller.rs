@@ -1,13 +1,13 @@
 //! The package controller's loop: while `d8 controller` holds the platform's Lease, every pass
 //! schedules the repositories' automatic scans, runs every unfinished PackageRepositoryOperation
 //! to its end (one status write per step) and loads the metadata of draft
-//! ApplicationPackageVersions. A pass runs on every change to those kinds (debounced) and when
+//! ApplicationPackageVersions, then reconciles every Application. A pass runs on every change to those kinds (debounced) and when
 //! the next scan is due.
 
 use std::time::Duration;
 
 use api::packages::{
-    ApplicationPackageVersion, PackageRepository, PackageRepositoryOperation,
+    Application, ApplicationPackageVersion, PackageRepository, PackageRepositoryOperation,
     PackageRepositoryOperationSpec, UpdateOperation,
 };
 use futures_util::StreamExt;
@@ -17,6 +17,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 
 use crate::Error;
+use crate::applications::Applications;
 use crate::operation;
 use crate::repository::{self, Operations, Schedule};
 use crate::scan::{LABEL_OPERATION_TYPE, LABEL_REPOSITORY, LABEL_TRIGGER, Scanner, owner};
@@ -25,13 +26,15 @@ use crate::versions;
 /// Steps one operation may take in a pass (a bound, not a limit users meet: one per package).
 const MAX_STEPS: usize = 10_000;
 
-/// Timings of the controller.
-#[derive(Clone, Copy, Debug)]
+/// Timings and directories of the controller.
+#[derive(Clone, Debug)]
 pub struct Options {
     /// After a failed pass or a version whose metadata could not be loaded.
     pub retry: Duration,
     /// How long changes are collected before the pass they trigger.
     pub debounce: Duration,
+    /// Where Applications' package bundles are downloaded (one directory per version).
+    pub packages_dir: std::path::PathBuf,
 }
 
 impl Default for Options {
@@ -39,6 +42,7 @@ impl Default for Options {
         Self {
             retry: Duration::from_secs(30),
             debounce: Duration::from_millis(200),
+            packages_dir: std::env::temp_dir().join("d8-packages"),
         }
     }
 }
@@ -49,6 +53,7 @@ pub struct Controller {
     client: Client,
     scanner: Scanner,
     registries: registry_client::Client,
+    applications: std::sync::Arc<Applications>,
     options: Options,
 }
 
@@ -66,6 +71,11 @@ impl Controller {
         let registries = registry_client::Client::new(registry_client::Config::default());
         Self {
             scanner: Scanner::new(client.clone(), registries.clone()),
+            applications: std::sync::Arc::new(Applications::new(
+                client.clone(),
+                registries.clone(),
+                options.packages_dir.clone(),
+            )),
             client,
             registries,
             options,
@@ -90,7 +100,15 @@ impl Controller {
             Default::default(),
         )
         .map(|e| e.is_ok());
-        let events = futures_util::stream::select(ops, futures_util::stream::select(repos, apvs));
+        let apps = watcher(
+            Api::<Application>::all(self.client.clone()),
+            Default::default(),
+        )
+        .map(|e| e.is_ok());
+        let events = futures_util::stream::select(
+            futures_util::stream::select(ops, apps),
+            futures_util::stream::select(repos, apvs),
+        );
         tokio::pin!(events);
         loop {
             let wait = match self.pass().await {
@@ -148,6 +166,9 @@ impl Controller {
                 tracing::warn!(version = %apv.name_any(), error = %e, "metadata not loaded");
                 next = next.min(self.options.retry);
             }
+        }
+        if self.applications.pass().await? {
+            next = next.min(self.options.retry);
         }
         Ok(next)
     }

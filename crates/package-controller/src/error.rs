@@ -18,6 +18,9 @@ pub enum Error {
     /// A temporary directory could not be made.
     #[error("temporary directory: {0}")]
     Temp(#[source] std::io::Error),
+    /// An Application cannot be installed as its chart stands.
+    #[error("{0}")]
+    Install(String),
     /// The version image's metadata cannot be used.
     #[error(transparent)]
     Metadata(#[from] crate::metadata::MetadataError),

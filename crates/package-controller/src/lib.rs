@@ -15,9 +15,11 @@
 //! `scan`, `versions` and `controller`.
 
 pub mod application;
+pub mod applications;
 pub mod compat;
 pub mod controller;
 mod error;
+pub mod install;
 pub mod metadata;
 pub mod operation;
 pub mod registry;

@@ -1,0 +1,357 @@
+//! Applications end to end: the embedded API server, a real `docker-registry` holding an
+//! `echo` package in three versions (version images with rules and a settings schema, bundles
+//! with a chart), and the package controller's passes — what `kubectl get` shows in the
+//! Applications' namespaces afterwards.
+
+use api::packages::{
+    Application, ApplicationPackage, ApplicationPackageVersion, ApplicationSpec, PackageRegistry,
+    PackageRepository, PackageRepositorySpec,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use package_controller::controller::{Controller, Options};
+use serde_json::json;
+use testkit::image::Layout;
+use testkit::push::Registry;
+use testkit::{Cluster, ImageBuilder, Upstream};
+
+const REPO: &str = "packages";
+
+const PACKAGE_YAML: &str = r#"name: echo
+type: Application
+description: {en: An echo server}
+category: Networking
+stage: General Availability
+versionCompatibilityRules:
+  upgrade:
+    allowSkipMinor: 0
+  downgrade:
+    maxRollback: 1
+"#;
+
+const SETTINGS: &str = r#"type: object
+properties:
+  greeting: {type: string, default: hello}
+  replicas: {type: integer, default: 1, maximum: 3}
+"#;
+
+const CHART: &str = "apiVersion: v2\nname: echo\nversion: 0.1.0\n";
+
+const CM: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-echo
+data:
+  greeting: {{ .Values.echo.greeting | quote }}
+  version: {{ .Chart.AppVersion | default "none" | quote }}
+"#;
+
+const INGRESS: &str = r#"apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: {{ .Release.Name }}
+  annotations:
+    packages.deckhouse.io/is-application-endpoint: "true"
+spec:
+  rules:
+  - host: {{ .Release.Name }}.{{ .Release.Namespace }}.example.com
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend: {service: {name: echo, port: {number: 80}}}
+"#;
+
+async fn push(push: &Registry, layout: &Layout, version: &str) {
+    let marker = ImageBuilder::new("package-marker").build(layout);
+    push.push_image(REPO, Some("echo"), &marker).await.unwrap();
+    let meta = ImageBuilder::new(&format!("echo-meta-{version}"))
+        .files(&[
+            ("package.yaml", PACKAGE_YAML.as_bytes()),
+            ("openapi/settings.yaml", SETTINGS.as_bytes()),
+        ])
+        .build(layout);
+    push.push_image(&format!("{REPO}/echo/version"), Some(version), &meta)
+        .await
+        .unwrap();
+    let chart = format!("{CHART}appVersion: {version}\n");
+    let only_v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: only-v1}\ndata: {}\n";
+    let mut files: Vec<(&str, &[u8])> = vec![
+        ("Chart.yaml", chart.as_bytes()),
+        ("templates/cm.yaml", CM.as_bytes()),
+        ("templates/ingress.yaml", INGRESS.as_bytes()),
+        ("openapi/settings.yaml", SETTINGS.as_bytes()),
+    ];
+    if version == "v1.0.0" {
+        files.push(("templates/only-v1.yaml", only_v1.as_bytes()));
+    }
+    let bundle = ImageBuilder::new(&format!("echo-bundle-{version}"))
+        .files(&files)
+        .build(layout);
+    push.push_image(&format!("{REPO}/echo"), Some(version), &bundle)
+        .await
+        .unwrap();
+}
+
+async fn namespace(client: &Client, name: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    api.create(&PostParams::default(), &ns).await.unwrap();
+}
+
+async fn app(client: &Client, ns: &str, version: &str, settings: serde_json::Value) {
+    let api: Api<Application> = Api::namespaced(client.clone(), ns);
+    let mut a = Application::new(
+        "shop",
+        ApplicationSpec {
+            package_name: "echo".into(),
+            package_version: version.into(),
+            package_repository_name: Some("main".into()),
+            settings: Some(settings),
+            ..Default::default()
+        },
+    );
+    a.metadata.namespace = Some(ns.into());
+    api.create(&PostParams::default(), &a).await.unwrap();
+}
+
+async fn change(client: &Client, ns: &str, spec: serde_json::Value) {
+    let api: Api<Application> = Api::namespaced(client.clone(), ns);
+    api.patch(
+        "shop",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": spec})),
+    )
+    .await
+    .unwrap();
+}
+
+async fn get(client: &Client, ns: &str) -> Application {
+    Api::<Application>::namespaced(client.clone(), ns)
+        .get("shop")
+        .await
+        .unwrap()
+}
+
+fn condition(app: &Application, t: &str) -> (String, String, String) {
+    let c = app
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == t)
+        .unwrap_or_else(|| panic!("no {t} in {:?}", app.status));
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+fn installed(app: &Application) -> Option<String> {
+    app.status
+        .as_ref()?
+        .current_version
+        .as_ref()?
+        .version
+        .clone()
+}
+
+async fn cm(client: &Client, ns: &str, name: &str) -> Option<ConfigMap> {
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .unwrap()
+}
+
+async fn data(client: &Client, ns: &str) -> (String, String) {
+    let cm = cm(client, ns, "shop-echo").await.expect("shop-echo exists");
+    let d = cm.data.unwrap();
+    (d["greeting"].clone(), d["version"].clone())
+}
+
+#[tokio::test]
+async fn applications_install_upgrade_roll_back_and_uninstall_per_namespace() {
+    testkit::install_crypto();
+    let cluster = Cluster::start().await;
+    let client = cluster.client().await;
+    let upstream = Upstream::start_plain().await;
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout::new(&dir.path().join("layout")).unwrap();
+    let registry = Registry::of(&upstream);
+    for v in ["v1.0.0", "v1.1.0", "v1.2.0"] {
+        push(&registry, &layout, v).await;
+    }
+    let repos: Api<PackageRepository> = Api::all(client.clone());
+    repos
+        .create(
+            &PostParams::default(),
+            &PackageRepository::new(
+                "main",
+                PackageRepositorySpec {
+                    registry: PackageRegistry {
+                        repo: format!("{}/{REPO}", upstream.host()),
+                        scheme: Some("HTTP".into()),
+                        ..Default::default()
+                    },
+                    scan_interval: None,
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    let controller = Controller::new(
+        client.clone(),
+        Options {
+            packages_dir: dir.path().join("packages"),
+            ..Default::default()
+        },
+    );
+    controller.pass().await.unwrap();
+    for ns in ["a", "b"] {
+        namespace(&client, ns).await;
+    }
+    app(&client, "a", "v1.0.0", json!({"greeting": "hi"})).await;
+    app(&client, "b", "v1.0.0", json!({})).await;
+    controller.pass().await.unwrap();
+
+    // Version 1 in both namespaces, each with its own settings.
+    let a = get(&client, "a").await;
+    assert_eq!(installed(&a).as_deref(), Some("v1.0.0"), "{:?}", a.status);
+    assert_eq!(condition(&a, "Installed").0, "True");
+    assert_eq!(condition(&a, "Ready").0, "True");
+    assert_eq!(
+        a.status
+            .as_ref()
+            .unwrap()
+            .summary
+            .as_ref()
+            .unwrap()
+            .state
+            .as_deref(),
+        Some("Ready")
+    );
+    assert!(
+        a.finalizers()
+            .contains(&"application.deckhouse.io/statistic-registered".to_owned())
+    );
+    assert_eq!(
+        a.status.as_ref().unwrap().urls[0].url,
+        "http://shop.a.example.com/"
+    );
+    assert_eq!(
+        a.status.as_ref().unwrap().last_applied_configuration,
+        Some(json!({"greeting": "hi", "replicas": 1}))
+    );
+    assert_eq!(data(&client, "a").await, ("hi".into(), "v1.0.0".into()));
+    assert_eq!(data(&client, "b").await, ("hello".into(), "v1.0.0".into()));
+    assert!(cm(&client, "a", "only-v1").await.is_some());
+    let apvs: Api<ApplicationPackageVersion> = Api::all(client.clone());
+    let v1 = apvs.get("main-echo-v1.0.0").await.unwrap().status.unwrap();
+    assert_eq!(v1.used_by_count, Some(2));
+    let pkg = Api::<ApplicationPackage>::all(client.clone())
+        .get("echo")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(pkg.instances_overall, Some(2));
+    assert_eq!(pkg.instances.keys().collect::<Vec<_>>(), ["a", "b"]);
+
+    // Settings the schema refuses: reported, nothing changes.
+    change(
+        &client,
+        "a",
+        json!({"settings": {"greeting": "bye", "replicas": 9}}),
+    )
+    .await;
+    controller.pass().await.unwrap();
+    let a = get(&client, "a").await;
+    let (status, reason, message) = condition(&a, "Processed");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "SettingsInvalid")
+    );
+    assert_eq!(
+        message,
+        "spec.settings are not valid:  1 error occurred: * echo.replicas should be less than or equal to 3  "
+    );
+    assert_eq!(data(&client, "a").await, ("hi".into(), "v1.0.0".into()));
+    assert_eq!(installed(&a).as_deref(), Some("v1.0.0"));
+
+    // An upgrade the rules forbid (it skips v1.1.0): refused with the rule named.
+    change(
+        &client,
+        "a",
+        json!({"packageVersion": "v1.2.0", "settings": {"greeting": "bye", "replicas": null}}),
+    )
+    .await;
+    controller.pass().await.unwrap();
+    let a = get(&client, "a").await;
+    let (status, reason, message) = condition(&a, "Processed");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "VersionChangeRefused")
+    );
+    assert!(
+        message.contains("versionCompatibilityRules.upgrade.allowSkipMinor"),
+        "{message}"
+    );
+    let summary = a.status.as_ref().unwrap().summary.clone().unwrap();
+    assert_eq!(summary.state.as_deref(), Some("Degraded"));
+    assert!(summary.message.unwrap().ends_with("(v1.0.0 keeps running)"));
+    assert_eq!(data(&client, "a").await, ("hi".into(), "v1.0.0".into()));
+
+    // An upgrade within the rules: applied; what left the chart is deleted.
+    change(&client, "a", json!({"packageVersion": "v1.1.0"})).await;
+    controller.pass().await.unwrap();
+    let a = get(&client, "a").await;
+    assert_eq!(installed(&a).as_deref(), Some("v1.1.0"), "{:?}", a.status);
+    assert_eq!(condition(&a, "Processed").0, "True");
+    assert_eq!(data(&client, "a").await, ("bye".into(), "v1.1.0".into()));
+    assert!(cm(&client, "a", "only-v1").await.is_none());
+    assert!(
+        cm(&client, "b", "only-v1").await.is_some(),
+        "b is untouched"
+    );
+    let v1 = apvs.get("main-echo-v1.0.0").await.unwrap().status.unwrap();
+    assert_eq!(v1.used_by_count, Some(1));
+    assert_eq!(v1.used_by[0].namespace.as_deref(), Some("b"));
+    let v11 = apvs.get("main-echo-v1.1.0").await.unwrap().status.unwrap();
+    assert_eq!(v11.used_by_count, Some(1));
+
+    // A rollback within maxRollback (1): applied.
+    change(&client, "a", json!({"packageVersion": "v1.0.0"})).await;
+    controller.pass().await.unwrap();
+    let a = get(&client, "a").await;
+    assert_eq!(installed(&a).as_deref(), Some("v1.0.0"));
+    assert_eq!(data(&client, "a").await, ("bye".into(), "v1.0.0".into()));
+    assert!(cm(&client, "a", "only-v1").await.is_some());
+
+    // Deleting one Application removes what it installed and nothing else.
+    Api::<Application>::namespaced(client.clone(), "a")
+        .delete("shop", &DeleteParams::default())
+        .await
+        .unwrap();
+    controller.pass().await.unwrap();
+    assert!(
+        Api::<Application>::namespaced(client.clone(), "a")
+            .get_opt("shop")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(cm(&client, "a", "shop-echo").await.is_none());
+    assert!(cm(&client, "a", "only-v1").await.is_none());
+    assert_eq!(data(&client, "b").await, ("hello".into(), "v1.0.0".into()));
+    let b = get(&client, "b").await;
+    assert_eq!(condition(&b, "Ready").0, "True");
+    let v1 = apvs.get("main-echo-v1.0.0").await.unwrap().status.unwrap();
+    assert_eq!(v1.used_by_count, Some(1));
+    let pkg = Api::<ApplicationPackage>::all(client.clone())
+        .get("echo")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(pkg.instances_overall, Some(1));
+    assert_eq!(pkg.instances.keys().collect::<Vec<_>>(), ["b"]);
+}
