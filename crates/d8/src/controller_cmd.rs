@@ -76,6 +76,11 @@ pub(crate) struct Args {
     /// time, at most 5m).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     documentation_retry: Duration,
+    /// Where the package controller downloads the bundles of the package versions
+    /// Applications install (default: `<downloaded-modules-dir>/.packages`, else a directory
+    /// under the system's temporary directory).
+    #[arg(long)]
+    packages_dir: Option<PathBuf>,
     /// Runs the CNI migration manager here, under the lease (for a single machine: in a cluster
     /// the chart's `cni-migration-manager` Deployment runs it while a CNIMigration exists).
     #[arg(long)]
@@ -96,6 +101,8 @@ pub(crate) struct Utilities {
     pub(crate) documentation: Option<utilities::documentation::Options>,
     /// The CNI migration manager's settings, when it runs here.
     pub(crate) cni_migration: Option<utilities::cni::manager::Options>,
+    /// The package controller's settings.
+    pub(crate) packages: package_controller::controller::Options,
 }
 
 fn utilities_options(args: &Args) -> Utilities {
@@ -114,6 +121,14 @@ fn utilities_options(args: &Args) -> Utilities {
             .then_some(utilities::cni::manager::Options {
                 interval: args.cni_migration_interval,
             }),
+        packages: package_controller::controller::Options {
+            packages_dir: args
+                .packages_dir
+                .clone()
+                .or_else(|| args.modules.downloaded_dir().map(|d| d.join(".packages")))
+                .unwrap_or_else(|| std::env::temp_dir().join("d8-packages")),
+            ..Default::default()
+        },
     }
 }
 
@@ -328,7 +343,7 @@ fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<Ut
         .cni_migration
         .map(|o| utilities::cni::manager::Manager::new(client.clone(), o));
     let packages =
-        package_controller::controller::Controller::new(client.clone(), Default::default());
+        package_controller::controller::Controller::new(client.clone(), options.packages);
     Ok((keepers, documentation, cni, packages))
 }
 
