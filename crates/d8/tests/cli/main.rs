@@ -15,6 +15,7 @@ mod module;
 mod module_hooks;
 mod module_kill;
 mod object_keeper;
+mod packages;
 mod release;
 mod storage;
 mod up;
