@@ -204,19 +204,46 @@ fn as_kubectl_applied(mut object: serde_json::Value) -> serde_json::Value {
 }
 
 /// `Managed` or `Unmanaged`, as the `registry` ModuleConfig says now.
-async fn registry_mode(client: &Client) -> String {
+/// The registry module's mode for the banner, and whether its settings run the cache replica.
+async fn registry_mode(client: &Client) -> (String, bool) {
     let configs: Api<api::module_config::ModuleConfig> = Api::all(client.clone());
     match configs.get_opt("registry").await {
-        Ok(Some(config)) => config
-            .spec
-            .settings
-            .as_ref()
-            .and_then(|s| s.get("mode"))
-            .and_then(|m| m.as_str())
-            .unwrap_or("Unmanaged")
-            .to_owned(),
-        Ok(None) => "Unmanaged (no ModuleConfig registry)".to_owned(),
-        Err(e) => format!("unknown ({e})"),
+        Ok(Some(config)) => {
+            let settings = config.spec.settings.as_ref();
+            let mode = settings
+                .and_then(|s| s.get("mode"))
+                .and_then(|m| m.as_str())
+                .unwrap_or("Unmanaged")
+                .to_owned();
+            let cache = settings.is_some_and(runs_cache);
+            (mode, cache)
+        }
+        Ok(None) => ("Unmanaged (no ModuleConfig registry)".to_owned(), false),
+        Err(e) => (format!("unknown ({e})"), false),
+    }
+}
+
+/// Whether registry settings run the cache replica: Managed with `storage.cache: true`.
+fn runs_cache(settings: &serde_json::Value) -> bool {
+    settings.get("mode").and_then(|m| m.as_str()) == Some("Managed")
+        && settings
+            .pointer("/storage/cache")
+            .and_then(|c| c.as_bool())
+            .unwrap_or(false)
+}
+
+/// Waits (at most `limit`) until something accepts connections on `address`: the banner's
+/// printed push must not meet a replica still starting.
+async fn wait_listening(address: SocketAddr, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if tokio::net::TcpStream::connect(address).await.is_ok() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -391,7 +418,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         },
     ));
 
-    let mode = registry_mode(&admin).await;
+    let (mode, cache) = registry_mode(&admin).await;
+    if cache && !wait_listening(args.storage_write_address, Duration::from_secs(30)).await {
+        tracing::warn!(address = %args.storage_write_address, "the cache replica's publish endpoint is not listening yet");
+    }
     let agent_metrics = agent
         .metrics_address
         .map(|a| format!("http://{a}/metrics"))
@@ -409,7 +439,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
   metrics             http://{controller_metrics}/metrics (controllers), {agent_metrics} (agent), http://{storage_metrics}/metrics (cache)
   registry module     {mode}
   modules             {downloaded} (from ModuleSources; enable one with a ModuleConfig)
-Air-gapped (the default): push images into the cache, then pull them through the agent:
+Air-gapped (the default): bundle your images (d8 mirror pull --image REF BUNDLE), push the bundle
+into the cache, then pull them through the agent:
   d8 mirror push BUNDLE {write}/system/deckhouse --tls-ca-file {storage}/{storage_ca} \\
     --tls-cert {storage}/{push_cert} --tls-key {storage}/{push_key} -u push -p \"$(cut -d: -f2 {storage}/{push_file})\"
 To pull through a real upstream instead (the cache fills on demand):
@@ -456,6 +487,26 @@ Ctrl-C stops.
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_banner_waits_for_the_replica_only_when_settings_run_it() {
+        let air_gap = air_gap_module_config();
+        let table = [
+            (air_gap["spec"]["settings"].clone(), true),
+            (
+                serde_json::json!({"mode": "Managed", "storage": {"cache": false}}),
+                false,
+            ),
+            (serde_json::json!({"mode": "Managed"}), false),
+            (
+                serde_json::json!({"mode": "Unmanaged", "storage": {"cache": true}}),
+                false,
+            ),
+        ];
+        for (settings, expected) in table {
+            assert_eq!(runs_cache(&settings), expected, "{settings}");
+        }
+    }
 
     #[test]
     fn node_names_must_be_dns_names() {

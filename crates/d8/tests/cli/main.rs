@@ -19,6 +19,7 @@ mod packages;
 mod release;
 mod storage;
 mod up;
+mod walkthrough;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -7,6 +7,7 @@
 mod apply;
 mod at_rest;
 mod platform;
+mod probe;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
