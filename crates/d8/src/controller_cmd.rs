@@ -127,6 +127,7 @@ fn utilities_options(args: &Args) -> Utilities {
                 .clone()
                 .or_else(|| args.modules.downloaded_dir().map(|d| d.join(".packages")))
                 .unwrap_or_else(|| std::env::temp_dir().join("d8-packages")),
+            deckhouse_version: args.modules.deckhouse_version(),
             ..Default::default()
         },
     }

@@ -383,6 +383,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 cni_migration: Some(Default::default()),
                 packages: package_controller::controller::Options {
                     packages_dir: downloaded_modules.join(".packages"),
+                    deckhouse_version: module_flags.modules.deckhouse_version(),
                     ..Default::default()
                 },
                 ..Default::default()

@@ -42,6 +42,8 @@ pub const REASON_REQUIREMENTS: &str = "RequirementsNotMet";
 pub const REASON_VERSION_CHANGE_REFUSED: &str = "VersionChangeRefused";
 /// Reason: downloading, rendering or applying failed.
 pub const REASON_INSTALL_FAILED: &str = "InstallFailed";
+/// Reason: the release channel the Application follows cannot be read.
+pub const REASON_CHANNEL: &str = "ReleaseChannelUnavailable";
 /// Reason: all is well.
 pub const REASON_RECONCILED: &str = "Reconciled";
 /// Reason: workloads are not ready yet.
@@ -71,7 +73,7 @@ pub struct Blocked {
 }
 
 impl Blocked {
-    fn new(reason: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             reason,
             message: message.into(),
@@ -90,6 +92,56 @@ pub struct Facts<'a> {
     pub current: Option<&'a ApplicationPackageVersion>,
     /// Every version of the package in the repository.
     pub available: &'a [String],
+    /// The version `spec.releaseChannel` points at, when the Application follows a channel.
+    pub channel_version: Option<&'a str>,
+}
+
+/// The version an Application asks for: the one its release channel points at when it follows
+/// one, else `spec.packageVersion`.
+pub fn wanted<'a>(app: &'a Application, channel_version: Option<&'a str>) -> &'a str {
+    channel_version.unwrap_or(&app.spec.package_version)
+}
+
+/// The registry tag of a release channel (`R/<package>/release:<tag>`), as Deckhouse publishes
+/// module channels: `Alpha` → `alpha`, `EarlyAccess` → `early-access`, `RockSolid` →
+/// `rock-solid`, `LTS` → `lts` (either spelling accepted). `None` for an empty channel (the
+/// Application is pinned to `spec.packageVersion`); an unknown one is refused.
+pub fn channel_tag(channel: Option<&str>) -> Result<Option<&'static str>, Blocked> {
+    let Some(channel) = channel.map(str::trim).filter(|c| !c.is_empty()) else {
+        return Ok(None);
+    };
+    let folded: String = channel
+        .chars()
+        .filter(|c| *c != '-' && *c != '_')
+        .flat_map(char::to_lowercase)
+        .collect();
+    let tag = match folded.as_str() {
+        "alpha" => "alpha",
+        "beta" => "beta",
+        "earlyaccess" => "early-access",
+        "stable" => "stable",
+        "rocksolid" => "rock-solid",
+        "lts" => "lts",
+        _ => {
+            return Err(Blocked::new(
+                REASON_CHANNEL,
+                format!(
+                    "release channel {channel:?} is unknown: Alpha, Beta, EarlyAccess, Stable, RockSolid or LTS"
+                ),
+            ));
+        }
+    };
+    Ok(Some(tag))
+}
+
+/// The tag among `available` (the package's version tags) that is `version` (a channel's
+/// `version.json` says `1.2.0` or `v1.2.0`).
+pub fn channel_pick(available: &[String], version: &str) -> Option<String> {
+    let want = crate::compat::parse_version(version)?;
+    available
+        .iter()
+        .find(|t| crate::compat::parse_version(t).as_ref() == Some(&want))
+        .cloned()
 }
 
 /// Whether the Application may move to the version it asks for; `installed` is the version
@@ -106,7 +158,7 @@ pub fn judge(
             format!("ApplicationPackage '{package}' not found"),
         ));
     }
-    let wanted = &app.spec.package_version;
+    let wanted = wanted(app, facts.channel_version);
     let name = version_name(app, wanted);
     let Some(target) = facts.target else {
         return Err(Blocked::new(
@@ -165,8 +217,10 @@ pub fn check_settings(
     Ok(values)
 }
 
-/// Whether the cluster meets a version's requirements (`kubernetes: ">= 1.29"`); the
-/// Deckhouse requirement is checked only when `deckhouse` is known.
+/// Whether the cluster meets a version's requirements (`kubernetes: ">= 1.29"`,
+/// `deckhouse: ">= 1.70"`), read as the module manager reads module requirements (Deckhouse's
+/// constraint syntax: `||`, `,`, `~`, `^`, wildcards); a requirement whose version is not known
+/// (no `--deckhouse-version`) is not checked.
 pub fn check_requirements(
     requirements: Option<&ModuleReleaseRequirements>,
     kubernetes: Option<&semver::Version>,
@@ -176,13 +230,13 @@ pub fn check_requirements(
         return Ok(());
     };
     for (what, want, have) in [
-        ("kubernetes", r.kubernetes.as_deref(), kubernetes),
         ("deckhouse", r.deckhouse.as_deref(), deckhouse),
+        ("kubernetes", r.kubernetes.as_deref(), kubernetes),
     ] {
-        let (Some(want), Some(have)) = (want, have) else {
+        let (Some(want), Some(have)) = (want.filter(|w| !w.trim().is_empty()), have) else {
             continue;
         };
-        let req = semver::VersionReq::parse(want).map_err(|e| {
+        let constraint = module_plan::constraint::Constraint::parse(want).map_err(|e| {
             Blocked::new(
                 REASON_REQUIREMENTS,
                 format!("requirements.{what} {want:?} cannot be parsed: {e}"),
@@ -190,7 +244,8 @@ pub fn check_requirements(
         })?;
         let mut bare = have.clone();
         bare.pre = semver::Prerelease::EMPTY;
-        if !req.matches(&bare) {
+        bare.build = semver::BuildMetadata::EMPTY;
+        if !constraint.matches(&bare) {
             return Err(Blocked::new(
                 REASON_REQUIREMENTS,
                 format!("requirement {what} {want} is not met: the cluster runs {have}"),

@@ -26,6 +26,7 @@ pub struct Applications {
     client: Client,
     registries: registry_client::Client,
     installer: Installer,
+    deckhouse: Option<semver::Version>,
     /// `openapi/settings.yaml` per ApplicationPackageVersion, read once.
     schemas: Mutex<HashMap<String, Option<String>>>,
 }
@@ -61,10 +62,17 @@ impl Applications {
     ) -> Self {
         Self {
             installer: Installer::new(client.clone(), cache),
+            deckhouse: None,
             client,
             registries,
             schemas: Mutex::default(),
         }
+    }
+
+    /// The running Deckhouse version, for versions' `requirements.deckhouse`.
+    pub fn with_deckhouse_version(mut self, version: Option<semver::Version>) -> Self {
+        self.deckhouse = version;
+        self
     }
 
     /// One pass over every Application; `true` when one should be retried soon.
@@ -190,25 +198,32 @@ impl Applications {
             })
             .filter_map(|v| v.spec.package_version.clone())
             .collect();
-        let wanted = app.spec.package_version.clone();
+        let channel = self
+            .channel_version(app, world, &repo_name, &available)
+            .await;
+        let channel_version = channel.clone().ok().flatten();
+        let wanted = decide::wanted(app, channel_version.as_deref()).to_owned();
         let target = version(&wanted);
         let facts = Facts {
             package_exists: world.packages.iter().any(|p| p.name_any() == *package),
             target,
             current: installed.as_deref().and_then(version),
             available: &available,
+            channel_version: channel_version.as_deref(),
         };
         let mut new_status = status.clone();
-        let judged = decide::judge(app, installed.as_deref(), facts).and_then(|_| {
-            decide::check_requirements(
-                target
-                    .and_then(|t| t.status.as_ref())
-                    .and_then(|s| s.package_metadata.as_ref())
-                    .and_then(|m| m.requirements.as_ref()),
-                world.kubernetes.as_ref(),
-                None,
-            )
-        });
+        let judged = channel
+            .and_then(|_| decide::judge(app, installed.as_deref(), facts))
+            .and_then(|_| {
+                decide::check_requirements(
+                    target
+                        .and_then(|t| t.status.as_ref())
+                        .and_then(|s| s.package_metadata.as_ref())
+                        .and_then(|m| m.requirements.as_ref()),
+                    world.kubernetes.as_ref(),
+                    self.deckhouse.as_ref(),
+                )
+            });
         let (outcome, applied) = match judged {
             Err(b) => (Outcome::Blocked(b), None),
             Ok(()) => self.install(app, world, &repo_name, target, &wanted).await,
@@ -251,6 +266,49 @@ impl Applications {
         Ok(())
     }
 
+    /// The version tag the Application's `spec.releaseChannel` points at (`None`: it follows
+    /// no channel).
+    async fn channel_version(
+        &self,
+        app: &Application,
+        world: &World,
+        repo_name: &str,
+        available: &[String],
+    ) -> Result<Option<String>, Blocked> {
+        let channel = app.spec.release_channel.as_deref();
+        let Some(tag) = decide::channel_tag(channel)? else {
+            return Ok(None);
+        };
+        let channel = channel.unwrap_or_default();
+        let package = &app.spec.package_name;
+        let unavailable = |m: String| Blocked::new(decide::REASON_CHANNEL, m);
+        let images = self.images(world, repo_name).map_err(unavailable)?;
+        let version = images.channel_version(package, tag).await.map_err(|e| {
+            unavailable(format!(
+                "release channel {channel} of package {package}: {e}"
+            ))
+        })?;
+        decide::channel_pick(available, &version)
+            .map(Some)
+            .ok_or_else(|| {
+                unavailable(format!(
+                    "release channel {channel} of package {package} points at {version}, which repository {repo_name} does not offer yet"
+                ))
+            })
+    }
+
+    /// The registry of PackageRepository `repo_name`.
+    fn images(&self, world: &World, repo_name: &str) -> Result<PackageImages, String> {
+        let Some(repo) = world
+            .repositories
+            .iter()
+            .find(|r| r.name_any() == repo_name)
+        else {
+            return Err(format!("PackageRepository '{repo_name}' not found"));
+        };
+        PackageImages::new(&self.registries, &repo.spec.registry).map_err(|e| e.to_string())
+    }
+
     /// Downloads, checks the settings and installs; the outcome for the status. Settings
     /// and cluster-scope refusals change nothing.
     async fn install(
@@ -262,19 +320,9 @@ impl Applications {
         wanted: &str,
     ) -> (Outcome, Option<Applied>) {
         let package = &app.spec.package_name;
-        let Some(repo) = world
-            .repositories
-            .iter()
-            .find(|r| r.name_any() == repo_name)
-        else {
-            return (
-                Outcome::Failed(format!("PackageRepository '{repo_name}' not found")),
-                None,
-            );
-        };
-        let images = match PackageImages::new(&self.registries, &repo.spec.registry) {
+        let images = match self.images(world, repo_name) {
             Ok(i) => i,
-            Err(e) => return (Outcome::Failed(e.to_string()), None),
+            Err(e) => return (Outcome::Failed(e), None),
         };
         let key = target.map(|t| t.name_any()).unwrap_or_default();
         let cached = self.schemas.lock().ok().and_then(|m| m.get(&key).cloned());

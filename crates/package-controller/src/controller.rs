@@ -35,6 +35,9 @@ pub struct Options {
     pub debounce: Duration,
     /// Where Applications' package bundles are downloaded (one directory per version).
     pub packages_dir: std::path::PathBuf,
+    /// The running Deckhouse version, for versions' `requirements.deckhouse` (not checked
+    /// when unknown, as for modules).
+    pub deckhouse_version: Option<semver::Version>,
 }
 
 impl Default for Options {
@@ -43,6 +46,7 @@ impl Default for Options {
             retry: Duration::from_secs(30),
             debounce: Duration::from_millis(200),
             packages_dir: std::env::temp_dir().join("d8-packages"),
+            deckhouse_version: None,
         }
     }
 }
@@ -71,11 +75,14 @@ impl Controller {
         let registries = registry_client::Client::new(registry_client::Config::default());
         Self {
             scanner: Scanner::new(client.clone(), registries.clone()),
-            applications: std::sync::Arc::new(Applications::new(
-                client.clone(),
-                registries.clone(),
-                options.packages_dir.clone(),
-            )),
+            applications: std::sync::Arc::new(
+                Applications::new(
+                    client.clone(),
+                    registries.clone(),
+                    options.packages_dir.clone(),
+                )
+                .with_deckhouse_version(options.deckhouse_version.clone()),
+            ),
             client,
             registries,
             options,

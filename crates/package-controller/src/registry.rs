@@ -1,6 +1,7 @@
 //! A PackageRepository's registry: the tags of `R` are the package names, the tags of
-//! `R/<package>/version` its versions, `R/<package>/version:<v>` the version image (metadata)
-//! and `R/<package>:<v>` the package bundle.
+//! `R/<package>/version` its versions, `R/<package>/version:<v>` the version image (metadata),
+//! `R/<package>/release:<channel>` the channels (`version.json`, as for modules) and
+//! `R/<package>:<v>` the package bundle.
 //!
 //! Every image is read with the module manager's verified, bounded downloads and its safe
 //! unpacker: a version image is unpacked under tight limits into a temporary directory and only
@@ -72,6 +73,13 @@ impl PackageImages {
     pub async fn versions(&self, package: &str) -> Result<Vec<String>, Error> {
         let tags = self.inner.versions(&format!("{package}/version")).await?;
         Ok(semver_tags(tags))
+    }
+
+    /// The version a release channel points at: `version.json` of `R/<package>/release:<tag>`
+    /// (`tag` from [`crate::application::channel_tag`]), read as module channels are.
+    pub async fn channel_version(&self, package: &str, tag: &str) -> Result<String, Error> {
+        let release = self.inner.release(package, tag).await?;
+        Ok(release.version.original().to_owned())
     }
 
     /// Reads the metadata files of `R/<package>/version:<version>`.

@@ -64,11 +64,15 @@ spec:
 "#;
 
 async fn push(push: &Registry, layout: &Layout, version: &str) {
+    push_with(push, layout, version, PACKAGE_YAML).await;
+}
+
+async fn push_with(push: &Registry, layout: &Layout, version: &str, package_yaml: &str) {
     let marker = ImageBuilder::new("package-marker").build(layout);
     push.push_image(REPO, Some("echo"), &marker).await.unwrap();
     let meta = ImageBuilder::new(&format!("echo-meta-{version}"))
         .files(&[
-            ("package.yaml", PACKAGE_YAML.as_bytes()),
+            ("package.yaml", package_yaml.as_bytes()),
             ("openapi/settings.yaml", SETTINGS.as_bytes()),
         ])
         .build(layout);
@@ -90,6 +94,37 @@ async fn push(push: &Registry, layout: &Layout, version: &str) {
         .files(&files)
         .build(layout);
     push.push_image(&format!("{REPO}/echo"), Some(version), &bundle)
+        .await
+        .unwrap();
+}
+
+/// Points release channel `tag` of `echo` at `version` (`R/echo/release:<tag>`).
+async fn channel(push: &Registry, layout: &Layout, tag: &str, version: &str) {
+    let json = format!(r#"{{"version": "{version}"}}"#);
+    let image = ImageBuilder::new(&format!("echo-{tag}-{version}"))
+        .files(&[("version.json", json.as_bytes())])
+        .build(layout);
+    push.push_image(&format!("{REPO}/echo/release"), Some(tag), &image)
+        .await
+        .unwrap();
+}
+
+async fn repository(client: &Client, upstream: &Upstream) {
+    Api::<PackageRepository>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &PackageRepository::new(
+                "main",
+                PackageRepositorySpec {
+                    registry: PackageRegistry {
+                        repo: format!("{}/{REPO}", upstream.host()),
+                        scheme: Some("HTTP".into()),
+                        ..Default::default()
+                    },
+                    scan_interval: None,
+                },
+            ),
+        )
         .await
         .unwrap();
 }
@@ -180,24 +215,7 @@ async fn applications_install_upgrade_roll_back_and_uninstall_per_namespace() {
     for v in ["v1.0.0", "v1.1.0", "v1.2.0"] {
         push(&registry, &layout, v).await;
     }
-    let repos: Api<PackageRepository> = Api::all(client.clone());
-    repos
-        .create(
-            &PostParams::default(),
-            &PackageRepository::new(
-                "main",
-                PackageRepositorySpec {
-                    registry: PackageRegistry {
-                        repo: format!("{}/{REPO}", upstream.host()),
-                        scheme: Some("HTTP".into()),
-                        ..Default::default()
-                    },
-                    scan_interval: None,
-                },
-            ),
-        )
-        .await
-        .unwrap();
+    repository(&client, &upstream).await;
     let controller = Controller::new(
         client.clone(),
         Options {
@@ -354,4 +372,90 @@ async fn applications_install_upgrade_roll_back_and_uninstall_per_namespace() {
         .unwrap();
     assert_eq!(pkg.instances_overall, Some(1));
     assert_eq!(pkg.instances.keys().collect::<Vec<_>>(), ["b"]);
+}
+
+#[tokio::test]
+async fn an_application_follows_its_release_channel_within_the_requirements() {
+    testkit::install_crypto();
+    let cluster = Cluster::start().await;
+    let client = cluster.client().await;
+    let upstream = Upstream::start_plain().await;
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout::new(&dir.path().join("layout")).unwrap();
+    let registry = Registry::of(&upstream);
+    push(&registry, &layout, "v1.0.0").await;
+    push(&registry, &layout, "v1.1.0").await;
+    let newer = format!("{PACKAGE_YAML}requirements:\n  deckhouse: \">= 1.80\"\n");
+    push_with(&registry, &layout, "v1.2.0", &newer).await;
+    channel(&registry, &layout, "stable", "1.0.0").await;
+    repository(&client, &upstream).await;
+    let controller = Controller::new(
+        client.clone(),
+        Options {
+            packages_dir: dir.path().join("packages"),
+            deckhouse_version: Some(semver::Version::new(1, 75, 0)),
+            ..Default::default()
+        },
+    );
+    controller.pass().await.unwrap();
+    namespace(&client, "c").await;
+    // spec.packageVersion says v1.1.0; the channel it follows says v1.0.0, and wins.
+    let api: Api<Application> = Api::namespaced(client.clone(), "c");
+    let mut a = Application::new(
+        "shop",
+        ApplicationSpec {
+            package_name: "echo".into(),
+            package_version: "v1.1.0".into(),
+            package_repository_name: Some("main".into()),
+            release_channel: Some("Stable".into()),
+            ..Default::default()
+        },
+    );
+    a.metadata.namespace = Some("c".into());
+    api.create(&PostParams::default(), &a).await.unwrap();
+    controller.pass().await.unwrap();
+    let a = get(&client, "c").await;
+    assert_eq!(installed(&a).as_deref(), Some("v1.0.0"), "{:?}", a.status);
+    let current = a.status.as_ref().unwrap().current_version.clone().unwrap();
+    assert_eq!(current.channel.as_deref(), Some("Stable"));
+    assert_eq!(data(&client, "c").await.1, "v1.0.0");
+
+    // The channel moves on: the Application follows it, under the compatibility rules.
+    channel(&registry, &layout, "stable", "1.1.0").await;
+    controller.pass().await.unwrap();
+    let a = get(&client, "c").await;
+    assert_eq!(installed(&a).as_deref(), Some("v1.1.0"), "{:?}", a.status);
+    assert_eq!(data(&client, "c").await.1, "v1.1.0");
+
+    // A version the platform is too old for: refused with the requirement, v1.1.0 runs on.
+    channel(&registry, &layout, "stable", "1.2.0").await;
+    controller.pass().await.unwrap();
+    let a = get(&client, "c").await;
+    let (status, reason, message) = condition(&a, "Processed");
+    assert_eq!(
+        (status.as_str(), reason.as_str(), message.as_str()),
+        (
+            "False",
+            "RequirementsNotMet",
+            "requirement deckhouse >= 1.80 is not met: the cluster runs 1.75.0"
+        )
+    );
+    assert_eq!(installed(&a).as_deref(), Some("v1.1.0"));
+    assert_eq!(data(&client, "c").await.1, "v1.1.0");
+
+    // A channel the repository does not publish: said so, nothing changes.
+    change(&client, "c", json!({"releaseChannel": "Alpha"})).await;
+    controller.pass().await.unwrap();
+    let a = get(&client, "c").await;
+    let (status, reason, message) = condition(&a, "Processed");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ReleaseChannelUnavailable")
+    );
+    assert!(
+        message.starts_with("release channel Alpha of package echo: "),
+        "{message}"
+    );
+    assert_eq!(installed(&a).as_deref(), Some("v1.1.0"));
+    assert_eq!(data(&client, "c").await.1, "v1.1.0");
 }

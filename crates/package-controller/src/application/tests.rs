@@ -75,6 +75,7 @@ fn judging_an_application() {
         target,
         current,
         available: &available,
+        channel_version: None,
     };
     let reason = |r: Result<Move, Blocked>| r.map_err(|b| b.reason);
     assert_eq!(
@@ -105,6 +106,14 @@ fn judging_an_application() {
         )),
         Ok(Move::Upgrade)
     );
+    // A channel's version is judged in place of spec.packageVersion, with the same rules.
+    let on_channel = Facts {
+        channel_version: Some("v1.2.0"),
+        ..facts(Some(&v120), Some(&v100))
+    };
+    assert_eq!(wanted(&app("v1.0.0"), on_channel.channel_version), "v1.2.0");
+    let refused = judge(&app("v1.0.0"), Some("v1.0.0"), on_channel).unwrap_err();
+    assert_eq!(refused.reason, REASON_VERSION_CHANGE_REFUSED);
     let refused = judge(
         &app("v1.2.0"),
         Some("v1.0.0"),
@@ -195,7 +204,41 @@ fn requirements() {
         b.message,
         "requirement kubernetes >= 1.29 is not met: the cluster runs 1.28.0"
     );
-    assert!(check_requirements(Some(&req), Some(&v("1.30")), Some(&v("1.69.3"))).is_err());
+    let b = check_requirements(Some(&req), Some(&v("1.30")), Some(&v("1.69.3"))).unwrap_err();
+    assert_eq!(b.reason, REASON_REQUIREMENTS);
+    assert_eq!(
+        b.message,
+        "requirement deckhouse >= 1.70 is not met: the cluster runs 1.69.3"
+    );
+    assert_eq!(
+        check_requirements(Some(&req), Some(&v("1.30")), Some(&v("1.70.1"))),
+        Ok(())
+    );
+    // Deckhouse's constraint syntax, as module requirements are read.
+    let either = ModuleReleaseRequirements {
+        deckhouse: Some("~1.68 || >= 1.71".into()),
+        ..Default::default()
+    };
+    for (have, ok) in [("1.68.4", true), ("1.69.0", false), ("1.72.0", true)] {
+        assert_eq!(
+            check_requirements(Some(&either), None, Some(&v(have))).is_ok(),
+            ok,
+            "{have}"
+        );
+    }
+    assert!(
+        check_requirements(
+            Some(&ModuleReleaseRequirements {
+                deckhouse: Some(">= banana".into()),
+                ..Default::default()
+            }),
+            None,
+            Some(&v("1.70.0"))
+        )
+        .unwrap_err()
+        .message
+        .starts_with("requirements.deckhouse \">= banana\" cannot be parsed")
+    );
     assert_eq!(loose_version("garbage"), None);
 }
 
@@ -304,4 +347,36 @@ fn used_by_lists() {
         ["a", "b"]
     );
     assert_eq!(without_user(&list, &a).len(), 1);
+}
+
+#[test]
+fn release_channels() {
+    for (channel, tag) in [
+        (None, None),
+        (Some(""), None),
+        (Some("Alpha"), Some("alpha")),
+        (Some("Beta"), Some("beta")),
+        (Some("EarlyAccess"), Some("early-access")),
+        (Some("early-access"), Some("early-access")),
+        (Some("Stable"), Some("stable")),
+        (Some("RockSolid"), Some("rock-solid")),
+        (Some("LTS"), Some("lts")),
+        (Some("Lts"), Some("lts")),
+    ] {
+        assert_eq!(channel_tag(channel), Ok(tag), "{channel:?}");
+    }
+    let b = channel_tag(Some("Nightly")).unwrap_err();
+    assert_eq!(b.reason, REASON_CHANNEL);
+    assert_eq!(
+        b.message,
+        "release channel \"Nightly\" is unknown: Alpha, Beta, EarlyAccess, Stable, RockSolid or LTS"
+    );
+    let available = ["v1.0.0", "v1.1.0"].map(String::from);
+    assert_eq!(channel_pick(&available, "1.1.0").as_deref(), Some("v1.1.0"));
+    assert_eq!(
+        channel_pick(&available, "v1.0.0").as_deref(),
+        Some("v1.0.0")
+    );
+    assert_eq!(channel_pick(&available, "v1.2.0"), None);
+    assert_eq!(channel_pick(&available, "garbage"), None);
 }
