@@ -144,7 +144,13 @@ impl Applications {
             if !app.finalizers().iter().any(|f| f == decide::FINALIZER) {
                 return Ok(());
             }
-            self.installer.uninstall(&namespace, &name).await?;
+            let package = &app.spec.package_name;
+            let bundle = installed
+                .as_deref()
+                .and_then(|v| self.installer.cached(&decide::repository(app), package, v));
+            self.installer
+                .uninstall(&namespace, &name, package, bundle.as_deref())
+                .await?;
             for v in [
                 installed.as_deref(),
                 Some(app.spec.package_version.as_str()),

@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::application::{out_of_scope, urls};
+use crate::hooks::PackageHooks;
 use crate::registry::PackageImages;
+use module_controller::runtime::hooks::plan::Phase;
 
 /// What an install did.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,6 +40,7 @@ pub struct Installed {
 /// Installs and removes Applications.
 pub struct Installer {
     applier: Applier,
+    hooks: PackageHooks,
     cache: PathBuf,
 }
 
@@ -61,9 +64,20 @@ impl Installer {
     /// An installer keeping downloaded bundles under `cache`.
     pub fn new(client: kube::Client, cache: PathBuf) -> Self {
         Self {
-            applier: Applier::new(client),
+            applier: Applier::new(client.clone()),
+            hooks: PackageHooks::new(client),
             cache,
         }
+    }
+
+    /// The bundle of `package` `version` from repository `repo`, when it was downloaded.
+    pub fn cached(&self, repo: &str, package: &str, version: &str) -> Option<PathBuf> {
+        let dir = self
+            .cache
+            .join(component(repo).ok()?)
+            .join(component(package).ok()?)
+            .join(component(version).ok()?);
+        dir.is_dir().then_some(dir)
     }
 
     /// The unpacked bundle of `package` `version` from repository `repo`: downloaded (verified,
@@ -92,9 +106,47 @@ impl Installer {
         Ok(dir)
     }
 
-    /// Renders the chart in `dir` with `settings` as release `name` in `namespace` and applies
-    /// it; a chart holding anything outside the namespace is refused before anything changes.
+    /// Runs the package's `beforeHelm` hooks, renders the chart in `dir` with the values they
+    /// leave as release `name` in `namespace` and applies it, then runs its `afterHelm` hooks
+    /// (values they change render the chart once more); a chart holding anything outside the
+    /// namespace is refused before anything changes.
     pub async fn install(
+        &self,
+        namespace: &str,
+        name: &str,
+        package: &str,
+        dir: &Path,
+        settings: &Value,
+    ) -> Result<Installed, Error> {
+        let hooks = self.hooks.discover(package, dir).await?;
+        let values = self
+            .hooks
+            .run_phase(
+                &hooks,
+                Phase::BeforeHelm,
+                namespace,
+                package,
+                settings.clone(),
+            )
+            .await?;
+        let mut out = self.release(namespace, name, package, dir, &values).await?;
+        let after = self
+            .hooks
+            .run_phase(&hooks, Phase::AfterHelm, namespace, package, values.clone())
+            .await?;
+        if after != values {
+            tracing::info!(
+                namespace,
+                application = name,
+                "afterHelm hooks changed the values: rendering again"
+            );
+            out = self.release(namespace, name, package, dir, &after).await?;
+        }
+        Ok(out)
+    }
+
+    /// Renders and applies the release with the package's `settings` (its values).
+    async fn release(
         &self,
         namespace: &str,
         name: &str,
@@ -163,11 +215,30 @@ impl Installer {
     }
 
     /// Removes release `name` of `namespace`: every object its revisions hold in the
-    /// namespace, then the release records. Returns how many objects were deleted.
-    pub async fn uninstall(&self, namespace: &str, name: &str) -> Result<usize, Error> {
+    /// namespace, then the release records; then the `afterDeleteHelm` hooks of the
+    /// installed bundle (`package` in `bundle`, when it is on disk) with the values the release
+    /// was last rendered with. Returns how many objects were deleted.
+    pub async fn uninstall(
+        &self,
+        namespace: &str,
+        name: &str,
+        package: &str,
+        bundle: Option<&Path>,
+    ) -> Result<usize, Error> {
+        let history = self.applier.history(namespace, name).await?;
+        let values = module_controller::runtime::release::last(&history)
+            .and_then(|r| r.config.get(module_plan::definition::camel_case(package)))
+            .cloned()
+            .unwrap_or_else(|| json!({}));
         let deleted = deploy::uninstall(&self.applier, target(namespace, name))
             .await?
             .unwrap_or(0);
+        if let Some(dir) = bundle {
+            let hooks = self.hooks.discover(package, dir).await?;
+            self.hooks
+                .run_phase(&hooks, Phase::AfterDeleteHelm, namespace, package, values)
+                .await?;
+        }
         tracing::info!(
             namespace,
             application = name,

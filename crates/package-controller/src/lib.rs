@@ -19,6 +19,7 @@ pub mod applications;
 pub mod compat;
 pub mod controller;
 mod error;
+pub mod hooks;
 pub mod install;
 pub mod metadata;
 pub mod operation;

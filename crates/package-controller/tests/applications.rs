@@ -459,3 +459,145 @@ async fn an_application_follows_its_release_channel_within_the_requirements() {
     assert_eq!(installed(&a).as_deref(), Some("v1.1.0"));
     assert_eq!(data(&client, "c").await.1, "v1.1.0");
 }
+
+const BEFORE_HELM_SH: &str = r#"#!/bin/sh
+if [ "$1" = "--config" ]; then
+  echo '{"configVersion":"v1","beforeHelm":1}'
+  exit 0
+fi
+echo '[{"op":"add","path":"/greeter/greeting","value":"from-before-helm"}]' > "$VALUES_JSON_PATCH_PATH"
+"#;
+
+const AFTER_DELETE_SH: &str = r#"#!/bin/sh
+if [ "$1" = "--config" ]; then
+  echo '{"configVersion":"v1","afterDeleteHelm":1}'
+  exit 0
+fi
+echo '{"operation":"CreateOrUpdate","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"greeter-gone","namespace":"h"},"data":{}}}' > "$KUBERNETES_PATCH_PATH"
+"#;
+
+const ELSEWHERE_SH: &str = r#"#!/bin/sh
+if [ "$1" = "--config" ]; then
+  echo '{"configVersion":"v1","beforeHelm":2}'
+  exit 0
+fi
+echo '{"operation":"CreateOrUpdate","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"sneaky","namespace":"default"},"data":{}}}' > "$KUBERNETES_PATCH_PATH"
+"#;
+
+/// `greeter` `version`: a chart of one ConfigMap and the hooks `hooks` (path, script).
+async fn push_greeter(push: &Registry, layout: &Layout, version: &str, hooks: &[(&str, &str)]) {
+    let marker = ImageBuilder::new("greeter-marker").build(layout);
+    push.push_image(REPO, Some("greeter"), &marker)
+        .await
+        .unwrap();
+    let package_yaml = "name: greeter\ntype: Application\ndescription: {en: Greets}\ncategory: Misc\nstage: General Availability\n";
+    let meta = ImageBuilder::new(&format!("greeter-meta-{version}"))
+        .files(&[("package.yaml", package_yaml.as_bytes())])
+        .build(layout);
+    push.push_image(&format!("{REPO}/greeter/version"), Some(version), &meta)
+        .await
+        .unwrap();
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-greeter\ndata:\n  greeting: {{ .Values.greeter.greeting | default \"none\" | quote }}\n";
+    let mut files: Vec<(&str, &[u8])> = vec![
+        (
+            "Chart.yaml",
+            b"apiVersion: v2\nname: greeter\nversion: 0.1.0\n",
+        ),
+        ("templates/cm.yaml", cm.as_bytes()),
+    ];
+    for (path, script) in hooks {
+        files.push((path, script.as_bytes()));
+    }
+    let executables: Vec<&str> = hooks.iter().map(|(p, _)| *p).collect();
+    let bundle = ImageBuilder::new(&format!("greeter-bundle-{version}"))
+        .files(&files)
+        .executable(&executables)
+        .build(layout);
+    push.push_image(&format!("{REPO}/greeter"), Some(version), &bundle)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn package_hooks_run_as_module_hooks_scoped_to_the_application() {
+    testkit::install_crypto();
+    let cluster = Cluster::start().await;
+    let client = cluster.client().await;
+    let upstream = Upstream::start_plain().await;
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout::new(&dir.path().join("layout")).unwrap();
+    let registry = Registry::of(&upstream);
+    let good = [
+        ("hooks/before.sh", BEFORE_HELM_SH),
+        ("hooks/gone.sh", AFTER_DELETE_SH),
+    ];
+    push_greeter(&registry, &layout, "v1.0.0", &good).await;
+    let bad = [
+        ("hooks/before.sh", BEFORE_HELM_SH),
+        ("hooks/elsewhere.sh", ELSEWHERE_SH),
+    ];
+    push_greeter(&registry, &layout, "v1.1.0", &bad).await;
+    repository(&client, &upstream).await;
+    let controller = Controller::new(
+        client.clone(),
+        Options {
+            packages_dir: dir.path().join("packages"),
+            ..Default::default()
+        },
+    );
+    controller.pass().await.unwrap();
+    namespace(&client, "h").await;
+    let api: Api<Application> = Api::namespaced(client.clone(), "h");
+    let mut a = Application::new(
+        "shop",
+        ApplicationSpec {
+            package_name: "greeter".into(),
+            package_version: "v1.0.0".into(),
+            package_repository_name: Some("main".into()),
+            settings: Some(json!({"greeting": "from-settings"})),
+            ..Default::default()
+        },
+    );
+    a.metadata.namespace = Some("h".into());
+    api.create(&PostParams::default(), &a).await.unwrap();
+    controller.pass().await.unwrap();
+
+    // beforeHelm patched the values the chart is rendered with.
+    let a = get(&client, "h").await;
+    assert_eq!(installed(&a).as_deref(), Some("v1.0.0"), "{:?}", a.status);
+    let greeting = |cm: ConfigMap| cm.data.unwrap()["greeting"].clone();
+    assert_eq!(
+        greeting(cm(&client, "h", "shop-greeter").await.unwrap()),
+        "from-before-helm"
+    );
+
+    // A hook acting outside the Application's namespace fails the install: nothing of it is
+    // done and v1.0.0 runs on.
+    change(&client, "h", json!({"packageVersion": "v1.1.0"})).await;
+    controller.pass().await.unwrap();
+    let a = get(&client, "h").await;
+    let (status, reason, message) = condition(&a, "Installed");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "InstallFailed")
+    );
+    assert!(
+        message.contains("module hook 'greeter/hooks/elsewhere.sh' failed: ConfigMap sneaky is in namespace default: an Application's hooks act only in its namespace h"),
+        "{message}"
+    );
+    assert!(cm(&client, "default", "sneaky").await.is_none());
+    assert_eq!(installed(&a).as_deref(), Some("v1.0.0"));
+    assert_eq!(
+        greeting(cm(&client, "h", "shop-greeter").await.unwrap()),
+        "from-before-helm"
+    );
+
+    // Deleted: the release goes, then afterDeleteHelm of the installed bundle runs.
+    change(&client, "h", json!({"packageVersion": "v1.0.0"})).await;
+    controller.pass().await.unwrap();
+    api.delete("shop", &DeleteParams::default()).await.unwrap();
+    controller.pass().await.unwrap();
+    assert!(api.get_opt("shop").await.unwrap().is_none());
+    assert!(cm(&client, "h", "shop-greeter").await.is_none());
+    assert!(cm(&client, "h", "greeter-gone").await.is_some());
+}
