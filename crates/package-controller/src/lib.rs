@@ -9,6 +9,10 @@
 //!   bounded downloads and safe unpacker;
 //! - [`scan`]: running an operation — ApplicationPackage and ApplicationPackageVersion objects;
 //! - [`versions`]: loading a version's metadata (`MetadataLoaded`);
+//! - [`application`]: what an Application may do and the status it shows (pure);
+//! - [`install`]: an Application's release, through the module runtime's release install;
+//! - [`hooks`]: package hooks, through the module runtime's hook runner, scoped to the
+//!   Application;
 //! - [`controller`]: the loop `d8 controller` runs under the platform's Lease.
 //!
 //! Decisions are pure functions with table tests; the API and registries are reached only from
