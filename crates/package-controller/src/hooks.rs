@@ -8,7 +8,9 @@
 //! The helm bindings run: `beforeHelm` (its values are the chart's), `afterHelm`, and
 //! `afterDeleteHelm` once the release is removed.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Mutex;
 
 use module_controller::runtime::apply::Applier;
 use module_controller::runtime::hooks::kube_ops;
@@ -16,6 +18,7 @@ use module_controller::runtime::hooks::plan::{self, Phase};
 use module_hooks::output::ObjectRef;
 use module_hooks::{BindingContext, Hook, KubeOperation, ModuleRef, Runner};
 use module_plan::values::ValuesPatch;
+use module_plan::values::{Operation, compact};
 use serde_json::{Value, json};
 
 use crate::Error;
@@ -24,6 +27,9 @@ use crate::Error;
 pub struct PackageHooks {
     runner: Runner,
     applier: Applier,
+    /// Per Application (`<namespace>/<name>`): the values patches its hooks made, compacted,
+    /// replayed over its settings at each pass — as addon-operator keeps a module's.
+    patches: Mutex<HashMap<String, Vec<Operation>>>,
 }
 
 impl std::fmt::Debug for PackageHooks {
@@ -71,17 +77,35 @@ pub fn op_out_of_scope(op: &KubeOperation, namespace: &str) -> Option<String> {
     }
 }
 
-/// The values a hook's values patch leaves: `patch` (RFC 6902 operations) applied to
-/// `{global, <key>: values}`, touching only `<key>`.
-pub fn patched_values(key: &str, values: &Value, patch: &[Value]) -> Result<Value, String> {
+/// The values a hook's values patch leaves, and its operations: `patch` (RFC 6902) applied
+/// to `{global, <key>: values}`, touching only `<key>`.
+pub fn patched_values(
+    key: &str,
+    values: &Value,
+    patch: &[Value],
+) -> Result<(Value, Vec<Operation>), String> {
     if patch.is_empty() {
-        return Ok(values.clone());
+        return Ok((values.clone(), Vec::new()));
     }
     let bytes = serde_json::to_vec(patch).unwrap_or_default();
     let patch = ValuesPatch::parse(&bytes)?;
     patch.check_paths(key)?;
     let doc = json!({"global": {}, key: values});
     let out = patch.apply_strict(&doc)?;
+    Ok((
+        out.get(key).cloned().unwrap_or_else(|| json!({})),
+        patch.operations,
+    ))
+}
+
+/// `settings` with the stored values patches `stored` replayed (a `remove` of what is no
+/// longer there is skipped).
+pub fn replayed(key: &str, settings: &Value, stored: &[Operation]) -> Result<Value, String> {
+    if stored.is_empty() {
+        return Ok(settings.clone());
+    }
+    let doc = json!({"global": {}, key: settings});
+    let out = ValuesPatch::new(stored.to_vec()).apply_lenient(&doc)?;
     Ok(out.get(key).cloned().unwrap_or_else(|| json!({})))
 }
 
@@ -91,6 +115,28 @@ impl PackageHooks {
         Self {
             runner: Runner::new(Default::default(), None),
             applier: Applier::new(client),
+            patches: Mutex::default(),
+        }
+    }
+
+    /// The values of Application `app` (`<namespace>/<name>`) of `package`: its `settings`
+    /// with what its hooks patched so far.
+    pub fn values(&self, app: &str, package: &str, settings: &Value) -> Result<Value, Error> {
+        let stored = self
+            .patches
+            .lock()
+            .ok()
+            .and_then(|p| p.get(app).cloned())
+            .unwrap_or_default();
+        let key = module_plan::definition::camel_case(package);
+        replayed(&key, settings, &stored)
+            .map_err(|e| Error::Install(format!("the values package hooks patched: {e}")))
+    }
+
+    /// Forgets what the hooks of Application `app` patched (it is gone).
+    pub fn forget(&self, app: &str) {
+        if let Ok(mut p) = self.patches.lock() {
+            p.remove(app);
         }
     }
 
@@ -105,16 +151,18 @@ impl PackageHooks {
             .map_err(|e| Error::Install(format!("package hooks: {e}")))
     }
 
-    /// Runs the hooks bound to `phase`, in order, for an Application in `namespace` with the
-    /// package's `values`; returns the values they leave.
+    /// Runs the hooks bound to `phase`, in order, for Application `app`
+    /// (`<namespace>/<name>`) with the package's `values`; returns the values they leave (their
+    /// patches are kept for the next passes).
     pub async fn run_phase(
         &self,
         hooks: &[Hook],
         phase: Phase,
-        namespace: &str,
+        app: &str,
         package: &str,
         values: Value,
     ) -> Result<Value, Error> {
+        let namespace = app.split_once('/').map_or(app, |(ns, _)| ns);
         let key = module_plan::definition::camel_case(package);
         let mut values = values;
         for i in plan::hooks_for(hooks, phase) {
@@ -142,7 +190,15 @@ impl PackageHooks {
                     .await
                     .map_err(|e| failed(e.to_string()))?;
             }
-            values = patched_values(&key, &values, &output.values_patch).map_err(failed)?;
+            let (next, ops) =
+                patched_values(&key, &values, &output.values_patch).map_err(failed)?;
+            if !ops.is_empty()
+                && let Ok(mut p) = self.patches.lock()
+            {
+                let stored = p.entry(app.to_owned()).or_default();
+                *stored = compact(stored, &ops);
+            }
+            values = next;
             tracing::info!(namespace, hook = %hook.name, binding = phase.binding(), "package hook ran");
         }
         Ok(values)
@@ -197,12 +253,24 @@ mod tests {
     fn values_patches_touch_only_the_package() {
         let values = json!({"greeting": "hi"});
         let set = json!([{"op": "add", "path": "/echo/greeting", "value": "yo"}]);
+        let (next, ops) = patched_values("echo", &values, set.as_array().unwrap()).unwrap();
+        assert_eq!(next, json!({"greeting": "yo"}));
+        assert_eq!(ops.len(), 1);
         assert_eq!(
-            patched_values("echo", &values, set.as_array().unwrap()),
-            Ok(json!({"greeting": "yo"}))
+            patched_values("echo", &values, &[]),
+            Ok((values.clone(), Vec::new()))
         );
-        assert_eq!(patched_values("echo", &values, &[]), Ok(values.clone()));
         let global = json!([{"op": "add", "path": "/global/x", "value": 1}]);
         assert!(patched_values("echo", &values, global.as_array().unwrap()).is_err());
+        // Replayed over new settings; a remove of what is gone is skipped.
+        let remove = json!([{"op": "remove", "path": "/echo/old"}]);
+        let (_, more) =
+            patched_values("echo", &json!({"old": 1}), remove.as_array().unwrap()).unwrap();
+        let stored = compact(&ops, &more);
+        assert_eq!(
+            replayed("echo", &json!({"greeting": "hi", "replicas": 2}), &stored),
+            Ok(json!({"greeting": "yo", "replicas": 2}))
+        );
+        assert_eq!(replayed("echo", &values, &[]), Ok(values.clone()));
     }
 }

@@ -119,20 +119,16 @@ impl Installer {
         settings: &Value,
     ) -> Result<Installed, Error> {
         let hooks = self.hooks.discover(package, dir).await?;
+        let app = format!("{namespace}/{name}");
+        let values = self.hooks.values(&app, package, settings)?;
         let values = self
             .hooks
-            .run_phase(
-                &hooks,
-                Phase::BeforeHelm,
-                namespace,
-                package,
-                settings.clone(),
-            )
+            .run_phase(&hooks, Phase::BeforeHelm, &app, package, values)
             .await?;
         let mut out = self.release(namespace, name, package, dir, &values).await?;
         let after = self
             .hooks
-            .run_phase(&hooks, Phase::AfterHelm, namespace, package, values.clone())
+            .run_phase(&hooks, Phase::AfterHelm, &app, package, values.clone())
             .await?;
         if after != values {
             tracing::info!(
@@ -233,12 +229,14 @@ impl Installer {
         let deleted = deploy::uninstall(&self.applier, target(namespace, name))
             .await?
             .unwrap_or(0);
+        let app = format!("{namespace}/{name}");
         if let Some(dir) = bundle {
             let hooks = self.hooks.discover(package, dir).await?;
             self.hooks
-                .run_phase(&hooks, Phase::AfterDeleteHelm, namespace, package, values)
+                .run_phase(&hooks, Phase::AfterDeleteHelm, &app, package, values)
                 .await?;
         }
+        self.hooks.forget(&app);
         tracing::info!(
             namespace,
             application = name,

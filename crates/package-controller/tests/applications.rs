@@ -476,6 +476,14 @@ fi
 echo '{"operation":"CreateOrUpdate","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"greeter-gone","namespace":"h"},"data":{}}}' > "$KUBERNETES_PATCH_PATH"
 "#;
 
+const AFTER_HELM_SH: &str = r#"#!/bin/sh
+if [ "$1" = "--config" ]; then
+  echo '{"configVersion":"v1","afterHelm":1}'
+  exit 0
+fi
+echo '[{"op":"add","path":"/greeter/after","value":"seen"}]' > "$VALUES_JSON_PATCH_PATH"
+"#;
+
 const ELSEWHERE_SH: &str = r#"#!/bin/sh
 if [ "$1" = "--config" ]; then
   echo '{"configVersion":"v1","beforeHelm":2}'
@@ -497,7 +505,7 @@ async fn push_greeter(push: &Registry, layout: &Layout, version: &str, hooks: &[
     push.push_image(&format!("{REPO}/greeter/version"), Some(version), &meta)
         .await
         .unwrap();
-    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-greeter\ndata:\n  greeting: {{ .Values.greeter.greeting | default \"none\" | quote }}\n";
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-greeter\ndata:\n  greeting: {{ .Values.greeter.greeting | default \"none\" | quote }}\n  after: {{ .Values.greeter.after | default \"no\" | quote }}\n";
     let mut files: Vec<(&str, &[u8])> = vec![
         (
             "Chart.yaml",
@@ -529,6 +537,7 @@ async fn package_hooks_run_as_module_hooks_scoped_to_the_application() {
     let registry = Registry::of(&upstream);
     let good = [
         ("hooks/before.sh", BEFORE_HELM_SH),
+        ("hooks/after.sh", AFTER_HELM_SH),
         ("hooks/gone.sh", AFTER_DELETE_SH),
     ];
     push_greeter(&registry, &layout, "v1.0.0", &good).await;
@@ -562,13 +571,43 @@ async fn package_hooks_run_as_module_hooks_scoped_to_the_application() {
     api.create(&PostParams::default(), &a).await.unwrap();
     controller.pass().await.unwrap();
 
-    // beforeHelm patched the values the chart is rendered with.
+    // beforeHelm patched the values the chart is rendered with; afterHelm's patch rendered
+    // it once more (revision 2).
     let a = get(&client, "h").await;
     assert_eq!(installed(&a).as_deref(), Some("v1.0.0"), "{:?}", a.status);
     let greeting = |cm: ConfigMap| cm.data.unwrap()["greeting"].clone();
+    let shown = cm(&client, "h", "shop-greeter")
+        .await
+        .unwrap()
+        .data
+        .unwrap();
     assert_eq!(
-        greeting(cm(&client, "h", "shop-greeter").await.unwrap()),
-        "from-before-helm"
+        (shown["greeting"].as_str(), shown["after"].as_str()),
+        ("from-before-helm", "seen")
+    );
+    let releases = || async {
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "h");
+        let mut names: Vec<String> = secrets
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|s| s.name_any())
+            .filter(|n| n.starts_with("sh.helm.release.v1.shop."))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        releases().await,
+        ["sh.helm.release.v1.shop.v1", "sh.helm.release.v1.shop.v2"]
+    );
+    // The hooks' patches are kept: the next pass renders the same, no new revision.
+    controller.pass().await.unwrap();
+    assert_eq!(
+        releases().await,
+        ["sh.helm.release.v1.shop.v1", "sh.helm.release.v1.shop.v2"]
     );
 
     // A hook acting outside the Application's namespace fails the install: nothing of it is
