@@ -9,7 +9,7 @@
 //! `afterDeleteHelm` once the release is removed.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use module_controller::runtime::apply::Applier;
@@ -30,6 +30,8 @@ pub struct PackageHooks {
     /// Per Application (`<namespace>/<name>`): the values patches its hooks made, compacted,
     /// replayed over its settings at each pass — as addon-operator keeps a module's.
     patches: Mutex<HashMap<String, Vec<Operation>>>,
+    /// The hooks of each bundle directory, configured once (a bundle never changes on disk).
+    discovered: Mutex<HashMap<PathBuf, Vec<Hook>>>,
 }
 
 impl std::fmt::Debug for PackageHooks {
@@ -116,6 +118,7 @@ impl PackageHooks {
             runner: Runner::new(Default::default(), None),
             applier: Applier::new(client),
             patches: Mutex::default(),
+            discovered: Mutex::default(),
         }
     }
 
@@ -143,12 +146,25 @@ impl PackageHooks {
     /// The hooks of the bundle of `package` in `dir` (its `hooks/`), configured; named
     /// `<package>/hooks/…` whatever version directory holds them, as a downloaded module's are.
     pub async fn discover(&self, package: &str, dir: &Path) -> Result<Vec<Hook>, Error> {
+        if let Some(hooks) = self
+            .discovered
+            .lock()
+            .ok()
+            .and_then(|d| d.get(dir).cloned())
+        {
+            return Ok(hooks);
+        }
         let mut found = ModuleRef::new(package, dir);
         found.dir_name = package.to_owned();
-        self.runner
+        let hooks = self
+            .runner
             .discover_module(&found)
             .await
-            .map_err(|e| Error::Install(format!("package hooks: {e}")))
+            .map_err(|e| Error::Install(format!("package hooks: {e}")))?;
+        if let Ok(mut d) = self.discovered.lock() {
+            d.insert(dir.to_owned(), hooks.clone());
+        }
+        Ok(hooks)
     }
 
     /// Runs the hooks bound to `phase`, in order, for Application `app`
