@@ -13,6 +13,7 @@ pub mod apply;
 pub mod converge;
 pub mod deploy;
 pub mod hooks;
+pub mod metrics;
 pub mod queue;
 pub mod readiness;
 pub mod release;

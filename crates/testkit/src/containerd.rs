@@ -19,6 +19,8 @@ pub struct Containerd {
     service: Service,
     ctr: PathBuf,
     socket: PathBuf,
+    /// The network namespace containerd and `ctr` run in (`ip netns exec`), if not the test's.
+    netns: Option<String>,
     dir: tempfile::TempDir,
 }
 
@@ -36,6 +38,17 @@ pub struct PullOptions {
 impl Containerd {
     /// Starts containerd (CRI plugin off) and waits until `ctr version` answers.
     pub async fn start() -> Self {
+        Self::start_in(None).await
+    }
+
+    /// Starts containerd inside network namespace `netns` (a node of
+    /// [`netns::Network`](crate::netns::Network)): its pulls, and `ctr`'s (which fetches
+    /// itself on containerd 1.x), reach that node's `127.0.0.1`.
+    pub async fn start_in_netns(netns: &str) -> Self {
+        Self::start_in(Some(netns.to_owned())).await
+    }
+
+    async fn start_in(netns: Option<String>) -> Self {
         let binary = require_tool("containerd", "containerd");
         let ctr = require_tool("ctr", "containerd");
         require_tool("runc", "runc");
@@ -60,14 +73,14 @@ impl Containerd {
         );
         let config_path = root.join("config.toml");
         std::fs::write(&config_path, config).expect("write containerd config");
-        let mut command = Command::new(binary);
+        let mut command = in_netns(netns.as_deref(), &binary);
         command.arg("--config").arg(&config_path);
         let mut service = Service::spawn("containerd", command, root.join("containerd.log"))
             .expect("spawn containerd");
         let probe_ctr = ctr.clone();
         let probe_socket = socket.clone();
         wait_until(&mut service, Duration::from_secs(15), || {
-            let mut command = tokio::process::Command::new(&probe_ctr);
+            let mut command = tokio::process::Command::from(in_netns(netns.as_deref(), &probe_ctr));
             command.arg("--address").arg(&probe_socket).arg("version");
             async move { command.output().await.is_ok_and(|o| o.status.success()) }
         })
@@ -76,6 +89,7 @@ impl Containerd {
             service,
             ctr,
             socket,
+            netns,
             dir,
         }
     }
@@ -182,7 +196,7 @@ impl Containerd {
 
     /// Runs `ctr --debug --address <socket> ARGS` with a two-minute limit.
     pub async fn ctr(&self, args: &[String]) -> Outcome {
-        let mut command = tokio::process::Command::new(&self.ctr);
+        let mut command = tokio::process::Command::from(in_netns(self.netns.as_deref(), &self.ctr));
         command
             .arg("--debug")
             .arg("--address")
@@ -196,9 +210,38 @@ impl Containerd {
         Outcome::of(output)
     }
 
+    /// Bytes of downloads in progress (the content store's ingests): above zero while a pull
+    /// is part-way through a blob.
+    pub fn ingesting_bytes(&self) -> u64 {
+        let ingest = self
+            .dir
+            .path()
+            .join("root/io.containerd.content.v1.content/ingest");
+        let Ok(entries) = std::fs::read_dir(ingest) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| std::fs::metadata(entry.path().join("data")).ok())
+            .map(|meta| meta.len())
+            .sum()
+    }
+
     /// The private root directory.
     pub fn root(&self) -> &Path {
         self.dir.path()
+    }
+}
+
+/// `program`, or `ip netns exec NETNS program` (`ip` execs it: same pid, same signals).
+fn in_netns(netns: Option<&str>, program: &Path) -> Command {
+    match netns {
+        None => Command::new(program),
+        Some(netns) => {
+            let mut command = Command::new(require_tool("ip", "iproute2"));
+            command.args(["netns", "exec", netns]).arg(program);
+            command
+        }
     }
 }
 

@@ -20,12 +20,17 @@ fn chart() -> String {
 }
 
 /// Value sets every test renders: the defaults, air-gapped with a CNI migration and source
-/// ranges, an image by digest without monitoring.
+/// ranges, an image by digest without monitoring, a cache with an upstream.
 const VALUE_SETS: &[&[&str]] = &[
     &[],
     &[
+        "registry.cache.upstream.url=https://registry.example.com/deckhouse/ee",
+        "registry.cache.upstream.credentials=true",
+        "registry.cache.upstream.ca=true",
+    ],
+    &[
         "registry.airGapped=true",
-        "cniMigration.active=true",
+        "global.internal.cniMigrationEnabled=true",
         "registry.publish.whitelistSourceRanges={10.0.0.0/8,192.168.0.0/16}",
         "webhook.caBundle=Y2E=",
     ],
@@ -177,16 +182,23 @@ fn the_publish_ingress_exists_only_while_air_gapped() {
 }
 
 #[test]
-fn cni_migration_components_exist_only_while_a_migration_is_active() {
+fn cni_migration_workloads_exist_only_while_a_migration_is_active() {
+    // Their ServiceAccounts and roles are always there: `d8 controller` applies only the
+    // Deployment and the DaemonSet while a CNIMigration exists.
     let quiet = render(&[]);
-    assert!(!quiet.contains("cni-migration"), "{quiet}");
-    let active = render(&["cniMigration.active=true"]);
-    for name in [
-        "name: cni-migration-manager",
-        "name: cni-migration-agent",
-        "name: d8:cni-migration-agent",
+    assert!(quiet.contains("name: d8:cni-migration-agent"), "{quiet}");
+    for object in [
+        "kind: Deployment\nmetadata:\n  name: cni-migration-manager",
+        "kind: DaemonSet\nmetadata:\n  name: cni-migration-agent",
     ] {
-        assert!(active.contains(name), "{name}");
+        assert!(!quiet.contains(object), "{object}");
+    }
+    let active = render(&["global.internal.cniMigrationEnabled=true"]);
+    for object in [
+        "kind: Deployment\nmetadata:\n  name: cni-migration-manager",
+        "kind: DaemonSet\nmetadata:\n  name: cni-migration-agent",
+    ] {
+        assert!(active.contains(object), "{object}");
     }
 }
 

@@ -5,6 +5,7 @@
 mod admission;
 mod agent;
 mod apiserver;
+mod cni_detect;
 mod cni_migration;
 mod documentation;
 mod image;
@@ -14,6 +15,7 @@ mod mirror;
 mod module;
 mod module_hooks;
 mod module_kill;
+mod multinode;
 mod object_keeper;
 mod packages;
 mod release;

@@ -135,11 +135,7 @@ impl Manager {
         self.metrics.set_maintenance(
             all_configs
                 .iter()
-                .filter(|(_, c)| {
-                    c.spec.maintenance
-                        == Some(api::module_config::Maintenance::NoResourceReconciliation)
-                })
-                .map(|(name, _)| name.as_str()),
+                .filter_map(|(name, c)| Some((name.as_str(), c.spec.maintenance?.as_str()))),
         );
         // `bundle` and the experimental modules from the `deckhouse` ModuleConfig (the
         // `--bundle` flag is the default).
@@ -164,6 +160,15 @@ impl Manager {
             })
             .collect();
         let decisions = enabling::decide_all(&inputs, &facts);
+        let infos: Vec<crate::metrics::ModuleInfo> = all
+            .iter()
+            .map(|m| crate::metrics::ModuleInfo {
+                module: m.name_any(),
+                enabled: decisions.get(&m.name_any()).is_some_and(|d| d.enabled),
+                critical: m.spec.properties.critical.unwrap_or(false),
+            })
+            .collect();
+        self.metrics.set_module_info(&infos);
         let now = self.now();
         for module in &all {
             let name = module.name_any();
@@ -285,7 +290,7 @@ impl Manager {
                 };
                 if config.status.as_ref() != Some(&status) {
                     configs
-                        .patch_status(&name, &pp(), &Patch::Merge(json!({"status": status})))
+                        .patch_status(&name, &pp(), &Patch::Merge(config_status_patch(&status)))
                         .await
                         .map_err(|e| Error::kube(format!("patch ModuleConfig {name} status"), e))?;
                 }
@@ -308,17 +313,43 @@ impl Manager {
                 continue;
             }
             let status = if module_plan::config::BUILT_IN_MODULES.contains(&name.as_str()) {
-                module_plan::config::built_in_module_status(&config.spec)
+                let refusal = match name.as_str() {
+                    "registry" => self.registry_refusal().await?,
+                    _ => None,
+                };
+                module_plan::config::built_in_module_status(&config.spec, refusal.as_deref())
             } else {
                 module_plan::config::unknown_module_status()
             };
             if config.status.as_ref() != Some(&status) {
                 configs
-                    .patch_status(name, &pp(), &Patch::Merge(json!({"status": status})))
+                    .patch_status(name, &pp(), &Patch::Merge(config_status_patch(&status)))
                     .await
                     .map_err(|e| Error::kube(format!("patch ModuleConfig {name} status"), e))?;
             }
         }
         Ok(())
     }
+
+    /// Why the registry module refuses its configuration: RegistryConfig `registry`'s
+    /// condition `Valid=False` (prerequisites not met, invalid settings), written by the
+    /// registry controller.
+    async fn registry_refusal(&self) -> Result<Option<String>, Error> {
+        let api: Api<api::registry::RegistryConfig> = Api::all(self.client.clone());
+        let config = api
+            .get_opt("registry")
+            .await
+            .map_err(|e| Error::kube("get RegistryConfig registry", e))?;
+        Ok(config
+            .and_then(|c| c.status)
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Valid"))
+            .filter(|c| c.status == api::conditions::ConditionStatus::False)
+            .map(|c| c.message.unwrap_or_else(|| c.reason.clone())))
+    }
+}
+
+/// A merge patch setting a ModuleConfig's status: both fields always written, so an empty
+/// message clears the previous one (the type leaves empty fields out).
+fn config_status_patch(status: &api::module_config::ModuleConfigStatus) -> serde_json::Value {
+    json!({"status": {"version": status.version, "message": status.message}})
 }
