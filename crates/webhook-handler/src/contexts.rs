@@ -184,7 +184,10 @@ mod tests {
     }
 
     /// Requirements, and the selector or error they give.
-    type Case = (Vec<FieldRequirement>, Result<Option<&'static str>, &'static str>);
+    type Case = (
+        Vec<FieldRequirement>,
+        Result<Option<&'static str>, &'static str>,
+    );
 
     #[test]
     fn field_selectors_are_formatted_as_shell_operator_formats_them() {

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use testkit::certs::Certs;
 
 const TEST_CRDS: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -54,6 +55,10 @@ spec:
 struct Env {
     _server: apiserver::RunningServer,
     _dir: tempfile::TempDir,
+    /// The CA of the serving certificate, the files the handler reads it from, its URL.
+    ca: Certs,
+    certs: PathBuf,
+    base: String,
     home: PathBuf,
     kubeconfig: PathBuf,
     handler: tokio::task::JoinHandle<Result<(), String>>,
@@ -65,19 +70,11 @@ impl Drop for Env {
     }
 }
 
-fn certs() -> (String, String, String) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    (cert.pem(), key.serialize_pem(), ca.pem())
+/// Writes a serving pair for loopback signed by `ca` where the handler reads it.
+fn write_pair(dir: &Path, ca: &Certs) {
+    let pair = ca.server(&[]);
+    std::fs::write(dir.join("tls.crt"), pair.cert_pem).unwrap();
+    std::fs::write(dir.join("tls.key"), pair.key_pem).unwrap();
 }
 
 async fn client_from(path: &Path) -> kube::Client {
@@ -110,15 +107,21 @@ impl Env {
             .unwrap();
         let kubeconfig = server.admin_kubeconfig().to_path_buf();
         let client = client_from(&kubeconfig).await;
-        let (cert_pem, key_pem, ca_pem) = certs();
+        let ca = Certs::new("webhook-handler CA");
+        let certs = dir.path().join("certs");
+        std::fs::create_dir_all(&certs).unwrap();
+        write_pair(&certs, &ca);
         let hl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("https://{}", hl.local_addr().unwrap());
         let opts = webhook_handler::Options {
             hooks_dir: dir.path().join("hooks"),
-            endpoint: webhook_handler::render::Endpoint::Url(base),
-            cert_pem,
-            key_pem,
-            ca_pem,
+            endpoint: webhook_handler::render::Endpoint::Url(base.clone()),
+            certificate: webhook::CertificateFiles::load(
+                certs.join("tls.crt"),
+                certs.join("tls.key"),
+            )
+            .unwrap(),
+            ca_pem: ca.ca_pem(),
         };
         let handler = tokio::spawn(webhook_handler::run(client, hl, opts));
         let home = dir.path().join("home");
@@ -126,6 +129,9 @@ impl Env {
         Self {
             _server: server,
             _dir: dir,
+            ca,
+            certs,
+            base,
             home,
             kubeconfig,
             handler,
@@ -510,4 +516,36 @@ async fn a_conversion_webhook_converts_between_two_versions_as_kubectl_reads_bot
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("the CRD kept its conversion webhook");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_rotated_on_disk_is_served_without_a_restart() {
+    let env = Env::start().await;
+    let health = format!("{}/healthz", env.base);
+    let get = |ca: String| {
+        let health = health.clone();
+        async move {
+            testkit::http_client(Some(&ca))
+                .get(health)
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        }
+    };
+    let new_ca = Certs::new("rotated CA");
+    assert_eq!(get(env.ca.ca_pem()).await.unwrap(), 200);
+    assert!(get(new_ca.ca_pem()).await.is_err());
+    // A half-written rotation (a key that does not parse) keeps the old pair in service.
+    std::fs::write(env.certs.join("tls.key"), "-----BEGIN PRIVATE KEY-----\n").unwrap();
+    assert_eq!(get(env.ca.ca_pem()).await.unwrap(), 200);
+    write_pair(&env.certs, &new_ca);
+    assert_eq!(
+        get(new_ca.ca_pem()).await.unwrap(),
+        200,
+        "the new certificate is served"
+    );
+    assert!(
+        get(env.ca.ca_pem()).await.is_err(),
+        "the old one is not any more"
+    );
 }
