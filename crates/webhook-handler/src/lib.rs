@@ -16,6 +16,7 @@ pub mod answer;
 pub mod cel;
 mod contexts;
 mod controller;
+mod finalizers;
 mod handlers;
 pub mod render;
 mod server;
