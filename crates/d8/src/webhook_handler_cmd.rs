@@ -16,7 +16,7 @@ pub(crate) struct Args {
     /// Address the HTTPS endpoint listens on.
     #[arg(long, default_value = "0.0.0.0:9680")]
     listen: SocketAddr,
-    /// Serving certificate (PEM).
+    /// Serving certificate (PEM); re-read when it or the key changes on disk.
     #[arg(
         long,
         env = "VALIDATING_WEBHOOK_SERVER_CERT",
@@ -56,8 +56,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             Some(u) => webhook_handler::render::Endpoint::Url(u),
             None => webhook_handler::render::Endpoint::Service(args.namespace),
         },
-        cert_pem: read(&args.tls_cert)?,
-        key_pem: read(&args.tls_key)?,
+        certificate: webhook::CertificateFiles::load(&args.tls_cert, &args.tls_key)
+            .context("loading the serving certificate")?,
         ca_pem: read(&args.tls_ca)?,
     };
     let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;

@@ -3,6 +3,7 @@
 //! `spec.conversion`) and its status saying whether it serves and why not.
 
 use crate::Options;
+use crate::finalizers;
 use crate::handlers::{Converter, Validator};
 use crate::render;
 use crate::server::Served;
@@ -101,7 +102,7 @@ async fn reconcile(
     let mut serving = BTreeMap::new();
     let mut webhooks = Vec::new();
     let mut statuses = Vec::new();
-    for vw in &vws {
+    for vw in vws.iter().filter(|o| !finalizers::deleting(o)) {
         let name = name_of(vw);
         let key = json!([
             vw.get("validationObject"),
@@ -152,6 +153,13 @@ async fn reconcile(
             )
             .await?;
     }
+    // Registered without the deleted ones: their files go, then their finalizers.
+    for vw in &vws {
+        if finalizers::deleting(vw) {
+            remove_hook(&opts.hooks_dir, &render::validating_hook_file(&name_of(vw)));
+        }
+        finalizers::keep(&vw_api, vw, finalizers::VALIDATION).await?;
+    }
     for (vw, s) in statuses {
         set_status(&vw_api, vw, s).await;
     }
@@ -161,7 +169,7 @@ async fn reconcile(
     let mut next = BTreeMap::new();
     let mut serving = BTreeMap::new();
     let mut statuses = Vec::new();
-    for cw in &cws {
+    for cw in cws.iter().filter(|o| !finalizers::deleting(o)) {
         let crd = name_of(cw);
         let key = json!([cw.get("conversions"), cw.get("context")]).to_string();
         let mut result = match built.converters.remove(&crd) {
@@ -201,26 +209,64 @@ async fn reconcile(
         ));
         next.insert(crd, (key, result));
     }
-    // A removed ConversionWebhook leaves its CRD without a conversion webhook.
+    *served.converters.write().unwrap_or_else(|p| p.into_inner()) = serving;
+    // A removed ConversionWebhook leaves its CRD without a conversion webhook: one being
+    // deleted before its finalizers go (even when this process never served it), one gone
+    // without them (removed by hand) when it was served here.
+    for cw in cws.iter().filter(|o| finalizers::deleting(o)) {
+        let crd = name_of(cw);
+        reset_conversion(&crd_api, &crd).await?;
+        remove_hook(&opts.hooks_dir, &render::conversion_hook_file(&crd));
+        finalizers::keep(&cw_api, cw, finalizers::CONVERSION).await?;
+    }
     for crd in built.converters.keys() {
-        if !next.contains_key(crd) && crd_api.get_opt(crd).await?.is_some() {
-            crd_api
-                .patch(
-                    crd,
-                    &PatchParams::default(),
-                    &Patch::Merge(
-                        json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}}),
-                    ),
-                )
-                .await?;
+        if !next.contains_key(crd) {
+            reset_conversion(&crd_api, crd).await?;
         }
     }
-    *served.converters.write().unwrap_or_else(|p| p.into_inner()) = serving;
     built.converters = next;
+    for cw in cws.iter().filter(|o| !finalizers::deleting(o)) {
+        finalizers::keep(&cw_api, cw, finalizers::CONVERSION).await?;
+    }
     for (cw, s) in statuses {
         set_status(&cw_api, cw, s).await;
     }
     Ok(())
+}
+
+/// Sets the CRD's conversion back to `None` when it converts through a webhook.
+async fn reset_conversion(
+    crd_api: &Api<CustomResourceDefinition>,
+    crd: &str,
+) -> Result<(), kube::Error> {
+    let Some(current) = crd_api.get_opt(crd).await? else {
+        return Ok(());
+    };
+    if current
+        .spec
+        .conversion
+        .is_none_or(|c| c.strategy != "Webhook")
+    {
+        return Ok(());
+    }
+    crd_api
+        .patch(
+            crd,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Removes a hook file of a deleted object (gone already is fine).
+fn remove_hook(hooks_dir: &std::path::Path, file: &str) {
+    let path = hooks_dir.join(file);
+    if let Err(e) = std::fs::remove_file(&path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(path = %path.display(), error = %e, "cannot remove the hook file");
+    }
 }
 
 /// Reconciles on every change of a webhook object (and every 30 seconds) until cancelled.

@@ -125,7 +125,7 @@ impl Validator {
                     .unwrap_or_default();
                 let (runner, hook) = python_hook(
                     hooks_dir,
-                    &format!("{name}/webhooks/validating/{name}.py"),
+                    &render::validating_hook_file(name),
                     &render::validation_hook(vw),
                     config.clone(),
                     kill_after(timeout),
@@ -223,7 +223,7 @@ impl Converter {
         let include = render::snapshot_names(cw, None);
         let (runner, hook) = python_hook(
             hooks_dir,
-            &format!("{crd}/webhooks/conversion/{crd}.py"),
+            &render::conversion_hook_file(crd),
             &render::conversion_hook(cw),
             config.clone(),
             Duration::from_secs(25),

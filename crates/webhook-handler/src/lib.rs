@@ -9,12 +9,14 @@
 //! answers ConversionReview requests. The status of each object says whether it is served.
 //!
 //! Pure parts: [`render`], [`cel`], [`answer`]. I/O: the watches (`contexts`, `controller`),
-//! the hooks' processes (`handlers`), the HTTPS endpoint (`server`).
+//! the hooks' processes (`handlers`), the HTTPS endpoint (`server`, with `d8 webhook`'s
+//! certificate files re-read on change and its accept loop).
 
 pub mod answer;
 pub mod cel;
 mod contexts;
 mod controller;
+mod finalizers;
 mod handlers;
 pub mod render;
 mod server;
@@ -29,9 +31,9 @@ pub struct Options {
     pub hooks_dir: PathBuf,
     /// How the API server reaches the handler.
     pub endpoint: render::Endpoint,
-    /// The serving certificate and key (PEM), and the CA that signed it (for `caBundle`).
-    pub cert_pem: String,
-    pub key_pem: String,
+    /// The serving certificate and key, re-read when their files change on disk.
+    pub certificate: Arc<webhook::CertificateFiles>,
+    /// The CA that signed it (PEM), the `caBundle` of what is registered.
     pub ca_pem: String,
 }
 
@@ -41,9 +43,12 @@ pub async fn run(
     listener: tokio::net::TcpListener,
     opts: Options,
 ) -> Result<(), String> {
-    let acceptor = server::acceptor(&opts.cert_pem, &opts.key_pem)?;
     let served = Arc::new(server::Served::default());
-    let serving = tokio::spawn(server::serve(listener, acceptor, served.clone()));
+    let serving = tokio::spawn(server::serve(
+        listener,
+        opts.certificate.clone(),
+        served.clone(),
+    ));
     controller::run(client, opts, served).await;
     serving.abort();
     Ok(())

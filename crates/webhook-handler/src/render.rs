@@ -237,6 +237,17 @@ if __name__ == "__main__":
     )
 }
 
+/// Where a ValidationWebhook's Python hook is written, under the hooks directory (Deckhouse's
+/// layout).
+pub fn validating_hook_file(name: &str) -> String {
+    format!("{name}/webhooks/validating/{name}.py")
+}
+
+/// Where a ConversionWebhook's hook is written, under the hooks directory.
+pub fn conversion_hook_file(crd: &str) -> String {
+    format!("{crd}/webhooks/conversion/{crd}.py")
+}
+
 /// The URL path of a ValidationWebhook's webhook: `/<object>/<webhook name>`.
 pub fn validating_path(vw: &Value) -> String {
     format!(

@@ -6,7 +6,6 @@ use crate::handlers::{Converter, Validator};
 use axum::body::Bytes;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject as _};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -83,52 +82,30 @@ async fn handle(served: Arc<Served>, method: Method, uri: Uri, body: Bytes) -> R
     json(StatusCode::OK, &answer::conversion_review(&uid, result))
 }
 
-/// TLS from PEM texts.
-pub(crate) fn acceptor(cert_pem: &str, key_pem: &str) -> Result<tokio_rustls::TlsAcceptor, String> {
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("certificate: {e}"))?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| format!("key: {e}"))?;
-    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .map_err(|e| e.to_string())?;
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(cfg)))
-}
-
-/// Serves until the listener fails.
+/// Serves until the task is dropped, over TLS with the certificate of `certificate` (re-read
+/// when its files change on disk: `webhook::tls`, the reload `d8 webhook` uses).
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
-    acceptor: tokio_rustls::TlsAcceptor,
+    certificate: Arc<webhook::CertificateFiles>,
     served: Arc<Served>,
 ) {
     let app = axum::Router::new().fallback(move |method: Method, uri: Uri, body: Bytes| {
         let served = served.clone();
         async move { handle(served, method, uri, body).await }
     });
-    loop {
-        let Ok((tcp, _)) = listener.accept().await else {
-            continue;
-        };
-        let acceptor = acceptor.clone();
+    let service = move |_: http_serve::Connection| {
         let app = app.clone();
-        tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(tcp).await else {
-                return;
-            };
-            let svc =
-                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    use tower::ServiceExt as _;
-                    app.clone().oneshot(req)
-                });
-            let _ =
-                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
-                    .await;
-        });
-    }
+        hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+            use tower::ServiceExt as _;
+            app.clone().oneshot(request)
+        })
+    };
+    http_serve::serve(
+        listener,
+        Some(webhook::tls::acceptor(certificate)),
+        http_serve::Bounds::default(),
+        service,
+        std::future::pending(),
+    )
+    .await;
 }

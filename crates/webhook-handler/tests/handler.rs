@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use testkit::certs::Certs;
 
 const TEST_CRDS: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -54,6 +55,12 @@ spec:
 struct Env {
     _server: apiserver::RunningServer,
     _dir: tempfile::TempDir,
+    /// The CA of the serving certificate, the files the handler reads it from, its URL.
+    ca: Certs,
+    certs: PathBuf,
+    base: String,
+    client: kube::Client,
+    opts: webhook_handler::Options,
     home: PathBuf,
     kubeconfig: PathBuf,
     handler: tokio::task::JoinHandle<Result<(), String>>,
@@ -65,19 +72,11 @@ impl Drop for Env {
     }
 }
 
-fn certs() -> (String, String, String) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    (cert.pem(), key.serialize_pem(), ca.pem())
+/// Writes a serving pair for loopback signed by `ca` where the handler reads it.
+fn write_pair(dir: &Path, ca: &Certs) {
+    let pair = ca.server(&[]);
+    std::fs::write(dir.join("tls.crt"), pair.cert_pem).unwrap();
+    std::fs::write(dir.join("tls.key"), pair.key_pem).unwrap();
 }
 
 async fn client_from(path: &Path) -> kube::Client {
@@ -110,26 +109,59 @@ impl Env {
             .unwrap();
         let kubeconfig = server.admin_kubeconfig().to_path_buf();
         let client = client_from(&kubeconfig).await;
-        let (cert_pem, key_pem, ca_pem) = certs();
+        let ca = Certs::new("webhook-handler CA");
+        let certs = dir.path().join("certs");
+        std::fs::create_dir_all(&certs).unwrap();
+        write_pair(&certs, &ca);
         let hl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("https://{}", hl.local_addr().unwrap());
         let opts = webhook_handler::Options {
             hooks_dir: dir.path().join("hooks"),
-            endpoint: webhook_handler::render::Endpoint::Url(base),
-            cert_pem,
-            key_pem,
-            ca_pem,
+            endpoint: webhook_handler::render::Endpoint::Url(base.clone()),
+            certificate: webhook::CertificateFiles::load(
+                certs.join("tls.crt"),
+                certs.join("tls.key"),
+            )
+            .unwrap(),
+            ca_pem: ca.ca_pem(),
         };
-        let handler = tokio::spawn(webhook_handler::run(client, hl, opts));
+        let handler = tokio::spawn(webhook_handler::run(client.clone(), hl, opts.clone()));
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
         Self {
             _server: server,
             _dir: dir,
+            ca,
+            certs,
+            base,
+            client,
+            opts,
             home,
             kubeconfig,
             handler,
         }
+    }
+
+    /// Stops the handler (its watches and its answers) — as a Deployment scaled to zero.
+    fn stop_handler(&mut self) {
+        self.handler.abort();
+    }
+
+    /// Starts a new handler on a new port; it registers its webhooks there.
+    async fn start_handler(&mut self) {
+        let hl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut opts = self.opts.clone();
+        opts.endpoint =
+            webhook_handler::render::Endpoint::Url(format!("https://{}", hl.local_addr().unwrap()));
+        self.handler = tokio::spawn(webhook_handler::run(self.client.clone(), hl, opts));
+    }
+
+    /// `kubectl get <resource> -o jsonpath=<path>`: whether it exists, and the output.
+    async fn get(&self, resource: &str, path: &str) -> (bool, String) {
+        let (ok, out, _) = self
+            .kubectl(&["get", resource, "-o", &format!("jsonpath={path}")], None)
+            .await;
+        (ok, out)
     }
 
     async fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
@@ -510,4 +542,166 @@ async fn a_conversion_webhook_converts_between_two_versions_as_kubectl_reads_bot
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("the CRD kept its conversion webhook");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_rotated_on_disk_is_served_without_a_restart() {
+    let env = Env::start().await;
+    let health = format!("{}/healthz", env.base);
+    let get = |ca: String| {
+        let health = health.clone();
+        async move {
+            testkit::http_client(Some(&ca))
+                .get(health)
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        }
+    };
+    let new_ca = Certs::new("rotated CA");
+    assert_eq!(get(env.ca.ca_pem()).await.unwrap(), 200);
+    assert!(get(new_ca.ca_pem()).await.is_err());
+    // A half-written rotation (a key that does not parse) keeps the old pair in service.
+    std::fs::write(env.certs.join("tls.key"), "-----BEGIN PRIVATE KEY-----\n").unwrap();
+    assert_eq!(get(env.ca.ca_pem()).await.unwrap(), 200);
+    write_pair(&env.certs, &new_ca);
+    assert_eq!(
+        get(new_ca.ca_pem()).await.unwrap(),
+        200,
+        "the new certificate is served"
+    );
+    assert!(
+        get(env.ca.ca_pem()).await.is_err(),
+        "the old one is not any more"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_webhook_object_waits_until_the_handler_has_taken_its_registration_away() {
+    let mut env = Env::start().await;
+    let vw = validation_webhook(
+        "widgets-cel",
+        "widgets-cel.example.deckhouse.io",
+        json!({}),
+        json!({"cel": "- expression: object.spec.replicas <= 3\n  message: a widget has at most 3 replicas\n"}),
+        json!([]),
+    );
+    let cw = json!({
+        "apiVersion": "deckhouse.io/v1alpha1", "kind": "ConversionWebhook",
+        "metadata": {"name": "sprockets.example.io"},
+        "conversions": [
+            {"from": "v1", "to": "v2", "handler": {"python": "return None, o"}},
+            {"from": "v2", "to": "v1", "handler": {"python": "return None, o"}},
+        ],
+    });
+    assert!(env.apply(&vw).await.0);
+    assert!(env.apply(&cw.to_string()).await.0);
+    env.ready("validationwebhook/widgets-cel", "True").await;
+    env.ready("conversionwebhook/sprockets.example.io", "True")
+        .await;
+    let vwc = "validatingwebhookconfiguration/d8-deckhouse-validating-webhook-handler";
+    let strategy = "{.spec.conversion.strategy}";
+    for _ in 0..100 {
+        let (_, f) = env
+            .get(
+                "conversionwebhook/sprockets.example.io",
+                "{.metadata.finalizers}",
+            )
+            .await;
+        if f.contains("exist-on-fs") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        env.get("validationwebhook/widgets-cel", "{.metadata.finalizers}")
+            .await
+            .1,
+        r#"["validationwebhooks.deckhouse.io/exist-on-fs"]"#
+    );
+    assert_eq!(
+        env.get(
+            "conversionwebhook/sprockets.example.io",
+            "{.metadata.finalizers}"
+        )
+        .await
+        .1,
+        r#"["conversionwebhooks.deckhouse.io/crd-cleanup","conversionwebhooks.deckhouse.io/exist-on-fs"]"#
+    );
+
+    // With the handler down, the objects wait, and so do their registrations.
+    env.stop_handler();
+    assert!(
+        env.kubectl(
+            &[
+                "delete",
+                "validationwebhook/widgets-cel",
+                "conversionwebhook/sprockets.example.io",
+                "--wait=false",
+            ],
+            None,
+        )
+        .await
+        .0
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        env.get("validationwebhook/widgets-cel", "{.metadata.name}")
+            .await
+            .0
+    );
+    assert!(
+        env.get("conversionwebhook/sprockets.example.io", "{.metadata.name}")
+            .await
+            .0
+    );
+    assert!(
+        env.get(vwc, "{.webhooks[*].name}")
+            .await
+            .1
+            .contains("widgets-cel")
+    );
+    assert_eq!(
+        env.get("crd/sprockets.example.io", strategy).await.1,
+        "Webhook"
+    );
+
+    // A handler that runs again removes the registrations, then lets the objects go.
+    env.start_handler().await;
+    let mut gone = false;
+    for _ in 0..200 {
+        let vw_there = env
+            .get("validationwebhook/widgets-cel", "{.metadata.name}")
+            .await
+            .0;
+        let cw_there = env
+            .get("conversionwebhook/sprockets.example.io", "{.metadata.name}")
+            .await
+            .0;
+        if !vw_there && !cw_there {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the deleted objects never went");
+    assert!(
+        !env.get(vwc, "{.metadata.name}").await.0,
+        "the configuration is gone"
+    );
+    assert_eq!(
+        env.get("crd/sprockets.example.io", strategy).await.1,
+        "None"
+    );
+    let hooks = env.opts.hooks_dir.clone();
+    assert!(
+        !hooks
+            .join("widgets-cel/webhooks/validating/widgets-cel.py")
+            .exists()
+    );
+    assert!(
+        !hooks
+            .join("sprockets.example.io/webhooks/conversion/sprockets.example.io.py")
+            .exists()
+    );
 }

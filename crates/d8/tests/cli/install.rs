@@ -181,6 +181,48 @@ fn the_publish_ingress_exists_only_while_air_gapped() {
     assert!(air_gapped.contains("ingressClassName: nginx"));
 }
 
+/// The chart's ValidatingWebhookConfiguration as `d8 up` would register it: the Service's path
+/// becomes the URL (with an empty base), the Service and the caBundle left out.
+fn registered_form(rendered: &str, ca_bundle: Option<&str>) -> serde_json::Value {
+    let doc = rendered
+        .split("\n---\n")
+        .find(|doc| doc.contains("kind: ValidatingWebhookConfiguration"))
+        .expect("the chart has a ValidatingWebhookConfiguration");
+    let mut configuration: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
+    for hook in configuration["webhooks"].as_array_mut().unwrap() {
+        let client = hook["clientConfig"].as_object_mut().unwrap();
+        assert_eq!(
+            client.remove("caBundle"),
+            ca_bundle.map(serde_json::Value::from)
+        );
+        let service = client.remove("service").unwrap();
+        assert_eq!(service["name"], "d8-webhook");
+        assert_eq!(service["namespace"], "d8-system");
+        assert_eq!(service["port"], 443);
+        client.insert("url".into(), service["path"].clone());
+    }
+    configuration
+}
+
+#[test]
+fn the_charts_webhook_configuration_is_the_one_d8_up_registers() {
+    let mut want = webhook::registration::validating_configuration("", "");
+    for hook in want["webhooks"].as_array_mut().unwrap() {
+        hook["clientConfig"]
+            .as_object_mut()
+            .unwrap()
+            .remove("caBundle");
+    }
+    for (set, ca_bundle) in [
+        (&[][..], None),
+        (&["webhook.caBundle=Y2E="][..], Some("Y2E=")),
+    ] {
+        let got = registered_form(&render(set), ca_bundle);
+        assert_eq!(got["metadata"]["name"], want["metadata"]["name"]);
+        assert_eq!(got["webhooks"], want["webhooks"], "{set:?}");
+    }
+}
+
 #[test]
 fn cni_migration_workloads_exist_only_while_a_migration_is_active() {
     // Their ServiceAccounts and roles are always there: `d8 controller` applies only the
