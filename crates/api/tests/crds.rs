@@ -436,3 +436,31 @@ fn committed_manifests_equal_the_generated_ones() {
         stale.join("\n")
     );
 }
+
+/// What the API server accepts without `spec` (Deckhouse's schemas of these kinds do not require
+/// it) our controllers can read: the object decodes with an empty spec instead of failing.
+#[test]
+fn kinds_without_a_required_spec_decode_without_one() {
+    let apv: api::packages::ApplicationPackageVersion = serde_json::from_value(serde_json::json!({
+        "apiVersion": "deckhouse.io/v1alpha1",
+        "kind": "ApplicationPackageVersion",
+        "metadata": {"name": "main-nginx-v1.2.3"},
+    }))
+    .expect("ApplicationPackageVersion without spec");
+    assert_eq!(apv.spec, Default::default());
+    let migration: api::network::CNIMigration = serde_json::from_value(serde_json::json!({
+        "apiVersion": "network.deckhouse.io/v1alpha1",
+        "kind": "CNIMigration",
+        "metadata": {"name": "cni-migration"},
+        "status": {"currentCNI": "flannel"},
+    }))
+    .expect("CNIMigration without spec");
+    assert_eq!(migration.spec, Default::default());
+    let node: api::network::CNINodeMigration = serde_json::from_value(serde_json::json!({
+        "apiVersion": "network.deckhouse.io/v1alpha1",
+        "kind": "CNINodeMigration",
+        "metadata": {"name": "worker-0"},
+    }))
+    .expect("CNINodeMigration without spec");
+    assert_eq!(node.spec, Default::default());
+}
