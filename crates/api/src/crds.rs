@@ -55,8 +55,13 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         "v1alpha2",
     )
     .expect("ModulePullOverride versions agree on names and scope");
+    let module = merge_crds(
+        vec![module::Module::crd(), module::v1beta1::ModuleV1beta1::crd()],
+        "v1alpha1",
+    )
+    .expect("Module versions agree on names and scope");
     [
-        (module::Module::crd(), Controller, false),
+        (module, Controller, false),
         (module_config::ModuleConfig::crd(), Controller, true),
         (module_source::ModuleSource::crd(), Controller, true),
         (module_release::ModuleRelease::crd(), Controller, false),

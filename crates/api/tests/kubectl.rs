@@ -232,3 +232,47 @@ spec:
         assert!(err.contains("matchExpressions"), "{name}: {err}");
     }
 }
+
+/// Module carries Deckhouse's `v1beta1` (the package system's shape) in its CRD without serving
+/// it: `v1alpha1` objects apply and list, `v1beta1` is not a resource the server offers.
+#[tokio::test]
+async fn module_v1beta1_is_present_but_not_served() {
+    let s = Server::start().await;
+    let (ok, versions, _) = s
+        .kubectl(
+            &[
+                "get",
+                "crd",
+                "modules.deckhouse.io",
+                "-o",
+                "jsonpath={range .spec.versions[*]}{.name}={.served}/{.storage} {end}",
+            ],
+            None,
+        )
+        .await;
+    assert!(ok);
+    assert_eq!(versions.trim(), "v1alpha1=true/true v1beta1=false/false");
+    s.apply_ok(
+        "apiVersion: deckhouse.io/v1alpha1
+kind: Module
+metadata:
+  name: echo
+properties:
+  weight: 900
+  source: example
+",
+    )
+    .await;
+    let (ok, _, _) = s
+        .kubectl(&["get", "modules.v1alpha1.deckhouse.io", "echo"], None)
+        .await;
+    assert!(ok);
+    let (ok, _, err) = s
+        .kubectl(&["get", "modules.v1beta1.deckhouse.io", "echo"], None)
+        .await;
+    assert!(!ok, "v1beta1 is served");
+    assert!(
+        err.contains("doesn't have a resource type") || err.contains("not found"),
+        "{err}"
+    );
+}
