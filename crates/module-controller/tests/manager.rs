@@ -422,6 +422,13 @@ async fn scanning_enabling_and_updating_per_policy() {
                 .into()
         )
     );
+    // … and is on d8_module_release_info for the ModuleReleaseIsWaitingManualApproval alert.
+    let metrics = c.manager.metrics().encode();
+    assert!(
+        metrics.contains("d8_module_release_info{name=\"hello-v0.2.1\",manualApproval=\"true\",disruptionApproval=\"false\",requirementsNotMet=\"false\",notificationNotSent=\"false\",releaseQueueDepth=\"1\""),
+        "{metrics}"
+    );
+    assert!(metrics.contains(",module=\"hello\"} 1"), "{metrics}");
     Api::<ModuleRelease>::all(c.client.clone())
         .patch(
             "hello-v0.2.1",
@@ -436,6 +443,13 @@ async fn scanning_enabling_and_updating_per_policy() {
     assert_eq!(
         c.downloaded.active_version("hello").as_deref(),
         Some("0.2.1")
+    );
+    assert!(
+        !c.manager
+            .metrics()
+            .encode()
+            .contains("d8_module_release_info{name=\"hello-v0.2.1\""),
+        "a deployed release leaves d8_module_release_info"
     );
 
     // A ModuleConfig for a module nobody offers.
