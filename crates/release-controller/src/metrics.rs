@@ -6,6 +6,8 @@
 //!   release is Skipped, Superseded or Suspended;
 //! - `d8_is_updating{deployingRelease}`: 1 while a deployed release waits for the new Deckhouse
 //!   to become ready;
+//! - `d8_updating_is_failed{version}`: 1 while the intermediate releases up to the channel's
+//!   `version` cannot be read from the registry (step-by-step update), 0 once they can;
 //! - `d8_migrated_module_not_found{module}`: 1 for a module of `migratedModules` that no
 //!   ModuleSource offers.
 //!
@@ -27,6 +29,7 @@ type Labels = Vec<(&'static str, String)>;
 pub struct Metrics {
     release_info: Family<Labels, Gauge>,
     is_updating: Family<Labels, Gauge>,
+    updating_is_failed: Family<Labels, Gauge>,
     migrated_module_not_found: Family<Labels, Gauge>,
     /// The `d8_release_info` labels last written per release, to replace them.
     release_info_labels: Mutex<HashMap<String, Labels>>,
@@ -44,6 +47,11 @@ impl Metrics {
             "d8_is_updating",
             "1 while Deckhouse is updating to deployingRelease.",
             self.is_updating.clone(),
+        );
+        registry.register(
+            "d8_updating_is_failed",
+            "1 while the releases up to version cannot be read from the registry.",
+            self.updating_is_failed.clone(),
         );
         registry.register(
             "d8_migrated_module_not_found",
@@ -86,6 +94,14 @@ impl Metrics {
                 .get_or_create(&vec![("deployingRelease", release.to_owned())])
                 .set(1);
         }
+    }
+
+    /// `d8_updating_is_failed{version}`: whether reading the steps up to `version` failed.
+    pub(crate) fn set_updating_failed(&self, version: &str, failed: bool) {
+        self.updating_is_failed.clear();
+        self.updating_is_failed
+            .get_or_create(&vec![("version", version.to_owned())])
+            .set(i64::from(failed));
     }
 
     /// The migrated module that is missing now (Deckhouse expires the group on every check).
