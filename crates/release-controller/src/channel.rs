@@ -87,6 +87,8 @@ impl Engine {
     /// Reads the release channel and brings the DeckhouseReleases in line with it.
     pub async fn sync_channel(&self) -> Result<ChannelOutcome, Error> {
         let settings = self.settings().await?;
+        self.metrics
+            .set_release_channel(settings.release_channel.map_or("", Channel::as_str));
         let Some(channel) = settings.release_channel else {
             return Ok(ChannelOutcome::DevMode);
         };

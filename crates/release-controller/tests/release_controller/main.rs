@@ -637,6 +637,14 @@ async fn running_engine_follows_a_settings_change() {
     }));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(c.summary().await.is_empty(), "dev mode follows no channel");
+    // … and says so for D8DeckhouseIsNotOnReleaseChannel.
+    assert!(
+        c.engine
+            .metrics()
+            .encode()
+            .lines()
+            .any(|l| l == "deckhouse_release_channel{release_channel=\"\"} 1")
+    );
 
     c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Auto"}}))
         .await;
@@ -652,6 +660,14 @@ async fn running_engine_follows_a_settings_change() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let metrics = c.engine.metrics().encode();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "deckhouse_release_channel{release_channel=\"Stable\"} 1"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("release_channel=\"\""), "{metrics}");
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(10), running)
         .await
