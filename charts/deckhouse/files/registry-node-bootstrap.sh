@@ -8,14 +8,16 @@
 #      (config_path = "/etc/containerd/registry.d"): containerd 1.x (config version 2,
 #      plugin "io.containerd.grpc.v1.cri") and 2.x (version 3, "io.containerd.cri.v1.images"),
 #      and restarts containerd only when its configuration changed.
-# D8_ROOT prefixes every path (for tests); CONTAINERD_CONFIG names containerd's file;
-# D8_NO_RESTART=1 skips the restart. Prints one line per change.
+# D8_ROOT prefixes every path the script writes (for tests); CONTAINERD_CONFIG names
+# containerd's file; CONTAINERD_REGISTRY_DIR the drop-in directory (default
+# /etc/containerd/registry.d, the agent's --containerd-registry-dir; written into containerd's
+# file as given); D8_NO_RESTART=1 skips the restart. Prints one line per change.
 set -euo pipefail
 
 root="${D8_ROOT:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
 config="${CONTAINERD_CONFIG:-$root/etc/containerd/config.toml}"
-dropin="/etc/containerd/registry.d"
+dropin="${CONTAINERD_REGISTRY_DIR:-/etc/containerd/registry.d}"
 containerd_changed=0
 
 # install_file SRC DST MODE: copies when the content differs; returns 0 when it changed.

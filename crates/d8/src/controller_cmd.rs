@@ -6,6 +6,7 @@
 //! anyone, and, with `--secure-metrics-address`, over HTTPS to callers a TokenReview and a
 //! SubjectAccessReview let through (kube-rbac-proxy built in, [`metrics`]).
 
+mod cni_chart;
 mod metrics;
 
 use std::net::SocketAddr;
@@ -76,8 +77,10 @@ pub(crate) struct Args {
     /// time, at most 5m).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     documentation_retry: Duration,
-    /// Runs the CNI migration manager here, under the lease (for a single machine: in a cluster
-    /// the chart's `cni-migration-manager` Deployment runs it while a CNIMigration exists).
+    /// Runs the CNI migration manager here, under the lease (for a single machine). Without
+    /// it, the controller applies the chart's `cni-migration-manager` Deployment and
+    /// `cni-migration-agent` DaemonSet while a CNIMigration exists (Deckhouse's
+    /// detect-cni-migration hook) and deletes them afterwards.
     #[arg(long)]
     cni_migration_manager: bool,
     /// Time between two passes of the CNI migration manager (it acts only while a
@@ -115,8 +118,12 @@ pub(crate) struct Utilities {
     pub(crate) object_keeper: utilities::object_keeper::Options,
     /// The documentation controller's settings, when it runs.
     pub(crate) documentation: Option<utilities::documentation::Options>,
-    /// The CNI migration manager's settings, when it runs here.
+    /// The CNI migration manager's settings, when it runs here; otherwise the
+    /// detect-cni-migration job runs, applying the chart's manager Deployment and agent
+    /// DaemonSet while a CNIMigration exists.
     pub(crate) cni_migration: Option<utilities::cni::manager::Options>,
+    /// The detect-cni-migration job's settings (when the manager does not run here).
+    pub(crate) cni_components: utilities::cni::components::Options,
 }
 
 fn utilities_options(args: &Args, clock: &Arc<dyn release_controller::Clock>) -> Utilities {
@@ -138,6 +145,10 @@ fn utilities_options(args: &Args, clock: &Arc<dyn release_controller::Clock>) ->
                 interval: args.cni_migration_interval,
                 clock: clock.clone(),
             }),
+        cni_components: utilities::cni::components::Options {
+            interval: args.cni_migration_interval,
+            ..Default::default()
+        },
     }
 }
 
@@ -336,13 +347,30 @@ pub(crate) async fn lead(
     result
 }
 
-/// The ObjectKeeper controller, the documentation controller and the CNI migration manager
-/// (each of the last two when it runs here).
+/// The ObjectKeeper controller, the documentation controller (when it runs here) and the CNI
+/// migration's job here.
 type UtilityControllers = (
     utilities::object_keeper::Controller,
     Option<utilities::documentation::Controller>,
-    Option<utilities::cni::manager::Manager>,
+    CniMigration,
 );
+
+/// What `d8 controller` does for CNI migrations: run the manager itself (one machine), or
+/// make the chart's manager Deployment and agent DaemonSet exist while a CNIMigration does.
+#[derive(Debug)]
+enum CniMigration {
+    Manager(utilities::cni::manager::Manager),
+    Components(utilities::cni::components::Components),
+}
+
+impl CniMigration {
+    async fn run(&self, stopped: impl std::future::Future<Output = ()>) {
+        match self {
+            Self::Manager(manager) => manager.run(stopped).await,
+            Self::Components(components) => components.run(stopped).await,
+        }
+    }
+}
 
 fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<UtilityControllers> {
     let keepers = utilities::object_keeper::Controller::new(client.clone(), options.object_keeper);
@@ -351,9 +379,19 @@ fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<Ut
         .map(|o| utilities::documentation::Controller::new(client.clone(), o))
         .transpose()
         .context("documentation controller")?;
-    let cni = options
-        .cni_migration
-        .map(|o| utilities::cni::manager::Manager::new(client.clone(), o));
+    let cni = match options.cni_migration {
+        Some(o) => CniMigration::Manager(utilities::cni::manager::Manager::new(client.clone(), o)),
+        None => {
+            let chart = cni_chart::CniChart {
+                namespace: options.cni_components.namespace.clone(),
+            };
+            CniMigration::Components(utilities::cni::components::Components::new(
+                client.clone(),
+                options.cni_components,
+                Arc::new(chart),
+            ))
+        }
+    };
     Ok((keepers, documentation, cni))
 }
 
@@ -418,15 +456,11 @@ async fn elect_and_run(
             let stopped = until_stopped(stopped.clone());
             async move { utilities.0.run(stopped).await }
         }));
-        if utilities.2.is_some() {
+        tasks.push(tokio::spawn({
             let utilities = utilities.clone();
             let stopped = until_stopped(stopped.clone());
-            tasks.push(tokio::spawn(async move {
-                if let Some(cni) = &utilities.2 {
-                    cni.run(stopped).await
-                }
-            }));
-        }
+            async move { utilities.2.run(stopped).await }
+        }));
         if utilities.1.is_some() {
             let utilities = utilities.clone();
             let stopped = until_stopped(stopped.clone());

@@ -79,6 +79,23 @@ pub(crate) struct PullArgs {
     /// Where modules are under the source.
     #[arg(long, default_value = "/modules")]
     modules_path_suffix: String,
+    /// An image of your own to put in the bundle, `[REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST]`
+    /// as `docker pull` reads it; one flag per image. It keeps its repository path (pushed
+    /// under the push target's path). With --image or --images-file only those images are
+    /// pulled, plus the platform when --deckhouse-tag, --include-platform or --since-version
+    /// asks for it and modules when --include-module does. --source-login/--source-password go
+    /// only to the --source registry's host; --insecure and --tls-ca-file apply to every
+    /// registry.
+    #[arg(long, value_name = "REF")]
+    image: Vec<String>,
+    /// A file of images like --image: one reference per line, `#` comments.
+    #[arg(long, value_name = "FILE")]
+    images_file: Option<PathBuf>,
+    /// An image made on the spot from a local directory, `DIR=REPOSITORY:TAG`: one layer with
+    /// the directory's tree (owner root, modes as on disk, linux/amd64); the same directory
+    /// always gives the same digest. Counts as --image for what else is pulled.
+    #[arg(long, value_name = "DIR=REPOSITORY:TAG")]
+    image_dir: Vec<String>,
     /// Do not pull the platform.
     #[arg(long)]
     no_platform: bool,
@@ -257,10 +274,6 @@ fn pull_options(args: &PullArgs) -> anyhow::Result<mirror::PullOptions> {
         !args.tls_skip_verify,
         "--tls-skip-verify is not supported: pass the registry's CA with --tls-ca-file"
     );
-    anyhow::ensure!(
-        !(args.no_platform && args.no_modules),
-        "--no-platform and --no-modules together leave nothing to pull"
-    );
     let mut source = endpoint(&args.source, args.insecure, args.tls_ca_file.as_ref())?;
     source = match (&args.license, &args.source_login, &args.source_password) {
         (Some(license), _, _) => source.credentials(Credentials::new("license-token", license)),
@@ -272,6 +285,17 @@ fn pull_options(args: &PullArgs) -> anyhow::Result<mirror::PullOptions> {
         }
         (None, None, None) => source,
     };
+    let images = own_images(args)?;
+    let dir_images = args
+        .image_dir
+        .iter()
+        .map(|s| mirror::images::parse_dir_image(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let only_images = !images.is_empty() || !dir_images.is_empty();
+    anyhow::ensure!(
+        only_images || !(args.no_platform && args.no_modules),
+        "--no-platform and --no-modules together leave nothing to pull"
+    );
     let platform = if args.no_platform {
         None
     } else if let Some(tag) = &args.deckhouse_tag {
@@ -284,10 +308,12 @@ fn pull_options(args: &PullArgs) -> anyhow::Result<mirror::PullOptions> {
         let version = parse_release(since)
             .with_context(|| format!("--since-version {since:?} is not a release version"))?;
         Some(PlatformSelection::Since(version))
+    } else if only_images {
+        None
     } else {
         Some(PlatformSelection::Channels)
     };
-    let modules = if args.no_modules {
+    let modules = if args.no_modules || (only_images && args.include_module.is_empty()) {
         None
     } else {
         Some(ModuleFilter {
@@ -322,7 +348,28 @@ fn pull_options(args: &PullArgs) -> anyhow::Result<mirror::PullOptions> {
         force: args.force,
         ignore_suspend: args.ignore_suspend,
         parallel: args.parallel,
+        images,
+        dir_images,
     })
+}
+
+/// The images of `--image` and `--images-file`, planned.
+fn own_images(args: &PullArgs) -> anyhow::Result<Vec<mirror::images::Wanted>> {
+    let mut references = args.image.clone();
+    if let Some(path) = &args.images_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("read the images file {}", path.display()))?;
+        references.extend(
+            mirror::images::parse_file(&text)
+                .with_context(|| format!("images file {}", path.display()))?,
+        );
+        anyhow::ensure!(
+            !references.is_empty(),
+            "the images file {} lists no image",
+            path.display()
+        );
+    }
+    Ok(mirror::images::plan(&references)?)
 }
 
 fn push_options(args: &PushArgs) -> anyhow::Result<mirror::PushOptions> {
@@ -367,6 +414,66 @@ mod tests {
         assert_eq!(size("64KiB", 1).unwrap(), 64 << 10);
         assert!(size("12 parsecs", 1).is_err());
         assert!(size("", 1).is_err());
+    }
+
+    #[derive(clap::Parser)]
+    struct Pull {
+        #[command(flatten)]
+        args: PullArgs,
+    }
+
+    fn pull(args: &[&str]) -> anyhow::Result<mirror::PullOptions> {
+        let parsed = <Pull as clap::Parser>::try_parse_from(
+            std::iter::once("d8 mirror pull").chain(args.iter().copied()),
+        )?;
+        pull_options(&parsed.args)
+    }
+
+    #[test]
+    fn own_images_alone_pull_nothing_else_unless_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("images.txt");
+        std::fs::write(&file, "# mine\nregistry.example.com/team/app:v1\n").unwrap();
+        let file = file.display().to_string();
+        let only = pull(&["/b", "--image", "alpine:3.20", "--images-file", &file]).unwrap();
+        assert!(only.platform.is_none() && only.modules.is_none());
+        let wanted: Vec<String> = only
+            .images
+            .iter()
+            .map(|w| w.reference.to_string())
+            .collect();
+        assert_eq!(
+            wanted,
+            [
+                "docker.io/library/alpine:3.20",
+                "registry.example.com/team/app:v1"
+            ]
+        );
+        let with = pull(&[
+            "/b",
+            "--image",
+            "alpine",
+            "--deckhouse-tag",
+            "v1.65.3",
+            "-i",
+            "console",
+        ])
+        .unwrap();
+        assert!(with.platform.is_some() && with.modules.is_some());
+        let built = pull(&["/b", "--image-dir", "./site=team/site:v1"]).unwrap();
+        assert!(built.platform.is_none() && built.modules.is_none() && built.images.is_empty());
+        assert_eq!(built.dir_images[0].repository, "team/site");
+        let release = pull(&["/b"]).unwrap();
+        assert!(release.images.is_empty() && release.platform.is_some());
+        let err = pull(&["/b", "--image", "Not A Reference"]).unwrap_err();
+        assert!(
+            err.to_string().contains("is not an image reference"),
+            "{err}"
+        );
+        let empty = dir.path().join("empty.txt");
+        std::fs::write(&empty, "# nothing\n").unwrap();
+        let err = pull(&["/b", "--images-file", &empty.display().to_string()]).unwrap_err();
+        assert!(err.to_string().contains("lists no image"), "{err}");
     }
 
     #[test]

@@ -9,8 +9,10 @@
 //! — which works with no network at all (`--initial-registry=unmanaged` starts without a
 //! configuration instead: the agent listens but writes nothing for containerd). The cache
 //! replica is `d8 registry storage` as a child process, configured from RegistryStorage
-//! ([`replica`]).
+//! ([`replica`]). `d8 webhook` runs as a task on a loopback port, registered with the API
+//! server before anything else is written ([`admission_webhook`]).
 
+mod admission_webhook;
 mod replica;
 
 use std::io::Write;
@@ -49,6 +51,10 @@ pub(crate) struct Args {
     /// Where the controllers serve `/metrics`.
     #[arg(long, default_value = "127.0.0.1:4281")]
     metrics_address: SocketAddr,
+    /// Where `d8 webhook` (admission and conversion of the platform's kinds) listens, HTTPS;
+    /// port 0 picks a free one. Only the API server calls it.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    webhook_address: SocketAddr,
     /// containerd's registry drop-in directory (containerd's `config_path`).
     #[arg(long, default_value = "/etc/containerd/registry.d")]
     containerd_registry_dir: PathBuf,
@@ -204,19 +210,46 @@ fn as_kubectl_applied(mut object: serde_json::Value) -> serde_json::Value {
 }
 
 /// `Managed` or `Unmanaged`, as the `registry` ModuleConfig says now.
-async fn registry_mode(client: &Client) -> String {
+/// The registry module's mode for the banner, and whether its settings run the cache replica.
+async fn registry_mode(client: &Client) -> (String, bool) {
     let configs: Api<api::module_config::ModuleConfig> = Api::all(client.clone());
     match configs.get_opt("registry").await {
-        Ok(Some(config)) => config
-            .spec
-            .settings
-            .as_ref()
-            .and_then(|s| s.get("mode"))
-            .and_then(|m| m.as_str())
-            .unwrap_or("Unmanaged")
-            .to_owned(),
-        Ok(None) => "Unmanaged (no ModuleConfig registry)".to_owned(),
-        Err(e) => format!("unknown ({e})"),
+        Ok(Some(config)) => {
+            let settings = config.spec.settings.as_ref();
+            let mode = settings
+                .and_then(|s| s.get("mode"))
+                .and_then(|m| m.as_str())
+                .unwrap_or("Unmanaged")
+                .to_owned();
+            let cache = settings.is_some_and(runs_cache);
+            (mode, cache)
+        }
+        Ok(None) => ("Unmanaged (no ModuleConfig registry)".to_owned(), false),
+        Err(e) => (format!("unknown ({e})"), false),
+    }
+}
+
+/// Whether registry settings run the cache replica: Managed with `storage.cache: true`.
+fn runs_cache(settings: &serde_json::Value) -> bool {
+    settings.get("mode").and_then(|m| m.as_str()) == Some("Managed")
+        && settings
+            .pointer("/storage/cache")
+            .and_then(|c| c.as_bool())
+            .unwrap_or(false)
+}
+
+/// Waits (at most `limit`) until something accepts connections on `address`: the banner's
+/// printed push must not meet a replica still starting.
+async fn wait_listening(address: SocketAddr, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if tokio::net::TcpStream::connect(address).await.is_ok() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -264,19 +297,27 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let server =
-        platform_apiserver(apiserver::ApiServer::builder().data_dir(data_dir.join("apiserver")))
-            .encryption_config(&encryption)
-            .user(apiserver::User::registry_agent(&node))
-            .serve(listener)
-            .await
-            .context("starting the API server")?;
+    // The rules kube-apiserver runs itself in Deckhouse stay in process; `d8 webhook` answers
+    // the rest over HTTPS once registered (below).
+    let server = platform_apiserver(
+        apiserver::ApiServer::builder().data_dir(data_dir.join("apiserver")),
+        admission::Verdicts::ApiServer,
+    )
+    .encryption_config(&encryption)
+    .user(apiserver::User::registry_agent(&node))
+    .serve(listener)
+    .await
+    .context("starting the API server")?;
     let admin_kubeconfig = server.admin_kubeconfig().to_owned();
     let agent_kubeconfig = server
         .kubeconfig(&format!("system:registry-agent:{node}"))
         .context("the API server wrote no kubeconfig for the agent")?
         .to_owned();
     let admin = crate::kube_client::client(Some(&admin_kubeconfig)).await?;
+    // The webhook, registered before any write of ours (see `webhook`).
+    let webhook_server = admission_webhook::start(data_dir, args.webhook_address, admin.clone())
+        .await
+        .context("starting the admission webhook")?;
     let fresh = ensure_node(&admin, &node).await?;
     if fresh && args.initial_registry == InitialRegistry::AirGap {
         write_initial_config(&admin).await?;
@@ -395,7 +436,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         },
     ));
 
-    let mode = registry_mode(&admin).await;
+    let (mode, cache) = registry_mode(&admin).await;
+    if cache && !wait_listening(args.storage_write_address, Duration::from_secs(30)).await {
+        tracing::warn!(address = %args.storage_write_address, "the cache replica's publish endpoint is not listening yet");
+    }
     let agent_metrics = agent
         .metrics_address
         .map(|a| format!("http://{a}/metrics"))
@@ -411,9 +455,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
   containerd drop-in  {registry_dir}/{default}/hosts.toml (containerd's config_path: {registry_dir})
   cache replica       https://{read} (pulls), https://{write} (publish endpoint), CA {storage}/{storage_ca}, log {storage}/replica.log
   metrics             http://{controller_metrics}/metrics (controllers), {agent_metrics} (agent), http://{storage_metrics}/metrics (cache)
+  admission webhook   https://{webhook_address} (d8 webhook, CA {data}/{webhook_dir}/ca.crt)
   registry module     {mode}
   modules             {downloaded} (from ModuleSources; enable one with a ModuleConfig)
-Air-gapped (the default): push images into the cache, then pull them through the agent:
+Air-gapped (the default): bundle your images (d8 mirror pull --image REF BUNDLE), push the bundle
+into the cache, then pull them through the agent:
   d8 mirror push BUNDLE {write}/system/deckhouse --tls-ca-file {storage}/{storage_ca} \\
     --tls-cert {storage}/{push_cert} --tls-key {storage}/{push_key} -u push -p \"$(cut -d: -f2 {storage}/{push_file})\"
 To pull through a real upstream instead (the cache fills on demand):
@@ -435,6 +481,8 @@ Ctrl-C stops.
         push_cert = replica::PUSH_CERT_FILE,
         push_key = replica::PUSH_KEY_FILE,
         push_file = replica::PUSH_FILE,
+        webhook_address = webhook_server.address,
+        webhook_dir = admission_webhook::DIR,
     ))?;
     tracing::info!(%node, url = server.url(), agent = %agent.address, "platform running");
 
@@ -446,12 +494,13 @@ Ctrl-C stops.
             Err(e) => Err(anyhow::anyhow!("the controllers panicked: {e}")),
         },
     };
-    tracing::info!("stopping: controllers, cache replica, agent, API server");
+    tracing::info!("stopping: controllers, cache replica, webhook, agent, API server");
     let _ = stop.send(true);
     if !controllers.is_finished() {
         let _ = controllers.await;
     }
     let _ = replica.await;
+    webhook_server.stop().await;
     agent.stop().await;
     server.shutdown().await;
     outcome
@@ -460,6 +509,26 @@ Ctrl-C stops.
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_banner_waits_for_the_replica_only_when_settings_run_it() {
+        let air_gap = air_gap_module_config();
+        let table = [
+            (air_gap["spec"]["settings"].clone(), true),
+            (
+                serde_json::json!({"mode": "Managed", "storage": {"cache": false}}),
+                false,
+            ),
+            (serde_json::json!({"mode": "Managed"}), false),
+            (
+                serde_json::json!({"mode": "Unmanaged", "storage": {"cache": true}}),
+                false,
+            ),
+        ];
+        for (settings, expected) in table {
+            assert_eq!(runs_cache(&settings), expected, "{settings}");
+        }
+    }
 
     #[test]
     fn node_names_must_be_dns_names() {

@@ -114,6 +114,18 @@ pub enum Error {
         /// Pushing (write credentials) rather than pulling.
         push: bool,
     },
+    /// The target has no room: it answered 413 to an upload.
+    #[error(
+        "{registry} has no room for {what} (413 Payload Too Large): free disk space there; the cache \
+         replica of `d8 up` keeps `--storage-reserve` free (by default Deckhouse's reserve for \
+         cluster nodes, up to 60 GiB)"
+    )]
+    NoRoom {
+        /// `scheme://host/path`.
+        registry: String,
+        /// What was being uploaded.
+        what: String,
+    },
     /// A blob of the bundle does not hash to its name.
     #[error(
         "the bundle is corrupted: blob {expected} in {package} ({path}) hashes to {actual}; \
@@ -217,6 +229,15 @@ impl Error {
         what: impl Into<String>,
         source: registry_client::Error,
     ) -> Self {
+        if let registry_client::Error::Status { status, .. } = &source
+            && push
+            && status.as_u16() == 413
+        {
+            return Self::NoRoom {
+                registry: registry.to_owned(),
+                what: what.into(),
+            };
+        }
         if let registry_client::Error::Unauthorized {
             credentials_sent, ..
         } = &source
@@ -332,4 +353,37 @@ fn tls_detail(chain: &str) -> String {
         }
     }
     "TLS handshake failed".to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_target_says_where_room_is_made() {
+        let status = |code: u16| registry_client::Error::Status {
+            status: http::StatusCode::from_u16(code).unwrap(),
+            code: Some("DENIED".into()),
+            url: "https://127.0.0.1:5003/v2/system/deckhouse/app/blobs/uploads/".into(),
+        };
+        let full = Error::registry(
+            "https://127.0.0.1:5003/system/deckhouse",
+            true,
+            "upload blob",
+            status(413),
+        );
+        let message = full.to_string();
+        assert!(
+            message.contains("has no room for upload blob (413 Payload Too Large)")
+                && message.contains("--storage-reserve"),
+            "{message}"
+        );
+        let pull = Error::registry("https://r.example", false, "pull blob", status(413));
+        assert!(
+            matches!(pull, Error::Registry { .. }),
+            "only pushes are about room"
+        );
+        let other = Error::registry("https://r.example", true, "upload blob", status(500));
+        assert!(matches!(other, Error::Registry { .. }));
+    }
 }

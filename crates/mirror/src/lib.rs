@@ -4,6 +4,7 @@
 //! - [`select`]: which platform versions, channels and module versions to mirror (pure).
 //! - [`bundle`]: the bundle format — tar packages of OCI image layouts, chunking, our
 //!   `d8-mirror-bundle.json`, and the one-pass scan that verifies every blob.
+//! - [`images`]: images of your own (`--image`, `--images-file`) and where they go (pure).
 //! - [`layout`]: `index.json` entries and which registry repository each layout stands for.
 //! - [`pull`] and [`push`]: the two commands; [`progress`]: bars, plain lines, JSON lines.
 //!
@@ -13,6 +14,7 @@
 
 pub mod bundle;
 mod error;
+pub mod images;
 pub mod layout;
 pub mod progress;
 pub mod pull;

@@ -6,6 +6,9 @@
 //! so a re-run fetches only what is missing. A blob is only ever visible there under its digest
 //! once it has been verified, and is verified again while it is packed.
 
+mod dir_image;
+mod images;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -50,6 +53,11 @@ pub struct PullOptions {
     pub ignore_suspend: bool,
     /// Blobs downloaded at once.
     pub parallel: usize,
+    /// Images of your own (`--image`, `--images-file`), into the `images` package; see
+    /// [`crate::images`].
+    pub images: Vec<crate::images::Wanted>,
+    /// Images made from local directories (`--image-dir`), into the `images` package.
+    pub dir_images: Vec<crate::images::DirImage>,
 }
 
 /// What a pull did.
@@ -71,6 +79,8 @@ pub struct PullSummary {
     pub platform_tags: Vec<String>,
     /// Modules pulled.
     pub modules: Vec<String>,
+    /// Images of your own pulled (`--image`, `--images-file`), as normalised references.
+    pub own_images: Vec<String>,
 }
 
 const WORK_DIR: &str = ".d8-mirror-pull";
@@ -107,6 +117,15 @@ struct PackageBuild {
     layouts: BTreeMap<String, LayoutBuild>,
 }
 
+/// A blob to download: the registry and repository it comes from, and its descriptor.
+#[derive(Clone)]
+struct Want {
+    remote: Remote,
+    shown: String,
+    repo: String,
+    descriptor: oci::Descriptor,
+}
+
 struct Puller {
     remote: Remote,
     shown: String,
@@ -115,7 +134,7 @@ struct Puller {
     progress: Progress,
     packages: BTreeMap<String, PackageBuild>,
     /// Blobs to download: digest → (repository, descriptor).
-    wanted: BTreeMap<oci::Digest, (String, oci::Descriptor)>,
+    wanted: BTreeMap<oci::Digest, Want>,
     parallel: usize,
     /// Blobs this run downloaded (verified while written) or found intact in the cache of an
     /// earlier run: packing copies them without hashing them again.
@@ -143,10 +162,12 @@ pub async fn pull(options: &PullOptions, progress: &Progress) -> Result<PullSumm
     let remote = Client::new(Config::default())
         .remote(options.source.clone())
         .map_err(|e| Error::registry(&shown, false, "source registry", e))?;
-    remote
-        .check()
-        .await
-        .map_err(|e| Error::registry(&shown, false, format!("connect to {shown}"), e))?;
+    if options.platform.is_some() || options.modules.is_some() {
+        remote
+            .check()
+            .await
+            .map_err(|e| Error::registry(&shown, false, format!("connect to {shown}"), e))?;
+    }
     let mut puller = Puller {
         remote,
         shown,
@@ -164,6 +185,18 @@ pub async fn pull(options: &PullOptions, progress: &Progress) -> Result<PullSumm
     }
     if let Some(filter) = &options.modules {
         summary.modules = puller.modules(filter, &options.modules_path).await?;
+    }
+    if !options.images.is_empty() {
+        summary.own_images = puller.images(&options.images, &options.source).await?;
+    }
+    for image in &options.dir_images {
+        puller.dir_image(image)?;
+        summary.own_images.push(format!(
+            "{}:{} (from {})",
+            image.repository,
+            image.tag,
+            image.dir.display()
+        ));
     }
     if puller.packages.is_empty() {
         return Err(Error::NothingSelected {
@@ -184,13 +217,14 @@ pub async fn pull(options: &PullOptions, progress: &Progress) -> Result<PullSumm
         let missing: u64 = puller
             .layout_blobs()
             .iter()
-            .filter(|(_, d)| !puller.has(&d.digest))
-            .map(|(_, d)| d.size)
+            .filter(|w| !puller.has(&w.descriptor.digest))
+            .map(|w| w.descriptor.size)
             .sum();
         progress.summary(
             serde_json::json!({"dryRun": true, "images": summary.images, "blobs": summary.blobs,
                 "bytes": summary.bytes, "toDownload": missing,
-                "platform": summary.platform_tags, "modules": summary.modules}),
+                "platform": summary.platform_tags, "modules": summary.modules,
+                "ownImages": summary.own_images}),
             &format!(
                 "dry run: {} images, {} blobs, {} in the bundle, {} to download",
                 summary.images,
@@ -210,7 +244,8 @@ pub async fn pull(options: &PullOptions, progress: &Progress) -> Result<PullSumm
     progress.summary(
         serde_json::json!({"images": summary.images, "blobs": summary.blobs, "bytes": summary.bytes,
             "downloaded": summary.downloaded, "reused": summary.reused, "seconds": seconds,
-            "files": summary.files, "platform": summary.platform_tags, "modules": summary.modules}),
+            "files": summary.files, "platform": summary.platform_tags, "modules": summary.modules,
+            "ownImages": summary.own_images}),
         &format!(
             "pulled {} images ({} blobs, {}) into {} in {seconds:.1}s: {} downloaded, {} reused from an earlier run",
             summary.images,
@@ -263,7 +298,7 @@ impl Puller {
     }
 
     /// The configs and layers the bundle's layouts need, with a repository to fetch each from.
-    fn layout_blobs(&self) -> Vec<(String, oci::Descriptor)> {
+    fn layout_blobs(&self) -> Vec<Want> {
         let needed = self.all_blobs();
         self.wanted
             .iter()
@@ -353,9 +388,12 @@ impl Puller {
             }
         }
         for blob in &record.blobs {
-            self.wanted
-                .entry(blob.digest)
-                .or_insert_with(|| (repo.to_owned(), blob.clone()));
+            self.wanted.entry(blob.digest).or_insert_with(|| Want {
+                remote: self.remote.clone(),
+                shown: self.shown.clone(),
+                repo: repo.to_owned(),
+                descriptor: blob.clone(),
+            });
         }
         Ok(Some(record))
     }
@@ -439,10 +477,15 @@ impl Puller {
         record: &Record,
         names: &[&str],
     ) -> Result<BTreeMap<String, Vec<u8>>, Error> {
-        let blobs: Vec<(String, oci::Descriptor)> = record
+        let blobs: Vec<Want> = record
             .blobs
             .iter()
-            .map(|b| (record.repo.clone(), b.clone()))
+            .map(|b| Want {
+                remote: self.remote.clone(),
+                shown: self.shown.clone(),
+                repo: record.repo.clone(),
+                descriptor: b.clone(),
+            })
             .collect();
         self.download(&blobs, None).await?;
         let mut found = BTreeMap::new();
@@ -750,7 +793,7 @@ impl Puller {
 
     async fn download_all(&mut self) -> Result<(u64, u64), Error> {
         let blobs = self.layout_blobs();
-        let total: u64 = blobs.iter().map(|(_, d)| d.size).sum();
+        let total: u64 = blobs.iter().map(|w| w.descriptor.size).sum();
         let phase = self.progress.phase("pull", blobs.len() as u64, total);
         let result = self.download(&blobs, Some(&phase)).await;
         phase.finish();
@@ -761,14 +804,15 @@ impl Puller {
     /// downloaded, bytes already there).
     async fn download(
         &self,
-        blobs: &[(String, oci::Descriptor)],
+        blobs: &[Want],
         phase: Option<&crate::progress::Phase>,
     ) -> Result<(u64, u64), Error> {
         let semaphore = Arc::new(tokio::sync::Semaphore::new(self.parallel));
         let mut tasks = tokio::task::JoinSet::new();
         let mut reused = 0;
         let mut seen = BTreeSet::new();
-        for (repo, descriptor) in blobs {
+        for want in blobs {
+            let descriptor = &want.descriptor;
             if !seen.insert(descriptor.digest) {
                 continue;
             }
@@ -806,10 +850,13 @@ impl Puller {
                 std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
             }
             let permit = semaphore.clone();
-            let remote = self.remote.clone();
-            let (repo, descriptor) = (repo.clone(), descriptor.clone());
+            let Want {
+                remote,
+                shown,
+                repo,
+                descriptor,
+            } = want.clone();
             let tmp = self.tmp.clone();
-            let shown = self.shown.clone();
             let phase = phase.cloned();
             tasks.spawn(async move {
                 let _permit = permit.acquire_owned().await;

@@ -458,6 +458,52 @@ async fn scanning_enabling_and_updating_per_policy() {
     let mc: ModuleConfig = Api::all(c.client.clone()).get("nonexistent").await.unwrap();
     assert_eq!(mc.status.unwrap().message, "Ignored: unknown module name");
 
+    // The registry module (built in) accepts its configuration: no message. Once the registry
+    // controller refuses it (RegistryConfig Valid=False, prerequisites not met), the
+    // ModuleConfig shows why, as Deckhouse shows a configuration error; and no longer after.
+    c.config("registry", json!({"enabled": true, "version": 1}))
+        .await;
+    c.pass().await;
+    let registry_message = |c: &Cluster| {
+        let client = c.client.clone();
+        async move {
+            let mc: ModuleConfig = Api::all(client).get("registry").await.unwrap();
+            mc.status.unwrap().message
+        }
+    };
+    assert_eq!(registry_message(&c).await, "");
+    let refusal = "the cluster must be fully managed by the platform: the module does not work in Managed Kubernetes (there is no ClusterConfiguration, Secret kube-system/d8-cluster-configuration)";
+    let configs: Api<api::registry::RegistryConfig> = Api::all(c.client.clone());
+    let valid = |status: &str, reason: &str, message: &str| {
+        json!({"status": {"conditions": [{"type": "Valid", "status": status, "reason": reason,
+            "message": message, "lastTransitionTime": "2025-01-01T00:00:00Z"}]}})
+    };
+    c.apply::<api::registry::RegistryConfig>(json!({
+        "apiVersion": "deckhouse.io/v1alpha1", "kind": "RegistryConfig",
+        "metadata": {"name": "registry"}, "spec": {"mode": "Managed"}
+    }))
+    .await;
+    configs
+        .patch_status(
+            "registry",
+            &PatchParams::default(),
+            &Patch::Merge(valid("False", "PrerequisitesNotMet", refusal)),
+        )
+        .await
+        .unwrap();
+    c.pass().await;
+    assert_eq!(registry_message(&c).await, format!("Error: {refusal}"));
+    configs
+        .patch_status(
+            "registry",
+            &PatchParams::default(),
+            &Patch::Merge(valid("True", "Valid", "")),
+        )
+        .await
+        .unwrap();
+    c.pass().await;
+    assert_eq!(registry_message(&c).await, "");
+
     // A module in maintenance is reported for the ModuleIsInMaintenanceMode alert, and no
     // longer once maintenance is lifted.
     let scrape = |c: &Cluster| {

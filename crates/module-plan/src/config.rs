@@ -258,12 +258,17 @@ impl ModuleSettings {
 /// are never "unknown".
 pub const BUILT_IN_MODULES: &[&str] = &["deckhouse", "registry"];
 
-/// The status of the ModuleConfig of a built-in module: Deckhouse's for a module that accepts its
-/// configuration, the version in use and no message.
-pub fn built_in_module_status(spec: &ModuleConfigSpec) -> ModuleConfigStatus {
+/// The status of the ModuleConfig of a built-in module: the version in use and, when the
+/// module refuses its configuration (the registry module's prerequisites not met, its
+/// settings invalid: RegistryConfig's `Valid=False`), the refusal as Deckhouse shows a
+/// configuration error (`Error: …`); no message when it accepts it.
+pub fn built_in_module_status(
+    spec: &ModuleConfigSpec,
+    refusal: Option<&str>,
+) -> ModuleConfigStatus {
     ModuleConfigStatus {
         version: spec.version.filter(|v| *v > 0).unwrap_or(1).to_string(),
-        message: String::new(),
+        message: refusal.map(message_error).unwrap_or_default(),
     }
 }
 

@@ -64,19 +64,60 @@ pub fn repository<'a>(published: Option<&'a str>, install: &'a str) -> &'a str {
     published.unwrap_or(install)
 }
 
-/// `image` named by `repository` instead, with its tag and digest kept
-/// (`old/deckhouse/ee:v1.68.5@sha256:…` → `<repository>:v1.68.5@sha256:…`); `None` when it is
-/// named by `repository` already.
-pub fn rebase(image: &str, repository: &str) -> Option<String> {
+/// An image reference split into repository, tag and digest
+/// (`host:5000/deckhouse/ee:v1@sha256:…` → `host:5000/deckhouse/ee`, `v1`, `sha256:…`).
+fn split(image: &str) -> (&str, Option<&str>, Option<&str>) {
     let (name, digest) = match image.split_once('@') {
         Some((name, digest)) => (name, Some(digest)),
         None => (image, None),
     };
     let last = name.rfind('/').map_or(0, |i| i + 1);
-    let (current, tag) = match name[last..].rfind(':') {
-        Some(i) => (&name[..last + i], Some(&name[last + i + 1..])),
-        None => (name, None),
-    };
+    match name[last..].rfind(':') {
+        Some(i) => (&name[..last + i], Some(&name[last + i + 1..]), digest),
+        None => (name, None, digest),
+    }
+}
+
+/// The repository of an image reference (`host:5000/deckhouse/ee:v1@sha256:…` →
+/// `host:5000/deckhouse/ee`).
+pub fn repository_of(image: &str) -> &str {
+    split(image).0
+}
+
+/// The reference a container of one of the platform's own components (the deckhouse
+/// Deployment, `d8-webhook`, `webhook-handler`, the cache replicas, the registry agent, the CNI
+/// migration's manager and agent — all run the platform's image) must name now, its tag and
+/// digest kept; `None` when it stays. While a base is published, the platform's images — named
+/// by the install repository, the in-cluster base or one of its `own` repositories (where the
+/// chart put it) — move there; once none is, those at the in-cluster base go back to the
+/// install repository and the others stay where the chart put them. Another image (a
+/// `kube-rbac-proxy` sidecar) never moves. This is the one place that decides every
+/// component's image.
+pub fn component_image(
+    image: &str,
+    own: &[&str],
+    published: Option<&str>,
+    install: &str,
+) -> Option<String> {
+    let current = repository_of(image);
+    match published {
+        Some(base) => {
+            let ours = current == install
+                || current == crate::IMAGE_BASE
+                || current == base
+                || own.contains(&current);
+            ours.then(|| rebase(image, base)).flatten()
+        }
+        None if current == crate::IMAGE_BASE => rebase(image, install),
+        None => None,
+    }
+}
+
+/// `image` named by `repository` instead, with its tag and digest kept
+/// (`old/deckhouse/ee:v1.68.5@sha256:…` → `<repository>:v1.68.5@sha256:…`); `None` when it is
+/// named by `repository` already.
+pub fn rebase(image: &str, repository: &str) -> Option<String> {
+    let (current, tag, digest) = split(image);
     if current == repository {
         return None;
     }
@@ -179,6 +220,73 @@ mod tests {
             rebase(&format!("{new}:v1"), "registry.deckhouse.io/deckhouse/ee"),
             Some("registry.deckhouse.io/deckhouse/ee:v1".to_owned())
         );
+    }
+
+    #[test]
+    fn every_component_image_is_decided_by_one_rule() {
+        let base = crate::IMAGE_BASE;
+        let install = "registry.deckhouse.io/deckhouse/ce";
+        let chart = "registry.example.com/deckhouse/d8";
+        let proxy = "quay.io/brancz/kube-rbac-proxy:v0.18.2";
+        let own = [chart];
+        let rows: [(&str, &str, Option<&str>, Option<String>); 9] = [
+            (
+                "the install image moves to the published base",
+                "registry.deckhouse.io/deckhouse/ce:v1.68.5",
+                Some(base),
+                Some(format!("{base}:v1.68.5")),
+            ),
+            (
+                "the chart's image (the deckhouse container's repository) moves too, by digest",
+                "registry.example.com/deckhouse/d8@sha256:abc",
+                Some(base),
+                Some(format!("{base}@sha256:abc")),
+            ),
+            (
+                "already at the base",
+                &format!("{base}:0.1.0"),
+                Some(base),
+                None,
+            ),
+            ("a sidecar from elsewhere stays", proxy, Some(base), None),
+            (
+                "a sidecar stays when nothing is published",
+                proxy,
+                None,
+                None,
+            ),
+            (
+                "nothing published: the base's images go back to the install repository",
+                &format!("{base}:0.1.0"),
+                None,
+                Some(format!("{install}:0.1.0")),
+            ),
+            (
+                "nothing published: the chart's image stays where the chart put it",
+                "registry.example.com/deckhouse/d8:0.1.0",
+                None,
+                None,
+            ),
+            (
+                "nothing published: the install image stays",
+                "registry.deckhouse.io/deckhouse/ce:v1.68.5",
+                None,
+                None,
+            ),
+            (
+                "a base published elsewhere: images there are ours as well",
+                "mirror.local:5001/system/deckhouse:v1",
+                Some("mirror.local:5001/system/deckhouse"),
+                None,
+            ),
+        ];
+        for (what, image, published, want) in rows {
+            assert_eq!(
+                component_image(image, &own, published, install),
+                want,
+                "{what}"
+            );
+        }
     }
 
     #[test]

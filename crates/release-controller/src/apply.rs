@@ -4,7 +4,8 @@
 //! to `<imagesRegistry>:<version>`; Kubernetes rolls the pod. Once ConfigMap
 //! `d8-system/registry-image-address` publishes the in-cluster address (every node's agent applied
 //! its layout), `<imagesRegistry>` is that base, and the running image moves to it at once
-//! ([`Deployer::follow_image_address`]); it moves back when the ConfigMap goes. On the embedded API server the same
+//! ([`Deployer::follow_image_address`]) — with every other component running the platform's
+//! image (`follow`); it moves back when the ConfigMap goes. On the embedded API server the same
 //! Deployment object is the record of the deployed version (created on first use there), and
 //! [`DeploymentTarget::running_version`] exposes it to the rest of the platform.
 
@@ -12,7 +13,7 @@ use std::fmt;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{ObjectMeta, PostParams};
@@ -22,6 +23,11 @@ use registry_controller_plan::IMAGE_ADDRESS_CONFIGMAP;
 use registry_controller_plan::image_address;
 
 use crate::Error;
+
+mod follow;
+pub use follow::{
+    AGENT_MANIFEST_KEY, NODE_BOOTSTRAP_CONFIGMAP, PLATFORM_DAEMONSETS, PLATFORM_DEPLOYMENTS,
+};
 
 /// Namespace of the Deckhouse Deployment.
 pub const NAMESPACE: &str = "d8-system";
@@ -34,9 +40,9 @@ pub trait Deployer: Send + Sync + fmt::Debug {
     fn running_version(&self) -> BoxFuture<'_, Result<Option<String>, Error>>;
     /// Switches to `version` (`v1.68.5`).
     fn deploy<'a>(&'a self, version: &'a str) -> BoxFuture<'a, Result<(), Error>>;
-    /// Names the running platform's image by the current image address (ConfigMap
-    /// `d8-system/registry-image-address` while it exists, else the install repository),
-    /// keeping its version. Whether it changed anything.
+    /// Names the running platform's image — and that of every component running it — by the
+    /// current image address (ConfigMap `d8-system/registry-image-address` while it exists,
+    /// else the install repository), keeping its version. Whether it changed anything.
     fn follow_image_address(&self) -> BoxFuture<'_, Result<bool, Error>> {
         Box::pin(std::future::ready(Ok(false)))
     }
@@ -95,6 +101,7 @@ impl Readiness for HttpReadiness {
 #[derive(Clone)]
 pub struct DeploymentTarget {
     api: Api<Deployment>,
+    daemon_sets: Api<DaemonSet>,
     config_maps: Api<ConfigMap>,
     image_repository: String,
     create_if_missing: bool,
@@ -123,6 +130,7 @@ impl DeploymentTarget {
     pub fn cluster(client: Client, image_repository: impl Into<String>) -> Self {
         Self {
             api: Api::namespaced(client.clone(), NAMESPACE),
+            daemon_sets: Api::namespaced(client.clone(), NAMESPACE),
             config_maps: Api::namespaced(client, NAMESPACE),
             image_repository: image_repository.into(),
             create_if_missing: false,
@@ -143,54 +151,44 @@ impl DeploymentTarget {
         format!("{}:{version}", self.image_repository)
     }
 
-    /// The repository images are named by now: the base ConfigMap `registry-image-address`
-    /// publishes once every node can pull from the in-cluster registry, else the install one.
-    async fn repository(&self) -> Result<String, Error> {
+    /// The base ConfigMap `registry-image-address` publishes once every node can pull from the
+    /// in-cluster registry, `None` while it does not.
+    async fn published(&self) -> Result<Option<String>, Error> {
         let config_map = self
             .config_maps
             .get_opt(IMAGE_ADDRESS_CONFIGMAP)
             .await
             .map_err(|e| Error::kube("get ConfigMap d8-system/registry-image-address", e))?;
         let data = config_map.and_then(|c| c.data);
-        Ok(image_address::repository(
-            image_address::published_base(data.as_ref()),
-            &self.image_repository,
-        )
-        .to_owned())
+        Ok(image_address::published_base(data.as_ref()).map(str::to_owned))
     }
 
+    /// The repository images are named by now: the published base, else the install one.
+    async fn repository(&self) -> Result<String, Error> {
+        let published = self.published().await?;
+        Ok(image_address::repository(published.as_deref(), &self.image_repository).to_owned())
+    }
+
+    /// Every component running the platform's image follows the image address: the deckhouse
+    /// container's repository is the platform's own, whatever it is named by.
     async fn follow(&self) -> Result<bool, Error> {
-        let repository = self.repository().await?;
-        let Some(mut deployment) = self
+        let published = self.published().await?;
+        let deckhouse = self
             .api
             .get_opt(DEPLOYMENT)
             .await
-            .map_err(|e| Error::kube("get Deployment d8-system/deckhouse", e))?
-        else {
-            return Ok(false);
+            .map_err(|e| Error::kube("get Deployment d8-system/deckhouse", e))?;
+        let own = deckhouse
+            .as_ref()
+            .and_then(first_container)
+            .and_then(|c| c.image.as_deref())
+            .map(|image| image_address::repository_of(image).to_owned());
+        let target = follow::Target {
+            own: own.iter().map(String::as_str).collect(),
+            published: published.as_deref(),
+            install: &self.image_repository,
         };
-        let Some(container) = deployment
-            .spec
-            .as_mut()
-            .and_then(|s| s.template.spec.as_mut())
-            .and_then(|p| p.containers.first_mut())
-        else {
-            return Ok(false);
-        };
-        let Some(image) = container
-            .image
-            .as_deref()
-            .and_then(|i| image_address::rebase(i, &repository))
-        else {
-            return Ok(false);
-        };
-        tracing::info!(%image, "the platform's image follows the image address");
-        container.image = Some(image);
-        self.api
-            .replace(DEPLOYMENT, &PostParams::default(), &deployment)
-            .await
-            .map_err(|e| Error::kube("update Deployment d8-system/deckhouse", e))?;
-        Ok(true)
+        follow::components(&self.api, &self.daemon_sets, &self.config_maps, &target).await
     }
 
     async fn running(&self) -> Result<Option<String>, Error> {

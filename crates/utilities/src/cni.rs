@@ -10,6 +10,8 @@
 pub mod agent;
 pub mod cleanup;
 pub mod cli;
+pub mod components;
+pub mod detect;
 pub mod manager;
 pub mod plan;
 

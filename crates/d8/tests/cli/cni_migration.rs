@@ -25,7 +25,7 @@ const PHASES: [&str; 8] = [
     "Completed",
 ];
 
-fn d8(admin: &Path, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn d8(admin: &Path, args: &[&str]) -> (bool, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_d8"))
         .args(["network", "cni-migration", "--kubeconfig"])
         .arg(admin)
@@ -39,7 +39,7 @@ fn d8(admin: &Path, args: &[&str]) -> (bool, String, String) {
     )
 }
 
-fn manager(admin: &Path, dir: &Path, log: &str) -> Service {
+pub(crate) fn manager(admin: &Path, dir: &Path, log: &str) -> Service {
     let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
     command
         .args(["network", "cni-migration", "manager", "--interval", "100ms"])
@@ -49,13 +49,13 @@ fn manager(admin: &Path, dir: &Path, log: &str) -> Service {
 }
 
 /// A node's CNI config directory, its links (one file per link) and a fake `ip` over them.
-struct NodeDirs {
-    conf: PathBuf,
+pub(crate) struct NodeDirs {
+    pub(crate) conf: PathBuf,
     links: PathBuf,
     ip: PathBuf,
 }
 
-fn node_dirs(dir: &Path, node: &str) -> NodeDirs {
+pub(crate) fn node_dirs(dir: &Path, node: &str) -> NodeDirs {
     let root = dir.join(node);
     let conf = root.join("net.d");
     let links = root.join("links");
@@ -79,7 +79,7 @@ fn node_dirs(dir: &Path, node: &str) -> NodeDirs {
     NodeDirs { conf, links, ip }
 }
 
-fn agent(admin: &Path, dir: &Path, node: &str, dirs: &NodeDirs) -> Service {
+pub(crate) fn agent(admin: &Path, dir: &Path, node: &str, dirs: &NodeDirs) -> Service {
     let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
     command
         .args(["network", "cni-migration", "agent", "--interval", "100ms"])
@@ -98,13 +98,13 @@ fn agent(admin: &Path, dir: &Path, node: &str, dirs: &NodeDirs) -> Service {
     .unwrap()
 }
 
-fn apply(admin: &Path, dir: &Path, name: &str, yaml: &str) {
+pub(crate) fn apply(admin: &Path, dir: &Path, name: &str, yaml: &str) {
     let path = dir.join(name);
     std::fs::write(&path, yaml).unwrap();
     kubectl_ok(admin, &["apply", "-f", path.to_str().unwrap()]);
 }
 
-fn get(admin: &Path, args: &[&str], jsonpath: &str) -> String {
+pub(crate) fn get(admin: &Path, args: &[&str], jsonpath: &str) -> String {
     let mut full = vec!["get"];
     full.extend_from_slice(args);
     let output = format!("jsonpath={jsonpath}");
@@ -181,7 +181,7 @@ fn restarted(admin: &Path, ns: &str, name: &str) -> bool {
     !exists || !out.is_empty()
 }
 
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+pub(crate) async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let start = Instant::now();
     while !check() {
         assert!(
@@ -192,7 +192,7 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
-fn phase(admin: &Path) -> String {
+pub(crate) fn phase(admin: &Path) -> String {
     get(admin, &["cnimigration", "cni-migration"], "{.status.phase}")
 }
 

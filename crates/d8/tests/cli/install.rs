@@ -20,12 +20,17 @@ fn chart() -> String {
 }
 
 /// Value sets every test renders: the defaults, air-gapped with a CNI migration and source
-/// ranges, an image by digest without monitoring.
+/// ranges, an image by digest without monitoring, a cache with an upstream.
 const VALUE_SETS: &[&[&str]] = &[
     &[],
     &[
+        "registry.cache.upstream.url=https://registry.example.com/deckhouse/ee",
+        "registry.cache.upstream.credentials=true",
+        "registry.cache.upstream.ca=true",
+    ],
+    &[
         "registry.airGapped=true",
-        "cniMigration.active=true",
+        "global.internal.cniMigrationEnabled=true",
         "registry.publish.whitelistSourceRanges={10.0.0.0/8,192.168.0.0/16}",
         "webhook.caBundle=Y2E=",
     ],
@@ -177,17 +182,55 @@ fn the_publish_ingress_exists_only_while_air_gapped() {
 }
 
 #[test]
-fn cni_migration_components_exist_only_while_a_migration_is_active() {
+fn cni_migration_workloads_exist_only_while_a_migration_is_active() {
+    // Their ServiceAccounts and roles are always there: `d8 controller` applies only the
+    // Deployment and the DaemonSet while a CNIMigration exists.
     let quiet = render(&[]);
-    assert!(!quiet.contains("cni-migration"), "{quiet}");
-    let active = render(&["cniMigration.active=true"]);
-    for name in [
-        "name: cni-migration-manager",
-        "name: cni-migration-agent",
-        "name: d8:cni-migration-agent",
+    assert!(quiet.contains("name: d8:cni-migration-agent"), "{quiet}");
+    for object in [
+        "kind: Deployment\nmetadata:\n  name: cni-migration-manager",
+        "kind: DaemonSet\nmetadata:\n  name: cni-migration-agent",
     ] {
-        assert!(active.contains(name), "{name}");
+        assert!(!quiet.contains(object), "{object}");
     }
+    let active = render(&["global.internal.cniMigrationEnabled=true"]);
+    for object in [
+        "kind: Deployment\nmetadata:\n  name: cni-migration-manager",
+        "kind: DaemonSet\nmetadata:\n  name: cni-migration-agent",
+    ] {
+        assert!(active.contains(object), "{object}");
+    }
+}
+
+/// Every object of the chart that names the platform's image is one the image address moves
+/// (step two of the registry switch), or one `d8 controller` applies with the deckhouse
+/// container's image (the CNI migration's workloads): no component is left at the install
+/// registry once the in-cluster address is published.
+#[test]
+fn every_object_running_the_platform_image_follows_the_image_address() {
+    use release_controller::apply::{
+        AGENT_MANIFEST_KEY, NODE_BOOTSTRAP_CONFIGMAP, PLATFORM_DAEMONSETS, PLATFORM_DEPLOYMENTS,
+    };
+    let image = "image: registry.example.com/deckhouse/d8:0.1.0";
+    let rendered = render(&["global.internal.cniMigrationEnabled=true"]);
+    let mut named = BTreeSet::new();
+    for doc in rendered.split("\n---\n").filter(|doc| doc.contains(image)) {
+        let object: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
+        let kind = object["kind"].as_str().unwrap().to_owned();
+        let name = object["metadata"]["name"].as_str().unwrap().to_owned();
+        named.insert(format!("{kind}/{name}"));
+    }
+    let mut follows: BTreeSet<String> = PLATFORM_DEPLOYMENTS
+        .iter()
+        .map(|n| format!("Deployment/{n}"))
+        .chain(PLATFORM_DAEMONSETS.iter().map(|n| format!("DaemonSet/{n}")))
+        .collect();
+    follows.insert(format!("ConfigMap/{NODE_BOOTSTRAP_CONFIGMAP}"));
+    // Applied by d8 controller from the deckhouse container's image while a migration runs.
+    follows.insert("Deployment/cni-migration-manager".into());
+    follows.insert("DaemonSet/cni-migration-agent".into());
+    assert_eq!(named, follows);
+    assert!(rendered.contains(&format!("  {AGENT_MANIFEST_KEY}: |")));
 }
 
 #[test]
@@ -367,14 +410,22 @@ fn every_component_is_granted_exactly_the_resources_its_code_opens() {
 }
 
 fn bootstrap(root: &Path, config: &Path) -> String {
+    bootstrap_with(root, config, &[])
+}
+
+/// Runs the chart's node bootstrap script with every path under `root`, on containerd's file
+/// `config`, with extra environment `env`: what it printed.
+pub(crate) fn bootstrap_with(root: &Path, config: &Path, env: &[(&str, &Path)]) -> String {
     let script = repo().join("charts/deckhouse/files/registry-node-bootstrap.sh");
     let manifest = root.join("agent.yaml");
+    std::fs::create_dir_all(root).unwrap();
     std::fs::write(&manifest, "apiVersion: v1\nkind: Pod\n").unwrap();
     let output = Command::new("bash")
         .arg(script)
         .env("D8_ROOT", root)
         .env("CONTAINERD_CONFIG", config)
         .env("AGENT_MANIFEST", &manifest)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     assert!(

@@ -5,6 +5,7 @@
 mod admission;
 mod agent;
 mod apiserver;
+mod cni_detect;
 mod cni_migration;
 mod documentation;
 mod image;
@@ -14,10 +15,13 @@ mod mirror;
 mod module;
 mod module_hooks;
 mod module_kill;
+mod multinode;
 mod object_keeper;
+mod rbac;
 mod release;
 mod storage;
 mod up;
+mod walkthrough;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

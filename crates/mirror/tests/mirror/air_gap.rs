@@ -16,10 +16,11 @@ use crate::common::{self, MODULES};
 
 const PUSHER: (&str, &str) = ("d8-mirror", "write-password");
 const NODE: (&str, &str) = ("node", "node-password");
-const AGENT_HOST: &str = "registry.d8-system.svc:5001";
+/// The name containerd pulls through the agent by.
+pub(crate) const AGENT_HOST: &str = "registry.d8-system.svc:5001";
 
-struct Replica {
-    registry: Registry,
+pub(crate) struct Replica {
+    pub(crate) registry: Registry,
     read: SocketAddr,
     write: SocketAddr,
     _dir: tempfile::TempDir,
@@ -42,7 +43,7 @@ async fn serve(
 
 /// A replica with no upstream: its write listener is the publish endpoint (TLS, client
 /// certificates of `ca` required), its read listener serves nodes.
-async fn replica(ca: &Certs) -> Replica {
+pub(crate) async fn replica(ca: &Certs) -> Replica {
     testkit::install_crypto();
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(
@@ -81,6 +82,72 @@ fn publish_endpoint(replica: &Replica, ca: &Certs) -> registry_client::Endpoint 
     registry_client::Endpoint::https(&replica.write.to_string())
         .path_prefix("system/deckhouse")
         .ca_pem(&ca.ca_pem())
+}
+
+/// The publish endpoint with a client certificate of `ca` and the write credentials.
+pub(crate) fn push_endpoint(replica: &Replica, ca: &Certs) -> registry_client::Endpoint {
+    let client = ca.client("d8-mirror");
+    publish_endpoint(replica, ca)
+        .client_identity(registry_client::ClientIdentity::new(
+            client.cert_pem.clone(),
+            client.key_pem.clone(),
+        ))
+        .credentials(registry_client::Credentials::new(PUSHER.0, PUSHER.1))
+}
+
+/// An agent whose only backend is `replica` (no upstream at all), writing `containerd`'s
+/// drop-in; keep `dir` while it runs.
+pub(crate) async fn agent_of(
+    replica: &Replica,
+    containerd: &Containerd,
+    dir: &std::path::Path,
+) -> agent::run::Running {
+    let layout = Layout {
+        cache: true,
+        backends: vec![Backend {
+            name: BackendName::Storage,
+            endpoint: registry_plan::Endpoint {
+                scheme: Scheme::Http,
+                host: replica.read.to_string(),
+                path: "/system/deckhouse".into(),
+                ca: None,
+                auth: Some(registry_plan::Credentials {
+                    username: NODE.0.into(),
+                    password: NODE.1.into(),
+                }),
+            },
+            mirrors: vec![],
+        }],
+        additional_routes: vec![],
+    };
+    let bootstrap = dir.join("bootstrap-layout.json");
+    std::fs::write(&bootstrap, serde_json::to_vec(&layout).unwrap()).unwrap();
+    let trust = dir.join("trust");
+    std::fs::create_dir_all(&trust).unwrap();
+    agent::run::start(
+        agent::run::Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            advertise: None,
+            plain_http: false,
+            metrics: None,
+            containerd_registry_dir: containerd.hosts_dir(),
+            pki_dir: dir.join("pki"),
+            trust_dir: Some(trust),
+            bootstrap_layout: Some(bootstrap),
+            layout_cache: dir.join("cache/layout.json"),
+            interval: Duration::from_secs(30),
+            timeouts: registry_client::Timeouts {
+                connect: Duration::from_secs(2),
+                response_headers: Duration::from_secs(10),
+                stall: Duration::from_secs(5),
+                total: Some(Duration::from_secs(60)),
+            },
+            min_throughput: None,
+        },
+        agent::run::NoApi,
+    )
+    .await
+    .expect("agent starts")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,13 +219,7 @@ async fn a_bundle_pushed_over_mtls_serves_containerd_through_the_agent_alone() {
     );
 
     // Certificate and write credentials: the whole bundle goes in.
-    let good = publish_endpoint(&replica, &ca)
-        .client_identity(registry_client::ClientIdentity::new(
-            client.cert_pem.clone(),
-            client.key_pem.clone(),
-        ))
-        .credentials(registry_client::Credentials::new(PUSHER.0, PUSHER.1));
-    let mut options = common::push_options(good, &bundle);
+    let mut options = common::push_options(push_endpoint(&replica, &ca), &bundle);
     options.chunk_size = 1 << 16; // exercise chunked uploads into the replica too
     let summary = mirror::push(&options, &common::quiet())
         .await
@@ -200,53 +261,8 @@ async fn a_bundle_pushed_over_mtls_serves_containerd_through_the_agent_alone() {
 
     // The agent knows only the replica: no upstream backend at all.
     let containerd = Containerd::start().await;
-    let layout = Layout {
-        cache: true,
-        backends: vec![Backend {
-            name: BackendName::Storage,
-            endpoint: registry_plan::Endpoint {
-                scheme: Scheme::Http,
-                host: replica.read.to_string(),
-                path: "/system/deckhouse".into(),
-                ca: None,
-                auth: Some(registry_plan::Credentials {
-                    username: NODE.0.into(),
-                    password: NODE.1.into(),
-                }),
-            },
-            mirrors: vec![],
-        }],
-        additional_routes: vec![],
-    };
     let agent_dir = tempfile::tempdir().unwrap();
-    let bootstrap = agent_dir.path().join("bootstrap-layout.json");
-    std::fs::write(&bootstrap, serde_json::to_vec(&layout).unwrap()).unwrap();
-    let trust = agent_dir.path().join("trust");
-    std::fs::create_dir_all(&trust).unwrap();
-    let agent = agent::run::start(
-        agent::run::Config {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            advertise: None,
-            plain_http: false,
-            metrics: None,
-            containerd_registry_dir: containerd.hosts_dir(),
-            pki_dir: agent_dir.path().join("pki"),
-            trust_dir: Some(trust),
-            bootstrap_layout: Some(bootstrap),
-            layout_cache: agent_dir.path().join("cache/layout.json"),
-            interval: Duration::from_secs(30),
-            timeouts: registry_client::Timeouts {
-                connect: Duration::from_secs(2),
-                response_headers: Duration::from_secs(10),
-                stall: Duration::from_secs(5),
-                total: Some(Duration::from_secs(60)),
-            },
-            min_throughput: None,
-        },
-        agent::run::NoApi,
-    )
-    .await
-    .expect("agent starts");
+    let agent = agent_of(&replica, &containerd, agent_dir.path()).await;
 
     // containerd pulls every image of the release, by tag or digest, as a cluster would.
     let mut pulled = BTreeSet::new();

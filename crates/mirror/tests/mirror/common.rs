@@ -226,6 +226,8 @@ pub fn pull_options(source: &Source, dir: &std::path::Path) -> mirror::PullOptio
         force: false,
         ignore_suspend: false,
         parallel: 4,
+        images: Vec::new(),
+        dir_images: Vec::new(),
     }
 }
 

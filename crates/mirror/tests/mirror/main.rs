@@ -3,4 +3,5 @@
 
 mod air_gap;
 mod common;
+mod own_images;
 mod pull_push;

@@ -297,7 +297,7 @@ impl Manager {
                 };
                 if config.status.as_ref() != Some(&status) {
                     configs
-                        .patch_status(&name, &pp(), &Patch::Merge(json!({"status": status})))
+                        .patch_status(&name, &pp(), &Patch::Merge(config_status_patch(&status)))
                         .await
                         .map_err(|e| Error::kube(format!("patch ModuleConfig {name} status"), e))?;
                 }
@@ -322,19 +322,45 @@ impl Manager {
                 continue;
             }
             let status = if module_plan::config::BUILT_IN_MODULES.contains(&name.as_str()) {
-                module_plan::config::built_in_module_status(&config.spec)
+                let refusal = match name.as_str() {
+                    "registry" => self.registry_refusal().await?,
+                    _ => None,
+                };
+                module_plan::config::built_in_module_status(&config.spec, refusal.as_deref())
             } else {
                 module_plan::config::unknown_module_status()
             };
             if config.status.as_ref() != Some(&status) {
                 configs
-                    .patch_status(name, &pp(), &Patch::Merge(json!({"status": status})))
+                    .patch_status(name, &pp(), &Patch::Merge(config_status_patch(&status)))
                     .await
                     .map_err(|e| Error::kube(format!("patch ModuleConfig {name} status"), e))?;
             }
         }
         Ok(())
     }
+
+    /// Why the registry module refuses its configuration: RegistryConfig `registry`'s
+    /// condition `Valid=False` (prerequisites not met, invalid settings), written by the
+    /// registry controller.
+    async fn registry_refusal(&self) -> Result<Option<String>, Error> {
+        let api: Api<api::registry::RegistryConfig> = Api::all(self.client.clone());
+        let config = api
+            .get_opt("registry")
+            .await
+            .map_err(|e| Error::kube("get RegistryConfig registry", e))?;
+        Ok(config
+            .and_then(|c| c.status)
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Valid"))
+            .filter(|c| c.status == api::conditions::ConditionStatus::False)
+            .map(|c| c.message.unwrap_or_else(|| c.reason.clone())))
+    }
+}
+
+/// A merge patch setting a ModuleConfig's status: both fields always written, so an empty
+/// message clears the previous one (the type leaves empty fields out).
+fn config_status_patch(status: &api::module_config::ModuleConfigStatus) -> serde_json::Value {
+    json!({"status": {"version": status.version, "message": status.message}})
 }
 
 /// `d8_moduleconfig_allowed_to_disable`: the ModuleConfig carries the allow-disabling annotation

@@ -20,6 +20,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
+use super::detect::{self, DETECTED_CNI_ANNOTATION};
 use super::plan::{self, AgentStep, PodView};
 use super::{active_migration, cleanup, is_true, set_condition};
 use crate::Error;
@@ -76,6 +77,7 @@ impl Agent {
             return Ok(());
         };
         let mine = self.own(&migration).await?;
+        let mine = self.report_cni(mine).await?;
         let status = mine.status.clone().unwrap_or_default();
         let cluster = migration
             .status
@@ -167,6 +169,27 @@ impl Agent {
         api.create(&PostParams::default(), &object)
             .await
             .map_err(|e| Error::kube(format!("create CNINodeMigration {node}"), e))
+    }
+
+    /// Reports once, on its CNINodeMigration, which CNI the node's configuration directory
+    /// holds (before anything is cleaned): the manager's detection when no CNI module is
+    /// enabled.
+    async fn report_cni(&self, mine: CNINodeMigration) -> Result<CNINodeMigration, Error> {
+        if mine.annotations().contains_key(DETECTED_CNI_ANNOTATION) {
+            return Ok(mine);
+        }
+        let files =
+            cleanup::read_config_files(&self.options.clean.cni_conf_dir).map_err(Error::Refused)?;
+        let report = detect::node_cni(&files).report();
+        tracing::info!(node = %self.options.node, cni = %report, "the node's CNI configuration");
+        let api: Api<CNINodeMigration> = Api::all(self.client.clone());
+        api.patch(
+            &self.options.node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {DETECTED_CNI_ANNOTATION: report}}})),
+        )
+        .await
+        .map_err(|e| Error::kube(format!("report the CNI of node {}", self.options.node), e))
     }
 
     async fn record_phase(

@@ -50,6 +50,32 @@ pub async fn clean(node: &Node, cni: &str) -> Result<Removed, String> {
     Ok(removed)
 }
 
+/// The configuration files of the CNI config directory, `(name, contents)` (a missing
+/// directory holds none; a file that cannot be read as text is left out). Bounded: a node's
+/// CNI configuration is a few small files.
+pub fn read_config_files(dir: &Path) -> Result<Vec<(String, String)>, String> {
+    const MAX_FILE: u64 = 1 << 20;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("reading {}: {e}", dir.display())),
+    };
+    let mut files = Vec::new();
+    for entry in entries.flatten().take(256) {
+        let path = entry.path();
+        if !entry
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.len() <= MAX_FILE)
+        {
+            continue;
+        }
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            files.push((entry.file_name().to_string_lossy().into_owned(), text));
+        }
+    }
+    Ok(files)
+}
+
 fn remove_files(dir: &Path, artifacts: &Artifacts) -> Result<Vec<String>, String> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,

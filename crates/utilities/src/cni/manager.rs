@@ -21,6 +21,7 @@ use kube::{Api, Client, ResourceExt};
 use release_controller::{Clock, SystemClock};
 use serde_json::json;
 
+use super::detect::{DETECTED_CNI_ANNOTATION, NodeCni};
 use super::plan::{self, Act, NodeView, Observed, Step};
 use super::{active_migration, is_true, set_condition};
 use crate::Error;
@@ -81,7 +82,7 @@ fn reason(condition: CniMigrationCondition) -> &'static str {
     use CniMigrationCondition as C;
     match condition {
         C::EnvironmentPrepared => "CurrentCNIDetected",
-        C::CurrentCniDetectionFailed => "DetectionFailed",
+        C::CurrentCniDetectionFailed => "CNIDetectionError",
         C::AgentsReady => "AllAgentsRunning",
         C::TargetCniEnabled => "ModuleEnabled",
         C::CurrentCniDisabled => "ModuleDisabled",
@@ -259,6 +260,10 @@ impl Manager {
             };
             let v = &mut views[idx];
             v.agent_ready = true;
+            v.detected = m
+                .annotations()
+                .get(DETECTED_CNI_ANNOTATION)
+                .and_then(|r| NodeCni::parse(r));
             v.cleaned = is_true(&s.conditions, CniNodeCondition::CleanupDone.as_str());
             v.pods_restarted = is_true(&s.conditions, CniNodeCondition::PodsRestarted.as_str());
             v.failed = s

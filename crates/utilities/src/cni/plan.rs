@@ -8,6 +8,8 @@
 
 use api::network::{CniMigrationCondition, CniMigrationPhase, TargetCni};
 
+use super::detect::{NodeCni, current_from_nodes};
+
 /// The CNI modules, in the order a detection prefers them.
 pub const CNI_MODULES: [TargetCni; 3] = [
     TargetCni::Cilium,
@@ -33,6 +35,9 @@ pub struct NodeView {
     pub pods_restarted: bool,
     /// A failure its agent reported.
     pub failed: Option<String>,
+    /// What its agent found in the node's CNI configuration directory (not reported yet:
+    /// `None`).
+    pub detected: Option<NodeCni>,
 }
 
 /// What the manager observes.
@@ -145,16 +150,7 @@ pub fn next(o: &Observed) -> Step {
     };
     let current = o.current.clone().unwrap_or_default();
     match o.phase {
-        None | Some(P::Preparing) => match detect_current(&o.enabled, &o.target) {
-            Ok(current) => Step::Advance {
-                act: None,
-                phase: P::WaitingForAgents,
-                condition: C::EnvironmentPrepared,
-                message: format!("Switching from {current} to {}.", o.target),
-                current: Some(current),
-            },
-            Err(e) => Step::Fail(C::CurrentCniDetectionFailed, e),
-        },
+        None | Some(P::Preparing) => prepare(o),
         Some(P::WaitingForAgents) if all(|n| n.agent_ready) => advance(
             None,
             P::EnablingTargetCni,
@@ -204,6 +200,53 @@ pub fn next(o: &Observed) -> Step {
         ),
         Some(P::RestartingPods) => waiting("pod restarts", |n| n.pods_restarted),
         Some(P::Completed) => Step::Wait("completed".into()),
+    }
+}
+
+/// `Preparing`: the current CNI from the one enabled CNI module (as Deckhouse detects it) or,
+/// when no CNI module is enabled, from what every node's agent found in its CNI configuration
+/// directory.
+fn prepare(o: &Observed) -> Step {
+    use CniMigrationCondition as C;
+    let detected = match detect_current(&o.enabled, &o.target) {
+        Ok(current) => current,
+        Err(e) if !o.enabled.is_empty() => return Step::Fail(C::CurrentCniDetectionFailed, e),
+        Err(_) => {
+            let reports: Vec<(String, Option<NodeCni>)> = o
+                .nodes
+                .iter()
+                .filter(|n| n.exists)
+                .map(|n| (n.name.clone(), n.detected.clone()))
+                .collect();
+            match current_from_nodes(&reports) {
+                Ok(Some(current)) if current == o.target => {
+                    return Step::Fail(
+                        C::CurrentCniDetectionFailed,
+                        format!("the cluster already runs the CNI {current:?}"),
+                    );
+                }
+                Ok(Some(current)) => current,
+                Ok(None) => {
+                    let left: Vec<&str> = reports
+                        .iter()
+                        .filter(|(_, r)| r.is_none())
+                        .map(|(n, _)| n.as_str())
+                        .collect();
+                    return Step::Wait(format!(
+                        "no CNI module is enabled: waiting for the migration agents to report the CNI of nodes: {}",
+                        left.join(", ")
+                    ));
+                }
+                Err(e) => return Step::Fail(C::CurrentCniDetectionFailed, e),
+            }
+        }
+    };
+    Step::Advance {
+        act: None,
+        phase: CniMigrationPhase::WaitingForAgents,
+        condition: C::EnvironmentPrepared,
+        message: format!("Switching from {detected} to {}.", o.target),
+        current: Some(detected),
     }
 }
 

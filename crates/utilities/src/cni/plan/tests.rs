@@ -10,6 +10,7 @@ fn node(name: &str) -> NodeView {
         cleaned: true,
         pods_restarted: true,
         failed: None,
+        detected: None,
     }
 }
 
@@ -156,12 +157,74 @@ fn detection() {
             .unwrap_err()
             .contains("more than one")
     );
-    let mut o = observed(None);
-    o.enabled.clear();
-    assert!(matches!(
-        next(&o),
-        Step::Fail(C::CurrentCniDetectionFailed, _)
-    ));
+}
+
+/// With no CNI module enabled, the nodes' configuration decides.
+#[test]
+fn detection_from_the_nodes_when_no_module_is_enabled() {
+    use crate::cni::detect::NodeCni;
+    let known = |c: &str| Some(NodeCni::Known(c.into()));
+    let rows: [(&str, [Option<NodeCni>; 2], &str); 6] = [
+        (
+            "both flannel",
+            [known("flannel"), known("flannel")],
+            "None → WaitingForAgents (EnvironmentPrepared) current flannel",
+        ),
+        (
+            "one not reported",
+            [known("flannel"), None],
+            "wait: no CNI module is enabled: waiting for the migration agents to report the CNI of nodes: b",
+        ),
+        (
+            "nothing on the nodes",
+            [Some(NodeCni::None), Some(NodeCni::None)],
+            "fail CurrentCNIDetectionFailed: no enabled CNI module found and no node runs a known CNI (a: no CNI configuration; b: no CNI configuration)",
+        ),
+        (
+            "the target already runs",
+            [known("cilium"), known("cilium")],
+            "fail CurrentCNIDetectionFailed: the cluster already runs the CNI \"cilium\"",
+        ),
+        (
+            "different CNIs",
+            [known("cilium"), known("flannel")],
+            "fail CurrentCNIDetectionFailed: no enabled CNI module found and the nodes run different CNIs: cilium, flannel",
+        ),
+        (
+            "an unknown CNI",
+            [
+                known("flannel"),
+                Some(NodeCni::Unknown("10-calico.conflist".into())),
+            ],
+            "fail CurrentCNIDetectionFailed: no enabled CNI module found and the nodes disagree: flannel on some, b: unknown CNI configuration 10-calico.conflist",
+        ),
+    ];
+    for (case, detected, want) in rows {
+        let mut o = observed(Some(P::Preparing));
+        o.enabled.clear();
+        o.current = None;
+        for (n, d) in o.nodes.iter_mut().zip(detected) {
+            n.detected = d;
+        }
+        let got = match next(&o) {
+            step @ Step::Advance { .. } => {
+                let Step::Advance { current, .. } = &step else {
+                    unreachable!()
+                };
+                format!(
+                    "{} current {}",
+                    summary(&step),
+                    current.clone().unwrap_or_default()
+                )
+            }
+            step => summary(&step),
+        };
+        assert_eq!(got, want, "{case}");
+    }
+    // A module enabled wins over the nodes (Deckhouse's detection first).
+    let mut o = observed(Some(P::Preparing));
+    o.nodes[0].detected = known("cilium");
+    assert!(matches!(next(&o), Step::Advance { current: Some(c), .. } if c == "flannel"));
 }
 
 #[test]
