@@ -39,7 +39,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     use Owner::*;
     let mup = merge_crds(
         vec![
-            module_update_policy::v1alpha1::ModuleUpdatePolicy::crd(),
+            mup_v1alpha1_as_deckhouse(module_update_policy::v1alpha1::ModuleUpdatePolicy::crd()),
             module_update_policy::v1alpha2::ModuleUpdatePolicy::crd(),
         ],
         "v1alpha2",
@@ -55,8 +55,13 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         "v1alpha2",
     )
     .expect("ModulePullOverride versions agree on names and scope");
+    let module = merge_crds(
+        vec![module::Module::crd(), module::v1beta1::ModuleV1beta1::crd()],
+        "v1alpha1",
+    )
+    .expect("Module versions agree on names and scope");
     [
-        (module::Module::crd(), Controller, false),
+        (module, Controller, false),
         (module_config::ModuleConfig::crd(), Controller, true),
         (module_source::ModuleSource::crd(), Controller, true),
         (module_release::ModuleRelease::crd(), Controller, false),
@@ -123,6 +128,42 @@ fn optional_spec(mut crd: CustomResourceDefinition) -> CustomResourceDefinition 
         }
     }
     crd
+}
+
+/// ModuleUpdatePolicy v1alpha1 as Deckhouse's schema has it, where the derive cannot say it:
+/// `spec.update` is required (and defaulted), and in `matchExpressions` `In`/`NotIn` need
+/// `values` while `Exists`/`DoesNotExist` forbid them.
+fn mup_v1alpha1_as_deckhouse(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let mut value = serde_json::to_value(&crd).expect("a CRD serializes");
+    if let Some(required) = value
+        .pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/spec/required")
+        .and_then(Value::as_array_mut)
+    {
+        required.insert(0, "update".into());
+    }
+    let items = value
+        .pointer_mut(
+            "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/moduleReleaseSelector\
+             /properties/labelSelector/properties/matchExpressions/items",
+        )
+        .and_then(Value::as_object_mut);
+    if let Some(items) = items {
+        items.insert(
+            "oneOf".into(),
+            serde_json::json!([
+                {
+                    "properties": {"operator": {"enum": ["Exists", "DoesNotExist"]}},
+                    "required": ["key", "operator"],
+                    "not": {"required": ["values"]}
+                },
+                {
+                    "properties": {"operator": {"enum": ["In", "NotIn"]}},
+                    "required": ["key", "operator", "values"]
+                }
+            ]),
+        );
+    }
+    serde_json::from_value(value).expect("the CRD with oneOf deserializes")
 }
 
 fn finish(

@@ -54,3 +54,40 @@ macro_rules! string_enum {
 }
 
 pub(crate) use string_enum;
+
+/// The serde impls of a spec that may be absent from the object: Deckhouse's schema of its kind
+/// does not require `spec`, and the derived root struct would refuse an object without one. The
+/// spec derives `Serialize`/`Deserialize` with `#[serde(remote = "Self")]` (inherent functions);
+/// these trait impls call them, decoding a missing or `null` spec as the default.
+macro_rules! spec_may_be_absent {
+    ($spec:ty) => {
+        impl ::serde::Serialize for $spec {
+            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                <$spec>::serialize(self, serializer)
+            }
+        }
+
+        impl<'de> ::serde::Deserialize<'de> for $spec {
+            fn deserialize<D: ::serde::Deserializer<'de>>(
+                deserializer: D,
+            ) -> Result<Self, D::Error> {
+                struct Present($spec);
+                impl<'de> ::serde::Deserialize<'de> for Present {
+                    fn deserialize<D: ::serde::Deserializer<'de>>(
+                        deserializer: D,
+                    ) -> Result<Self, D::Error> {
+                        <$spec>::deserialize(deserializer).map(Present)
+                    }
+                }
+                // A field the object lacks reaches here as `deserialize_option` → none.
+                Ok(
+                    <Option<Present> as ::serde::Deserialize>::deserialize(deserializer)?
+                        .map(|p| p.0)
+                        .unwrap_or_default(),
+                )
+            }
+        }
+    };
+}
+
+pub(crate) use spec_may_be_absent;

@@ -1,6 +1,8 @@
 //! `Module` (`modules.deckhouse.io`): a module known to the cluster. Written only by the
 //! controller; its data sits in `.properties`, not in a `spec`.
 
+pub mod v1beta1;
+
 use std::collections::BTreeMap;
 
 use kube::CustomResource;

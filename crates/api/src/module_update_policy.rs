@@ -118,7 +118,10 @@ pub mod v1alpha1 {
         #[serde(default)]
         pub release_channel: ReleaseChannel,
         /// How and when releases are applied.
+        // Defaulted to `{}` and required (`crds::mup_v1alpha1_as_deckhouse`), as in Deckhouse:
+        // the API server fills it in before it checks.
         #[serde(default)]
+        #[schemars(extend("default" = {}))]
         pub update: Update,
         /// Which module releases the policy applies to.
         pub module_release_selector: ModuleReleaseSelector,
@@ -174,6 +177,8 @@ pub mod v1alpha1 {
 
     /// One set-based requirement.
     #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    // Deckhouse's schema also ties `values` to the operator (a `oneOf`, added in
+    // `crds::mup_v1alpha1_as_deckhouse`: kube's schema rewriter cannot hoist it from here).
     pub struct MatchExpression {
         /// Label name.
         pub key: String,

@@ -20,7 +20,7 @@ use crate::macros::string_enum;
     status = "CNIMigrationStatus",
     doc = "A switch of the cluster's CNI. Creating it starts the migration; deleting it removes the migration components."
 )]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 pub struct CNIMigrationSpec {
     /// The CNI to switch to: `cilium`, `flannel` or `simple-bridge`.
     #[serde(
@@ -145,7 +145,11 @@ string_enum! {
     status = "CNINodeMigrationStatus",
     doc = "Progress of a CNI migration on one node, reported by the node's agent."
 )]
+#[serde(remote = "Self")]
 pub struct CNINodeMigrationSpec {}
+
+crate::macros::spec_may_be_absent!(CNIMigrationSpec);
+crate::macros::spec_may_be_absent!(CNINodeMigrationSpec);
 
 impl JsonSchema for CNINodeMigrationSpec {
     fn schema_name() -> std::borrow::Cow<'static, str> {

@@ -222,7 +222,7 @@ pub struct PackageInstance {
     ),
     printcolumn(name = "UsedBy", type_ = "integer", json_path = ".status.usedByCount")
 )]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", remote = "Self")]
 pub struct ApplicationPackageVersionSpec {
     /// Package name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -234,6 +234,8 @@ pub struct ApplicationPackageVersionSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package_version: Option<String>,
 }
+
+crate::macros::spec_may_be_absent!(ApplicationPackageVersionSpec);
 
 impl ApplicationPackageVersion {
     /// The conventional name `<repo>-<package>-<version>`.

@@ -62,3 +62,55 @@ fn list_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     let items = generator.subschema_for::<T>();
     json_schema!({ "type": "array", "items": items })
 }
+
+/// `metav1.Condition` list as controller-gen emits it for Deckhouse's package-system kinds:
+/// Kubernetes' standard constraints (status `True`/`False`/`Unknown`, CamelCase `reason`, a
+/// qualified-name `type`, lengths), keyed by `type`.
+pub(crate) fn standard_condition_map(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "items": {
+            "type": "object",
+            "description": "One aspect of the object's current state.",
+            "required": ["lastTransitionTime", "message", "reason", "status", "type"],
+            "properties": {
+                "lastTransitionTime": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": "When the condition last changed status."
+                },
+                "message": {
+                    "type": "string",
+                    "maxLength": 32768,
+                    "description": "Details for people; may be empty."
+                },
+                "observedGeneration": {
+                    "type": "integer",
+                    "format": "int64",
+                    "minimum": 0,
+                    "description": "The `.metadata.generation` the condition was set for."
+                },
+                "reason": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 1024,
+                    "pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+                    "description": "Why the condition last changed, in CamelCase."
+                },
+                "status": {
+                    "type": "string",
+                    "enum": ["True", "False", "Unknown"],
+                    "description": "`True`, `False` or `Unknown`."
+                },
+                "type": {
+                    "type": "string",
+                    "maxLength": 316,
+                    "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+                    "description": "The condition's type, CamelCase or `foo.example.com/CamelCase`."
+                }
+            }
+        }
+    })
+}

@@ -44,7 +44,7 @@ const DECKHOUSE: &[Expected] = &[
         "deckhouse.io",
         "Module",
         "Cluster",
-        &[("v1alpha1", true, true)],
+        &[("v1alpha1", true, true), ("v1beta1", false, false)],
         &[],
     ),
     (
@@ -277,14 +277,20 @@ fn every_schema_is_structural() {
 
 #[test]
 fn unknown_fields_are_preserved_only_where_deckhouse_preserves_them() {
-    let expected: &[(&str, &[&str])] = &[
-        ("Module", &[".properties.requirements", ".spec"]),
-        ("ModuleConfig", &[".spec.settings"]),
-        ("ModuleRelease", &[".spec.changelog"]),
-        ("ModuleSettingsDefinition", &[".spec.versions[].schema"]),
-        ("DeckhouseRelease", &[".spec.changelog"]),
+    let expected: &[(&str, &str, &[&str])] = &[
+        ("Module", "v1alpha1", &[".properties.requirements", ".spec"]),
+        ("Module", "v1beta1", &[".spec.settings"]),
+        ("ModuleConfig", "*", &[".spec.settings"]),
+        ("ModuleRelease", "*", &[".spec.changelog"]),
+        (
+            "ModuleSettingsDefinition",
+            "*",
+            &[".spec.versions[].schema"],
+        ),
+        ("DeckhouseRelease", "*", &[".spec.changelog"]),
         (
             "Application",
+            "*",
             &[
                 ".spec.settings",
                 ".status.lastAppliedConfiguration",
@@ -294,12 +300,12 @@ fn unknown_fields_are_preserved_only_where_deckhouse_preserves_them() {
     ];
     for crd in crds::all() {
         let kind = crd.spec.names.kind.clone();
-        let want: BTreeSet<String> = expected
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .map(|(_, paths)| paths.iter().map(|p| p.to_string()).collect())
-            .unwrap_or_default();
         for v in &crd.spec.versions {
+            let want: BTreeSet<String> = expected
+                .iter()
+                .find(|(k, version, _)| *k == kind && (*version == "*" || *version == v.name))
+                .map(|(_, _, paths)| paths.iter().map(|p| p.to_string()).collect())
+                .unwrap_or_default();
             let got: BTreeSet<String> = crds::preserve_unknown_paths(&schema_of(&crd, &v.name))
                 .into_iter()
                 .collect();
@@ -435,4 +441,32 @@ fn committed_manifests_equal_the_generated_ones() {
         "crds/ is out of date, run `UPDATE_CRDS=1 cargo test -p api --test crds`:\n{}",
         stale.join("\n")
     );
+}
+
+/// What the API server accepts without `spec` (Deckhouse's schemas of these kinds do not require
+/// it) our controllers can read: the object decodes with an empty spec instead of failing.
+#[test]
+fn kinds_without_a_required_spec_decode_without_one() {
+    let apv: api::packages::ApplicationPackageVersion = serde_json::from_value(serde_json::json!({
+        "apiVersion": "deckhouse.io/v1alpha1",
+        "kind": "ApplicationPackageVersion",
+        "metadata": {"name": "main-nginx-v1.2.3"},
+    }))
+    .expect("ApplicationPackageVersion without spec");
+    assert_eq!(apv.spec, Default::default());
+    let migration: api::network::CNIMigration = serde_json::from_value(serde_json::json!({
+        "apiVersion": "network.deckhouse.io/v1alpha1",
+        "kind": "CNIMigration",
+        "metadata": {"name": "cni-migration"},
+        "status": {"currentCNI": "flannel"},
+    }))
+    .expect("CNIMigration without spec");
+    assert_eq!(migration.spec, Default::default());
+    let node: api::network::CNINodeMigration = serde_json::from_value(serde_json::json!({
+        "apiVersion": "network.deckhouse.io/v1alpha1",
+        "kind": "CNINodeMigration",
+        "metadata": {"name": "worker-0"},
+    }))
+    .expect("CNINodeMigration without spec");
+    assert_eq!(node.spec, Default::default());
 }

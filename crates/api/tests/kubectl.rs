@@ -141,6 +141,142 @@ spec:
     assert!(row.starts_with("main-nginx-v1.2.3   nginx"), "{out}");
 }
 
+/// ModuleUpdatePolicy v1alpha1 as Deckhouse's schema has it: Deckhouse's documented example
+/// applies, `update` is defaulted (so required yet optional to write) to mode `AutoPatch`, and a
+/// `matchExpressions` entry must carry `values` with `In`/`NotIn` and none with
+/// `Exists`/`DoesNotExist`.
+#[tokio::test]
+async fn module_update_policy_v1alpha1_checks_update_and_match_expressions() {
+    let s = Server::start().await;
+    // Deckhouse's documentation example.
+    let out = s
+        .apply_ok(
+            "apiVersion: deckhouse.io/v1alpha1
+kind: ModuleUpdatePolicy
+metadata:
+  name: example-update-policy
+spec:
+  moduleReleaseSelector:
+    labelSelector:
+      matchLabels:
+        source: example
+        module: module-1
+  releaseChannel: Alpha
+  update:
+    mode: Auto
+    windows:
+    - days: [Mon, Wed]
+      from: \"13:30\"
+      to: \"14:00\"
+",
+        )
+        .await;
+    assert!(out.contains("created"), "{out}");
+    // Without `update`: the default `{}` fills it in, and its mode defaults to AutoPatch.
+    s.apply_ok(
+        "apiVersion: deckhouse.io/v1alpha1
+kind: ModuleUpdatePolicy
+metadata:
+  name: expressions
+spec:
+  moduleReleaseSelector:
+    labelSelector:
+      matchExpressions:
+      - key: module
+        operator: In
+        values: [module-1, module-2]
+      - key: source
+        operator: Exists
+",
+    )
+    .await;
+    let (ok, mode, _) = s
+        .kubectl(
+            &[
+                "get",
+                "moduleupdatepolicies.v1alpha1.deckhouse.io",
+                "expressions",
+                "-o",
+                "jsonpath={.spec.update.mode}",
+            ],
+            None,
+        )
+        .await;
+    assert!(ok);
+    assert_eq!(mode, "AutoPatch");
+    for (name, expression) in [
+        ("in-without-values", "- key: module\n        operator: In"),
+        (
+            "exists-with-values",
+            "- key: module\n        operator: Exists\n        values: [x]",
+        ),
+        (
+            "unknown-operator",
+            "- key: module\n        operator: Gt\n        values: [\"1\"]",
+        ),
+    ] {
+        let manifest = format!(
+            "apiVersion: deckhouse.io/v1alpha1
+kind: ModuleUpdatePolicy
+metadata:
+  name: {name}
+spec:
+  moduleReleaseSelector:
+    labelSelector:
+      matchExpressions:
+      {expression}
+"
+        );
+        let (ok, _, err) = s.kubectl(&["apply", "-f", "-"], Some(&manifest)).await;
+        assert!(!ok, "{name} was admitted");
+        assert!(err.contains("matchExpressions"), "{name}: {err}");
+    }
+}
+
+/// Module carries Deckhouse's `v1beta1` (the package system's shape) in its CRD without serving
+/// it: `v1alpha1` objects apply and list, `v1beta1` is not a resource the server offers.
+#[tokio::test]
+async fn module_v1beta1_is_present_but_not_served() {
+    let s = Server::start().await;
+    let (ok, versions, _) = s
+        .kubectl(
+            &[
+                "get",
+                "crd",
+                "modules.deckhouse.io",
+                "-o",
+                "jsonpath={range .spec.versions[*]}{.name}={.served}/{.storage} {end}",
+            ],
+            None,
+        )
+        .await;
+    assert!(ok);
+    assert_eq!(versions.trim(), "v1alpha1=true/true v1beta1=false/false");
+    s.apply_ok(
+        "apiVersion: deckhouse.io/v1alpha1
+kind: Module
+metadata:
+  name: echo
+properties:
+  weight: 900
+  source: example
+",
+    )
+    .await;
+    let (ok, _, _) = s
+        .kubectl(&["get", "modules.v1alpha1.deckhouse.io", "echo"], None)
+        .await;
+    assert!(ok);
+    let (ok, _, err) = s
+        .kubectl(&["get", "modules.v1beta1.deckhouse.io", "echo"], None)
+        .await;
+    assert!(!ok, "v1beta1 is served");
+    assert!(
+        err.contains("doesn't have a resource type") || err.contains("not found"),
+        "{err}"
+    );
+}
+
 /// RegistryNode and RegistryStorage: Deckhouse's schemas do not require `secretRef` under
 /// `auth`, so an `auth` naming no Secret (anonymous access) applies, and reads back as written.
 #[tokio::test]

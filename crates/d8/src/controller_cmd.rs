@@ -92,6 +92,27 @@ pub(crate) struct Args {
     /// CNIMigration exists).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     cni_migration_interval: Duration,
+    /// Tests and demos: every controller's clock starts at this instant (RFC 3339, e.g.
+    /// `2025-03-03T08:30:00Z`) and runs on at real speed — update windows, canary and
+    /// notification delays, ObjectKeeper TTLs and condition times all read it.
+    #[arg(long, env = "D8_CLOCK_START", hide = true, value_parser = parse_timestamp)]
+    clock_start: Option<jiff::Timestamp>,
+}
+
+fn parse_timestamp(text: &str) -> Result<jiff::Timestamp, String> {
+    text.parse()
+        .map_err(|e| format!("expected an RFC 3339 time such as 2025-03-03T08:30:00Z: {e}"))
+}
+
+/// The controllers' clock: the system's, or one started at `--clock-start`.
+pub(crate) fn clock(start: Option<jiff::Timestamp>) -> Arc<dyn release_controller::Clock> {
+    match start {
+        Some(start) => {
+            tracing::warn!(%start, "the controllers' clock starts at --clock-start, not at the system time");
+            Arc::new(release_controller::OffsetClock::starting_at(start))
+        }
+        None => Arc::new(release_controller::SystemClock),
+    }
 }
 
 /// The utility controllers: ObjectKeeper always, module documentation builds when modules are
@@ -112,21 +133,24 @@ pub(crate) struct Utilities {
     pub(crate) cni_components: utilities::cni::components::Options,
 }
 
-fn utilities_options(args: &Args) -> Utilities {
+fn utilities_options(args: &Args, clock: &Arc<dyn release_controller::Clock>) -> Utilities {
     Utilities {
         object_keeper: utilities::object_keeper::Options {
             recheck: args.object_keeper_recheck,
+            clock: clock.clone(),
             ..Default::default()
         },
         documentation: args.modules.downloaded_dir().map(|dir| {
             let mut options = utilities::documentation::Options::new(dir);
             options.retry_base = args.documentation_retry;
+            options.clock = clock.clone();
             options
         }),
         cni_migration: args
             .cni_migration_manager
-            .then_some(utilities::cni::manager::Options {
+            .then(|| utilities::cni::manager::Options {
                 interval: args.cni_migration_interval,
+                clock: clock.clone(),
             }),
         packages: package_controller::controller::Options {
             packages_dir: args
@@ -178,10 +202,15 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         Some(identity) => identity.clone(),
         None => hostname().unwrap_or_else(|| format!("d8-controller-{}", std::process::id())),
     };
+    let clock = clock(args.clock_start);
     let engine = if args.without_release_engine {
         None
     } else {
-        Some(release_cmd::engine(client.clone(), &args.engine)?)
+        Some(release_cmd::engine(
+            client.clone(),
+            &args.engine,
+            clock.clone(),
+        )?)
     };
     let secure_metrics = match args.secure_metrics_address {
         Some(address) => {
@@ -211,10 +240,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         registry: registry_options(&args)?,
         engine,
         metrics_address: args.metrics_address,
-        utilities: utilities_options(&args),
+        utilities: utilities_options(&args, &clock),
         secure_metrics,
     };
-    let modules = crate::module_cmd::manager(client.clone(), &args.modules)?;
+    let modules = crate::module_cmd::manager(client.clone(), &args.modules, clock)?;
     if modules.is_none() {
         tracing::info!("no --downloaded-modules-dir: the module manager does not run");
     }

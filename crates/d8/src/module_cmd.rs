@@ -118,6 +118,7 @@ impl ManagerArgs {
 pub(crate) fn manager(
     client: Client,
     args: &ManagerArgs,
+    clock: Arc<dyn release_controller::Clock>,
 ) -> anyhow::Result<Option<crate::controller_cmd::Modules>> {
     let Some(dir) = &args.downloaded_modules_dir else {
         return Ok(None);
@@ -147,18 +148,13 @@ pub(crate) fn manager(
             embedded: embedded.clone(),
             downloaded: Some(downloaded.clone()),
         },
-        Arc::new(release_controller::SystemClock),
+        clock.clone(),
     )
     .with_global_hooks_dir(args.global_hooks_dir.clone());
-    let manager = Manager::new(
-        client,
-        downloaded,
-        Arc::new(release_controller::SystemClock),
-        facts,
-    )
-    .with_embedded(embedded)
-    // The canary wave of module releases, as the release engine's (`--cluster-uuid`).
-    .with_cluster_uuid(std::env::var("D8_CLUSTER_UUID").unwrap_or_default());
+    let manager = Manager::new(client, downloaded, clock, facts)
+        .with_embedded(embedded)
+        // The canary wave of module releases, as the release engine's (`--cluster-uuid`).
+        .with_cluster_uuid(std::env::var("D8_CLUSTER_UUID").unwrap_or_default());
     let manager = match &args.default_module_source_repo {
         Some(repo) => {
             let scheme = match args
@@ -232,8 +228,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             unreachable!("handled before connecting")
         }
         Command::Controller(args) => {
-            let (manager, options, _) = manager(client, &args)?
-                .context("the module manager needs --downloaded-modules-dir")?;
+            let (manager, options, _) =
+                manager(client, &args, Arc::new(release_controller::SystemClock))?
+                    .context("the module manager needs --downloaded-modules-dir")?;
             manager
                 .run_controller(options, crate::shutdown_signal())
                 .await;

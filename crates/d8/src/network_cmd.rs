@@ -71,7 +71,10 @@ pub(crate) async fn run(command: Command) -> anyhow::Result<()> {
         CniCommand::Manager { interval } => {
             let manager = utilities::cni::manager::Manager::new(
                 client,
-                utilities::cni::manager::Options { interval },
+                utilities::cni::manager::Options {
+                    interval,
+                    ..Default::default()
+                },
             );
             manager.run(crate::shutdown_signal()).await;
         }

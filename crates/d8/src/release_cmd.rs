@@ -88,7 +88,11 @@ pub(crate) struct EngineArgs {
 }
 
 /// The release engine described by `args`, ready to [`Engine::run`].
-pub(crate) fn engine(client: Client, args: &EngineArgs) -> anyhow::Result<Engine> {
+pub(crate) fn engine(
+    client: Client,
+    args: &EngineArgs,
+    clock: Arc<dyn release_controller::Clock>,
+) -> anyhow::Result<Engine> {
     let mut endpoint = if args.registry_plain_http {
         registry_client::Endpoint::http(&args.registry)
     } else {
@@ -130,6 +134,7 @@ pub(crate) fn engine(client: Client, args: &EngineArgs) -> anyhow::Result<Engine
         .readiness(readiness)
         .cluster_uuid(&args.cluster_uuid)
         .kubernetes_version(kubernetes_version)
+        .clock(clock)
         .build())
 }
 
@@ -193,7 +198,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             ))
         }
         Command::Controller(engine_args) => {
-            let engine = Arc::new(engine(client, &engine_args)?);
+            let engine = Arc::new(engine(
+                client,
+                &engine_args,
+                Arc::new(release_controller::SystemClock),
+            )?);
             tracing::info!(registry = %engine_args.registry, repository = %engine_args.repository, "release engine starting");
             // The engine wants a shutdown future it can share between its tasks.
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

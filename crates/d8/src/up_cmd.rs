@@ -358,7 +358,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             "--embedded".to_owned(),
         ])
         .context("release engine flags")?;
-        Some(release_cmd::engine(admin.clone(), &flags.engine)?)
+        Some(release_cmd::engine(
+            admin.clone(),
+            &flags.engine,
+            controller_cmd::clock(None),
+        )?)
     };
     // The module manager: modules from ModuleSources, installed under DATA_DIR.
     let downloaded_modules = data_dir.join(DOWNLOADED_MODULES_DIR);
@@ -367,7 +371,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         format!("--downloaded-modules-dir={}", downloaded_modules.display()),
     ])
     .context("module manager flags")?;
-    let modules = crate::module_cmd::manager(admin.clone(), &module_flags.modules)?;
+    let modules = crate::module_cmd::manager(
+        admin.clone(),
+        &module_flags.modules,
+        controller_cmd::clock(None),
+    )?;
     let metrics = controller_cmd::bind_metrics(args.metrics_address).await?;
     let controller_metrics = metrics.local_addr()?;
     let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -422,6 +422,13 @@ async fn scanning_enabling_and_updating_per_policy() {
                 .into()
         )
     );
+    // … and is on d8_module_release_info for the ModuleReleaseIsWaitingManualApproval alert.
+    let metrics = c.manager.metrics().encode();
+    assert!(
+        metrics.contains("d8_module_release_info{name=\"hello-v0.2.1\",manualApproval=\"true\",disruptionApproval=\"false\",requirementsNotMet=\"false\",notificationNotSent=\"false\",releaseQueueDepth=\"1\""),
+        "{metrics}"
+    );
+    assert!(metrics.contains(",module=\"hello\"} 1"), "{metrics}");
     Api::<ModuleRelease>::all(c.client.clone())
         .patch(
             "hello-v0.2.1",
@@ -436,6 +443,13 @@ async fn scanning_enabling_and_updating_per_policy() {
     assert_eq!(
         c.downloaded.active_version("hello").as_deref(),
         Some("0.2.1")
+    );
+    assert!(
+        !c.manager
+            .metrics()
+            .encode()
+            .contains("d8_module_release_info{name=\"hello-v0.2.1\""),
+        "a deployed release leaves d8_module_release_info"
     );
 
     // A ModuleConfig for a module nobody offers.
@@ -656,6 +670,14 @@ async fn several_sources_without_a_choice_is_a_conflict() {
         c.releases("echo").await.is_empty(),
         "nothing is downloaded in conflict"
     );
+    // The ModuleAtConflict alert's metric, labelled as Deckhouse labels it.
+    let metrics = c.manager.metrics().encode();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "d8_module_at_conflict{moduleName=\"echo\"} 1"),
+        "{metrics}"
+    );
     // Choosing a source settles it: the release comes from the chosen source.
     c.config("echo", json!({"enabled": true, "source": "mirror"}))
         .await;
@@ -665,6 +687,43 @@ async fn several_sources_without_a_choice_is_a_conflict() {
     assert_eq!(echo.spec.properties.source.as_deref(), Some("mirror"));
     assert_eq!(phase(&echo), "Ready");
     assert_eq!(c.release("echo-v1.0.1").await.labels()["source"], "mirror");
+    assert!(
+        !c.manager
+            .metrics()
+            .encode()
+            .contains("d8_module_at_conflict{"),
+        "settled: no conflict left"
+    );
+    // An allow-disabling annotation on an enabled module's ModuleConfig is reported
+    // (D8HasModuleConfigAllowedToDisable) until the module is disabled.
+    Api::<ModuleConfig>::all(c.client.clone())
+        .patch(
+            "echo",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"modules.deckhouse.io/allow-disabling": "true"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    c.pass().await;
+    let metrics = c.manager.metrics().encode();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "d8_moduleconfig_allowed_to_disable{module=\"echo\"} 1"),
+        "{metrics}"
+    );
+    c.config("echo", json!({"enabled": false, "source": "mirror"}))
+        .await;
+    c.pass().await;
+    let metrics = c.manager.metrics().encode();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "d8_moduleconfig_allowed_to_disable{module=\"echo\"} 0"),
+        "{metrics}"
+    );
 }
 
 /// A webhook receiver answering 200 and keeping every request body.

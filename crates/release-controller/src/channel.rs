@@ -87,6 +87,8 @@ impl Engine {
     /// Reads the release channel and brings the DeckhouseReleases in line with it.
     pub async fn sync_channel(&self) -> Result<ChannelOutcome, Error> {
         let settings = self.settings().await?;
+        self.metrics
+            .set_release_channel(settings.release_channel.map_or("", Channel::as_str));
         let Some(channel) = settings.release_channel else {
             return Ok(ChannelOutcome::DevMode);
         };
@@ -136,16 +138,13 @@ impl Engine {
                 from,
                 inherit_apply_after,
             } => {
-                let tags = self.source.tags().await?;
-                for version in step_by_step(&from, &metadata.version, &tags)? {
+                // Deckhouse's d8_updating_is_failed{version}: 1 while the intermediate releases
+                // cannot be read from the registry, 0 once they can.
+                let steps = self.step_metadata(&from, &metadata, &existing).await;
+                self.metrics
+                    .set_updating_failed(metadata.version.original(), steps.is_err());
+                for (version, step_metadata) in steps? {
                     let is_channel_version = version == metadata.version;
-                    let step_metadata = if is_channel_version {
-                        metadata.clone()
-                    } else if existing.contains(&release_name(&version)) {
-                        continue;
-                    } else {
-                        self.source.image(version.original()).await?.metadata
-                    };
                     if let Some(name) = self
                         .create_release(
                             &existing,
@@ -201,6 +200,27 @@ impl Engine {
 
     /// Restores the running version as a Deployed release: marks an existing release of that
     /// name Deployed, or creates one (`approved: true`, `current-restored: "true"`).
+    /// The metadata of every step from `from` to the channel's version that is not in the
+    /// cluster yet (the channel's own version always, from the channel image).
+    async fn step_metadata(
+        &self,
+        from: &ReleaseVersion,
+        metadata: &VersionJson,
+        existing: &[String],
+    ) -> Result<Vec<(ReleaseVersion, VersionJson)>, Error> {
+        let tags = self.source.tags().await?;
+        let mut steps = Vec::new();
+        for version in step_by_step(from, &metadata.version, &tags)? {
+            if version == metadata.version {
+                steps.push((version, metadata.clone()));
+            } else if !existing.contains(&release_name(&version)) {
+                let step = self.source.image(version.original()).await?.metadata;
+                steps.push((version, step));
+            }
+        }
+        Ok(steps)
+    }
+
     async fn restore(&self, releases: &[DeckhouseRelease], running: &str) -> Result<String, Error> {
         let version = ReleaseVersion::parse(running)?;
         let name = release_name(&version);

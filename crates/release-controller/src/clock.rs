@@ -29,6 +29,35 @@ impl Clock for SystemClock {
     }
 }
 
+/// The system clock moved by a fixed offset: it starts at a chosen instant and runs on at real
+/// speed, so a whole process (`d8 controller --clock-start`) lives at a time a test picks while
+/// its timers still wait for real.
+#[derive(Clone, Copy, Debug)]
+pub struct OffsetClock {
+    offset: SignedDuration,
+}
+
+impl OffsetClock {
+    /// A clock reading `start` now.
+    pub fn starting_at(start: Timestamp) -> Self {
+        Self {
+            offset: start.duration_since(Timestamp::now()),
+        }
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+            .checked_add(self.offset)
+            .unwrap_or(Timestamp::MAX)
+    }
+
+    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep(duration))
+    }
+}
+
 /// A clock that only moves when told to; [`Clock::sleep`] advances it instead of waiting.
 #[derive(Clone, Debug)]
 pub struct ManualClock {
@@ -84,5 +113,15 @@ mod tests {
         );
         clock.set(start);
         assert_eq!(clock.now(), start);
+    }
+
+    #[test]
+    fn offset_clock_starts_where_told_and_runs_on() {
+        let start: Timestamp = "2025-03-03T08:30:00Z".parse().unwrap();
+        let clock = OffsetClock::starting_at(start);
+        let first = clock.now();
+        assert!(first >= start && first < start + SignedDuration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(clock.now() > first, "it runs at real speed");
     }
 }

@@ -55,5 +55,5 @@ pub mod source;
 pub mod version_json;
 pub mod view;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, OffsetClock, SystemClock};
 pub use error::Error;

@@ -6,6 +6,10 @@
 //!   release is Skipped, Superseded or Suspended;
 //! - `d8_is_updating{deployingRelease}`: 1 while a deployed release waits for the new Deckhouse
 //!   to become ready;
+//! - `deckhouse_release_channel{release_channel}`: 1, labelled with the `deckhouse` module's
+//!   `releaseChannel` as the settings write it (`""` without one: D8DeckhouseIsNotOnReleaseChannel);
+//! - `d8_updating_is_failed{version}`: 1 while the intermediate releases up to the channel's
+//!   `version` cannot be read from the registry (step-by-step update), 0 once they can;
 //! - `d8_migrated_module_not_found{module}`: 1 for a module of `migratedModules` that no
 //!   ModuleSource offers.
 //!
@@ -27,6 +31,8 @@ type Labels = Vec<(&'static str, String)>;
 pub struct Metrics {
     release_info: Family<Labels, Gauge>,
     is_updating: Family<Labels, Gauge>,
+    updating_is_failed: Family<Labels, Gauge>,
+    release_channel: Family<Labels, Gauge>,
     migrated_module_not_found: Family<Labels, Gauge>,
     /// The `d8_release_info` labels last written per release, to replace them.
     release_info_labels: Mutex<HashMap<String, Labels>>,
@@ -44,6 +50,16 @@ impl Metrics {
             "d8_is_updating",
             "1 while Deckhouse is updating to deployingRelease.",
             self.is_updating.clone(),
+        );
+        registry.register(
+            "deckhouse_release_channel",
+            "1, labelled with the release channel the deckhouse module follows (empty: none).",
+            self.release_channel.clone(),
+        );
+        registry.register(
+            "d8_updating_is_failed",
+            "1 while the releases up to version cannot be read from the registry.",
+            self.updating_is_failed.clone(),
         );
         registry.register(
             "d8_migrated_module_not_found",
@@ -86,6 +102,22 @@ impl Metrics {
                 .get_or_create(&vec![("deployingRelease", release.to_owned())])
                 .set(1);
         }
+    }
+
+    /// `deckhouse_release_channel{release_channel} 1` for the channel now in the settings.
+    pub(crate) fn set_release_channel(&self, channel: &str) {
+        self.release_channel.clear();
+        self.release_channel
+            .get_or_create(&vec![("release_channel", channel.to_owned())])
+            .set(1);
+    }
+
+    /// `d8_updating_is_failed{version}`: whether reading the steps up to `version` failed.
+    pub(crate) fn set_updating_failed(&self, version: &str, failed: bool) {
+        self.updating_is_failed.clear();
+        self.updating_is_failed
+            .get_or_create(&vec![("version", version.to_owned())])
+            .set(i64::from(failed));
     }
 
     /// The migrated module that is missing now (Deckhouse expires the group on every check).

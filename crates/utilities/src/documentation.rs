@@ -14,6 +14,7 @@ pub mod plan;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use api::module_documentation::{DocumentationCondition, ModuleDocumentation};
@@ -23,6 +24,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
+use release_controller::{Clock, SystemClock};
 use serde_json::json;
 
 use crate::Error;
@@ -41,6 +43,8 @@ pub struct Options {
     pub retry_max: Duration,
     /// Timeout of one builder request.
     pub timeout: Duration,
+    /// Where "now" comes from (conditions' transition times).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Options {
@@ -52,6 +56,7 @@ impl Options {
             retry_base: Duration::from_secs(10),
             retry_max: Duration::from_secs(300),
             timeout: Duration::from_secs(180),
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -202,10 +207,8 @@ impl Controller {
         let module = doc.name_any();
         let version = &doc.spec.version;
         let archive = docs_archive(&self.options.downloaded, &module, doc);
-        let now = Time(
-            Timestamp::from_second(Timestamp::now().as_second())
-                .unwrap_or_else(|_| Timestamp::now()),
-        );
+        let now = self.options.clock.now();
+        let now = Time(Timestamp::from_second(now.as_second()).unwrap_or(now));
         let mut out = Vec::with_capacity(steps.len());
         for step in steps {
             let address = match step {

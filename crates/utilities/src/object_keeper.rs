@@ -9,26 +9,29 @@
 
 pub mod plan;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use api::object_keeper::{CONDITION_ACTIVE, ObjectKeeper};
 use futures_util::StreamExt;
-use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, Preconditions};
 use kube::{Api, Client, ResourceExt};
+use release_controller::{Clock, SystemClock};
 use serde_json::json;
 
 use crate::Error;
 use plan::{Decision, Followed, Keeper};
 
 /// Settings of the ObjectKeeper controller.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Options {
     /// How often a followed object that exists is looked at again (Deckhouse: 1m).
     pub recheck: Duration,
     /// How long to wait after a failed pass.
     pub retry: Duration,
+    /// Where "now" comes from: a keeper's `ttl` and `lostAt` are measured on it.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for Options {
@@ -36,6 +39,7 @@ impl Default for Options {
         Self {
             recheck: plan::DEFAULT_RECHECK,
             retry: Duration::from_secs(5),
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -134,7 +138,7 @@ impl Controller {
                 .metadata
                 .creation_timestamp
                 .as_ref()
-                .map_or_else(Timestamp::now, |t| t.0),
+                .map_or_else(|| self.options.clock.now(), |t| t.0),
             lost_at: status.lost_at.as_ref().map(|t| t.0),
         };
         let followed = if plan::must_look_up(&view) {
@@ -142,7 +146,12 @@ impl Controller {
         } else {
             Followed::NotLookedUp
         };
-        match plan::decide(&view, &followed, Timestamp::now(), self.options.recheck) {
+        match plan::decide(
+            &view,
+            &followed,
+            self.options.clock.now(),
+            self.options.recheck,
+        ) {
             Decision::Delete { why } => {
                 tracing::info!(keeper = %name, %why, "deleting ObjectKeeper: the objects it kept go with it");
                 let keepers: Api<ObjectKeeper> = Api::all(self.client.clone());
@@ -180,7 +189,7 @@ impl Controller {
                         status: if active.0 { "True" } else { "False" }.into(),
                         reason: active.1.into(),
                         message: message.clone(),
-                        last_transition_time: Time(Timestamp::now()),
+                        last_transition_time: Time(self.options.clock.now()),
                         observed_generation: keeper.metadata.generation,
                     };
                     let patch = json!({"status": {

@@ -439,3 +439,97 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
     let superseded = row(&list, "v1.67.0").unwrap();
     assert!(superseded.contains("Superseded"), "{list}");
 }
+
+/// Starts `d8 controller` for the release engine with its clock started at `clock_start`.
+fn controller_at(stage: &Stage, clock_start: &str, log: &str) -> Service {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
+    command
+        .arg("controller")
+        .arg("--kubeconfig")
+        .arg(&stage.admin)
+        .args(["--identity", "clock-test"])
+        .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
+        .args([
+            "--registry",
+            &stage.upstream.host(),
+            "--repository",
+            REPO,
+            "--registry-plain-http",
+            "--embedded",
+            "--kubernetes-version",
+            "1.31.0",
+        ])
+        .env("D8_CLOCK_START", clock_start);
+    Service::spawn("d8 controller", command, stage.dir.path().join(log)).unwrap()
+}
+
+#[tokio::test]
+async fn the_controller_clock_starts_where_told_so_an_update_window_opens_on_cue() {
+    let stage = Stage::start().await;
+    let Stage {
+        admin,
+        upstream,
+        push,
+        dir,
+        layout,
+        ..
+    } = &stage;
+    let host = upstream.host();
+    for version in ["v1.66.0", "v1.67.0"] {
+        publish_version(push, layout, version).await;
+    }
+    publish_channel(push, layout, "stable", r#"{"version":"v1.67.0"}"#).await;
+    apply_yaml(
+        admin,
+        dir.path(),
+        "deployment.yaml",
+        &format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: deckhouse\n  namespace: d8-system\nspec:\n  selector:\n    matchLabels: {{app: deckhouse}}\n  template:\n    metadata:\n      labels: {{app: deckhouse}}\n    spec:\n      containers:\n      - name: deckhouse\n        image: {host}/{REPO}:v1.66.0\n"
+        ),
+    );
+    // Updates only on Mondays between 09:00 and 10:00 UTC.
+    settings(
+        admin,
+        dir.path(),
+        "    releaseChannel: Stable\n    update:\n      mode: Auto\n      windows:\n      - from: \"09:00\"\n        to: \"10:00\"\n        days: [Mon]\n",
+    );
+
+    // Monday 3 March 2025, 08:00 UTC: the release waits for the window that opens at 09:00,
+    // whatever the hour and the day the test runs at.
+    let mut controller = controller_at(&stage, "2025-03-03T08:00:00Z", "controller-0800.log");
+    let list = until_listed(admin, "v1.67.0", "v1.67.0 waits for the window", |r| {
+        r.contains("Pending")
+    })
+    .await;
+    assert!(
+        row(&list, "v1.67.0")
+            .unwrap()
+            .contains("Release is waiting for the update window until 03 Mar 25 09:00 UTC"),
+        "{list}"
+    );
+    assert!(list.starts_with("Running version: v1.66.0\n"), "{list}");
+    controller.stop();
+
+    // The same Monday, 09:30 UTC: the window is open, the release is deployed, and the times the
+    // controller records are on its clock.
+    let _controller = controller_at(&stage, "2025-03-03T09:30:00Z", "controller-0930.log");
+    let list = until_listed(admin, "v1.67.0", "v1.67.0 is deployed", |r| {
+        r.contains("Deployed")
+    })
+    .await;
+    assert!(list.starts_with("Running version: v1.67.0\n"), "{list}");
+    let deployed_at = kubectl_ok(
+        admin,
+        &[
+            "get",
+            "deckhouserelease",
+            "v1.67.0",
+            "-o",
+            "jsonpath={.status.transitionTime}",
+        ],
+    );
+    assert!(
+        deployed_at.starts_with("2025-03-03T09:3"),
+        "transitionTime {deployed_at:?} is not on the controller's clock"
+    );
+}

@@ -137,6 +137,11 @@ impl Manager {
                 .iter()
                 .filter_map(|(name, c)| Some((name.as_str(), c.spec.maintenance?.as_str()))),
         );
+        self.metrics.set_allowed_to_disable(
+            all_configs
+                .iter()
+                .map(|(name, c)| (name.as_str(), allowed_to_disable(c))),
+        );
         // `bundle` and the experimental modules from the `deckhouse` ModuleConfig (the
         // `--bundle` flag is the default).
         let facts = self.facts.with_deckhouse_settings(
@@ -170,6 +175,7 @@ impl Manager {
             .collect();
         self.metrics.set_module_info(&infos);
         let now = self.now();
+        let mut conflicts = Vec::new();
         for module in &all {
             let name = module.name_any();
             let config = all_configs.get(&name);
@@ -219,6 +225,7 @@ impl Manager {
                 && chosen.is_none()
                 && module.spec.properties.available_sources.len() > 1;
             let phase = if conflict {
+                conflicts.push(name.clone());
                 conditions.push(condition(
                     ModuleConditionType::EnabledByModuleManager,
                     false,
@@ -306,6 +313,8 @@ impl Manager {
                 }
             }
         }
+        self.metrics
+            .set_at_conflict(conflicts.iter().map(String::as_str));
         // ModuleConfigs of unknown modules.
         let known: BTreeSet<String> = all.iter().map(ResourceExt::name_any).collect();
         for (name, config) in &all_configs {
@@ -352,4 +361,37 @@ impl Manager {
 /// message clears the previous one (the type leaves empty fields out).
 fn config_status_patch(status: &api::module_config::ModuleConfigStatus) -> serde_json::Value {
     json!({"status": {"version": status.version, "message": status.message}})
+}
+
+/// `d8_moduleconfig_allowed_to_disable`: the ModuleConfig carries the allow-disabling annotation
+/// (any value, as Deckhouse's webhook checks its presence) while it still enables the module.
+fn allowed_to_disable(config: &ModuleConfig) -> bool {
+    config
+        .annotations()
+        .contains_key(keys::ANNOTATION_ALLOW_DISABLING)
+        && config.spec.enabled == Some(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowed_to_disable_needs_the_annotation_and_an_enabled_module() {
+        for (annotated, enabled, want) in [
+            (true, Some(true), true),
+            (true, Some(false), false),
+            (true, None, false),
+            (false, Some(true), false),
+        ] {
+            let mut config = ModuleConfig::new("echo", Default::default());
+            config.spec.enabled = enabled;
+            if annotated {
+                config
+                    .annotations_mut()
+                    .insert(keys::ANNOTATION_ALLOW_DISABLING.into(), "true".into());
+            }
+            assert_eq!(allowed_to_disable(&config), want, "{annotated} {enabled:?}");
+        }
+    }
 }

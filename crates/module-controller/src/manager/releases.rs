@@ -13,6 +13,10 @@ impl Manager {
         message: &str,
         extra: Value,
     ) -> Result<(), Error> {
+        if phase != ModuleReleasePhase::Pending {
+            // Deckhouse's series describes a waiting release only.
+            self.metrics.purge_module_release_info(name);
+        }
         let releases: Api<ModuleRelease> = self.api();
         let mut status = json!({"phase": phase, "message": message, "transitionTime": self.now()});
         if let (Value::Object(s), Value::Object(e)) = (&mut status, extra) {
@@ -198,7 +202,7 @@ impl Manager {
                 disruption_approved: false,
             };
             let failures = self.requirement_failures(release);
-            let plan = deploy::plan(&deploy::Input {
+            let input = deploy::Input {
                 settings: &settings,
                 release: &state,
                 task: &decided,
@@ -206,7 +210,12 @@ impl Manager {
                 pod_ready: true,
                 requirement_failures: &failures,
                 disruption_reasons: &[],
-            })?;
+            };
+            let plan = deploy::plan(&input)?;
+            // d8_module_release_info as planned; a failed notification below rewrites it.
+            if let Some(info) = deploy::ReleaseInfo::of(&input, &plan, false) {
+                self.metrics.set_module_release_info(&name, module, &info);
+            }
             let plan = match plan {
                 deploy::Plan::DeployTime {
                     notify: Some(request),
@@ -241,6 +250,13 @@ impl Manager {
                             }
                         }
                         Err(error) => {
+                            let unsent = deploy::Plan::DeployTime {
+                                notify: None,
+                                delay: delay.clone(),
+                            };
+                            if let Some(info) = deploy::ReleaseInfo::of(&input, &unsent, true) {
+                                self.metrics.set_module_release_info(&name, module, &info);
+                            }
                             let failed = deploy::notification_failed(delay.as_ref(), &error);
                             self.write_delay(release, &failed).await?;
                             return Ok(());

@@ -638,20 +638,22 @@ impl Runtime {
         let modules = self.hooks.modules.clone();
         let queues = self.queue_view.clone();
         let name = module.to_owned();
+        let clock = self.clock.clone();
         let task = tokio::spawn(async move {
             let refs: Vec<(usize, usize, &module_hooks::ScheduleBinding)> = schedules
                 .iter()
                 .enumerate()
                 .map(|(i, (_, s))| (i, 0, s))
                 .collect();
-            let mut after = jiff::Zoned::now();
+            // Crontab times are local, as robfig/cron reads them in shell-operator.
+            let mut after = clock.now().to_zoned(jiff::tz::TimeZone::system());
             loop {
                 let Some((at, fired)) = plan::next_fire(&refs, &after) else {
                     return;
                 };
                 let wait = at
                     .timestamp()
-                    .duration_since(jiff::Timestamp::now())
+                    .duration_since(clock.now())
                     .try_into()
                     .unwrap_or(std::time::Duration::ZERO);
                 tokio::time::sleep(wait).await;

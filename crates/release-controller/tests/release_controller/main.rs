@@ -637,6 +637,14 @@ async fn running_engine_follows_a_settings_change() {
     }));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(c.summary().await.is_empty(), "dev mode follows no channel");
+    // … and says so for D8DeckhouseIsNotOnReleaseChannel.
+    assert!(
+        c.engine
+            .metrics()
+            .encode()
+            .lines()
+            .any(|l| l == "deckhouse_release_channel{release_channel=\"\"} 1")
+    );
 
     c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Auto"}}))
         .await;
@@ -652,6 +660,14 @@ async fn running_engine_follows_a_settings_change() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let metrics = c.engine.metrics().encode();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "deckhouse_release_channel{release_channel=\"Stable\"} 1"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("release_channel=\"\""), "{metrics}");
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(10), running)
         .await
@@ -1003,4 +1019,48 @@ async fn cluster_alert_objects_block_updates() {
     alerts.delete("eol", &Default::default()).await.unwrap();
     engine.reconcile_all().await.unwrap();
     assert_eq!(c.running().await, "v1.67.0");
+}
+
+/// An intermediate release the registry cannot give (its channel image has no `version.json`):
+/// the step-by-step sync fails and `d8_updating_is_failed{version}` (DeckhouseUpdatingFailed)
+/// is 1 for the channel's version; once the image is fixed, the chain is created and it is 0.
+#[tokio::test]
+async fn an_unreadable_intermediate_release_raises_d8_updating_is_failed() {
+    let c = Cluster::start("v1.66.3", "2024-01-01T08:00:00Z").await;
+    c.publish_version("v1.68.5").await;
+    let broken = testkit::ImageBuilder::new("channel-broken-v1.67.1")
+        .files(&[("changelog.yaml", b"deckhouse: {}\n".as_slice())])
+        .build(&c.layout);
+    c.registry
+        .push_image(
+            &format!("{}/release-channel", common::REPO),
+            Some("v1.67.1"),
+            &broken,
+        )
+        .await
+        .unwrap();
+    c.publish_channel("stable", json!({"version": "v1.68.5"}))
+        .await;
+    c.settings(json!({"releaseChannel": "Stable", "update": {"mode": "Manual"}}))
+        .await;
+
+    assert!(c.engine.sync_channel().await.is_err());
+    let metrics = c.engine.metrics().encode();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "d8_updating_is_failed{version=\"v1.68.5\"} 1"),
+        "{metrics}"
+    );
+
+    c.publish_version("v1.67.1").await;
+    let s = synced(c.engine.sync_channel().await.unwrap());
+    assert_eq!(s.created, names(&["v1.67.1", "v1.68.5"]));
+    let metrics = c.engine.metrics().encode();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "d8_updating_is_failed{version=\"v1.68.5\"} 0"),
+        "{metrics}"
+    );
 }

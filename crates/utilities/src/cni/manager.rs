@@ -6,6 +6,7 @@
 //! recorded phase; the only thing it may do twice is set a ModuleConfig to the value it already
 //! has.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use api::module_config::{ModuleConfig, ModuleConfigSpec};
@@ -13,11 +14,11 @@ use api::network::{
     CNIMigration, CNINodeMigration, CniMigrationCondition, CniMigrationPhase, CniNodeCondition,
     CniNodePhase, FailedNode,
 };
-use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
+use release_controller::{Clock, SystemClock};
 use serde_json::json;
 
 use super::detect::{DETECTED_CNI_ANNOTATION, NodeCni};
@@ -26,16 +27,19 @@ use super::{active_migration, is_true, set_condition};
 use crate::Error;
 
 /// Settings of the manager.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Options {
     /// Time between two passes.
     pub interval: Duration,
+    /// Where "now" comes from (conditions' transition times).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Self {
             interval: Duration::from_secs(5),
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -143,7 +147,7 @@ impl Manager {
                 .map(|(node, reason)| FailedNode { node: node.clone(), reason: reason.clone() })
                 .collect::<Vec<_>>(),
         });
-        let now = Timestamp::now();
+        let now = self.options.clock.now();
         let mut recorded = phase;
         match plan::next(&observed) {
             Step::Wait(why) => tracing::debug!(migration = %name, %phase, %why, "waiting"),
