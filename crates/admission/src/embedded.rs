@@ -8,6 +8,7 @@ use api::validation::{Context, Operation, Request, validate_request};
 use apiserver::{Attributes, Denial, GroupVersionKind, Objects, Validator};
 use serde_json::Value;
 
+use crate::Verdicts;
 use crate::context::{ClusterObjects, context, needs_context};
 
 /// The admission hook: every rule of ours on the kinds we own, with the cluster's facts.
@@ -15,6 +16,8 @@ use crate::context::{ClusterObjects, context, needs_context};
 pub struct Admission {
     /// Plural of every kind we own, by (group, kind), for kube-apiserver's wording.
     plurals: HashMap<(String, String), String>,
+    /// The rules answered here.
+    verdicts: Verdicts,
 }
 
 impl Default for Admission {
@@ -24,8 +27,14 @@ impl Default for Admission {
 }
 
 impl Admission {
-    /// The hook for every CRD of `api::crds::all`.
+    /// The hook for every CRD of `api::crds::all`, every rule.
     pub fn new() -> Self {
+        Self::keeping(Verdicts::All)
+    }
+
+    /// The hook giving only `verdicts` ([`Verdicts::ApiServer`] while `d8 webhook` answers the
+    /// rest).
+    pub fn keeping(verdicts: Verdicts) -> Self {
         let plurals = api::crds::all()
             .into_iter()
             .map(|crd| {
@@ -33,7 +42,7 @@ impl Admission {
                 (key, crd.spec.names.plural)
             })
             .collect();
-        Self { plurals }
+        Self { plurals, verdicts }
     }
 }
 
@@ -89,7 +98,7 @@ impl Validator for Admission {
             apiserver::Operation::Update => Operation::Update,
             apiserver::Operation::Delete => Operation::Delete,
         };
-        let verdict = validate_request(
+        let verdict = self.verdicts.keep(validate_request(
             &Request {
                 kind: &gvk.kind,
                 operation,
@@ -99,7 +108,7 @@ impl Validator for Admission {
                 new: request.new,
             },
             &context,
-        );
+        ));
         verdict.map_err(|denial| {
             let object = request.new.or(request.old);
             let name = object
@@ -135,14 +144,15 @@ impl apiserver::Converter for Conversion {
 }
 
 /// `builder` serving every CRD of ours, the `d8-system` namespace, our admission rules and
-/// conversions: the embedded server as `d8 apiserver` and `d8 up` run it.
-pub fn platform(builder: apiserver::Builder) -> apiserver::Builder {
+/// conversions: the embedded server as `d8 apiserver` runs it (`verdicts` [`Verdicts::All`]),
+/// and as `d8 up` runs it in front of `d8 webhook` ([`Verdicts::ApiServer`]).
+pub fn platform(builder: apiserver::Builder, verdicts: Verdicts) -> apiserver::Builder {
     let crds = api::crds::all()
         .into_iter()
         .map(|crd| serde_json::to_value(crd).expect("a CRD serializes"));
     builder
         .crds(crds)
         .namespace("d8-system")
-        .validator(Admission::new())
+        .validator(Admission::keeping(verdicts))
         .converter(Conversion)
 }

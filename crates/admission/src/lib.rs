@@ -7,6 +7,7 @@
 //!   stored objects as the module manager publishes them;
 //! - [`convert`]: conversion between the served versions of every kind we own;
 //! - [`review`]: review bodies in, response bodies out, with kube-apiserver's shapes;
+//! - [`verdicts`]: which rules a transport answers for when both run (`d8 up`);
 //! - `embedded` (feature `apiserver`): the same rules and conversions as the embedded API
 //!   server's in-process hooks, reading the facts from its store.
 //!
@@ -20,7 +21,9 @@ pub mod convert;
 pub mod embedded;
 pub mod review;
 mod settings;
+pub mod verdicts;
 
 pub use context::{ClusterObjects, context};
 pub use convert::{ConversionError, convert};
 pub use review::{BadReview, MAX_REVIEW_BYTES};
+pub use verdicts::Verdicts;

@@ -6,6 +6,7 @@
 use api::validation::{Context, Denial, Operation, Request, UserInfo, validate_request};
 use serde_json::{Value, json};
 
+use crate::Verdicts;
 use crate::convert::convert;
 
 /// The largest review body accepted (kube-apiserver's objects are at most 3 MiB; an UPDATE
@@ -174,9 +175,10 @@ impl AdmissionRequest {
         )
     }
 
-    /// The AdmissionReview response body with the verdict of the rules.
-    pub fn respond(&self, context: &Context) -> Value {
-        let response = match self.verdict(context) {
+    /// The AdmissionReview response body with the verdict of the rules this transport gives
+    /// ([`Verdicts`]).
+    pub fn respond(&self, context: &Context, verdicts: Verdicts) -> Value {
+        let response = match verdicts.keep(self.verdict(context)) {
             Ok(warnings) => {
                 let mut r = json!({"uid": self.uid, "allowed": true});
                 if !warnings.is_empty() {

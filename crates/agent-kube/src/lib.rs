@@ -187,7 +187,7 @@ pub fn status_patch(status: &NodeStatus, now: jiff::Timestamp) -> serde_json::Va
 /// Every Secret the spec references, each once.
 pub fn secret_names(spec: &RegistryNodeSpec) -> Vec<String> {
     let mut names: Vec<String> = references(spec)
-        .map(|r| r.secret_ref.name.clone())
+        .filter_map(|r| r.secret_ref.as_ref().map(|r| r.name.clone()))
         .collect();
     names.sort();
     names.dedup();
@@ -216,8 +216,11 @@ pub fn resolve(
     secrets: &BTreeMap<String, BTreeMap<String, Vec<u8>>>,
 ) -> Result<Layout, String> {
     let credentials = |auth: &Option<SecretRefAuth>| -> Result<Option<Credentials>, String> {
-        let Some(auth) = auth else { return Ok(None) };
-        let (name, key) = (&auth.secret_ref.name, &auth.secret_ref.key);
+        // An `auth` without a reference names no credentials.
+        let Some(reference) = auth.as_ref().and_then(|a| a.secret_ref.as_ref()) else {
+            return Ok(None);
+        };
+        let (name, key) = (&reference.name, &reference.key);
         let value = secrets
             .get(name)
             .ok_or_else(|| format!("Secret {name} was not read"))?

@@ -105,3 +105,15 @@ fn status_says_where_the_layout_came_from() {
         "False"
     );
 }
+
+#[test]
+fn an_auth_without_a_secret_ref_is_anonymous() {
+    let spec: RegistryNodeSpec = serde_json::from_value(serde_json::json!({
+        "cache": false,
+        "backends": [{"name": "Upstream", "host": "registry.example", "auth": {}}]
+    }))
+    .unwrap();
+    assert!(secret_names(&spec).is_empty(), "no Secret to read");
+    let layout = resolve(&spec, &BTreeMap::new()).unwrap();
+    assert!(layout.backends[0].endpoint.auth.is_none());
+}

@@ -131,10 +131,7 @@ impl Proxy {
         if path == "/healthz" {
             return text(StatusCode::OK, "ok");
         }
-        if path == "/v2" || path == "/v2/" {
-            return with_api_version(json(StatusCode::OK, Bytes::from_static(b"{}")));
-        }
-        if !path.starts_with("/v2/") {
+        if !path.starts_with("/v2/") && path != "/v2" {
             return oci_error(
                 StatusCode::NOT_FOUND,
                 ErrorCode::Unsupported,
@@ -147,6 +144,9 @@ impl Proxy {
                 ErrorCode::Unsupported,
                 "the node agent serves pulls only",
             );
+        }
+        if path == "/v2" || path == "/v2/" {
+            return with_api_version(json(StatusCode::OK, Bytes::from_static(b"{}")));
         }
         let parsed = match oci::path::parse(path, request.uri().query()) {
             Ok(parsed) => parsed,

@@ -76,8 +76,22 @@ impl std::fmt::Debug for InlineAuth {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretRefAuth {
-    /// The Secret and key holding the credentials.
-    pub secret_ref: SecretKeyRef,
+    /// The Secret and key holding the credentials. Deckhouse's schema does not require it: an
+    /// `auth` without one names no credentials (anonymous access).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretKeyRef>,
+}
+
+impl SecretRefAuth {
+    /// A reference to `key` of Secret `name`.
+    pub fn to(name: &str, key: &str) -> Self {
+        Self {
+            secret_ref: Some(SecretKeyRef {
+                name: name.to_owned(),
+                key: key.to_owned(),
+            }),
+        }
+    }
 }
 
 /// A key of a Secret in `d8-system`.

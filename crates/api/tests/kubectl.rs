@@ -140,3 +140,48 @@ spec:
     );
     assert!(row.starts_with("main-nginx-v1.2.3   nginx"), "{out}");
 }
+
+/// RegistryNode and RegistryStorage: Deckhouse's schemas do not require `secretRef` under
+/// `auth`, so an `auth` naming no Secret (anonymous access) applies, and reads back as written.
+#[tokio::test]
+async fn registry_auth_without_a_secret_ref_applies() {
+    let s = Server::start().await;
+    for manifest in [
+        "apiVersion: deckhouse.io/v1alpha1
+kind: RegistryNode
+metadata:
+  name: worker-0
+spec:
+  cache: false
+  backends:
+  - name: Upstream
+    host: registry.example.com
+    path: /deckhouse/ee
+    auth: {}
+    mirrors:
+    - host: mirror.example.com
+      auth: {}
+",
+        "apiVersion: deckhouse.io/v1alpha1
+kind: RegistryStorage
+metadata:
+  name: registry
+spec:
+  upstream:
+    host: registry.example.com
+    auth: {}
+",
+    ] {
+        let out = s.apply_ok(manifest).await;
+        assert!(out.contains("created"), "{out}");
+    }
+    let node: api::registry::RegistryNode = {
+        let (ok, out, err) = s
+            .kubectl(&["get", "registrynode", "worker-0", "-o", "json"], None)
+            .await;
+        assert!(ok, "{err}");
+        serde_json::from_str(&out).expect("a RegistryNode")
+    };
+    let auth = node.spec.backends[0].auth.as_ref().expect("auth kept");
+    assert_eq!(auth.secret_ref, None);
+}

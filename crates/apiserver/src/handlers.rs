@@ -9,7 +9,7 @@ use crate::rbac::{Policy, Subject};
 use crate::resources::ResourceDef;
 use crate::reviews;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::{discovery, table, watch};
+use crate::{discovery, table};
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, Request, State};
 use axum::response::{IntoResponse, Response};
@@ -778,22 +778,4 @@ pub(crate) fn event_line(type_: &str, object: &Value) -> Bytes {
     let mut s = json!({"type": type_, "object": object}).to_string();
     s.push('\n');
     Bytes::from(s)
-}
-
-/// A watch event's object, seen through the watched version.
-/// A watch cannot answer one event with an error: an object that does not convert is sent with
-/// only its `apiVersion` changed, and the failure is logged.
-pub(crate) fn event_object(
-    core: &Core,
-    def: &ResourceDef,
-    version: &str,
-    ev: &watch::Event,
-) -> Value {
-    core.to_version(def, version, ev.object.clone())
-        .unwrap_or_else(|e| {
-            tracing::warn!(resource = %def.group_resource(), error = %e.message, "watch event not converted");
-            let mut obj = ev.object.clone();
-            obj["apiVersion"] = Value::String(def.api_version(version));
-            obj
-        })
 }

@@ -88,7 +88,10 @@ fn merge_key(field: &str) -> Option<&'static str> {
         | "env"
         | "volumes"
         | "imagePullSecrets"
-        | "resourceClaims" => "name",
+        | "resourceClaims"
+        // Validating/MutatingWebhookConfiguration's `webhooks` and their `matchConditions`.
+        | "webhooks"
+        | "matchConditions" => "name",
         "ports" => "containerPort",
         "volumeMounts" => "mountPath",
         "volumeDevices" => "devicePath",
@@ -281,6 +284,19 @@ mod tests {
             &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["f1"]}}),
         );
         assert_eq!(d["metadata"]["finalizers"], json!(["f2"]));
+        // A webhook configuration's webhooks merge by name (kubectl apply of one changed field).
+        let mut d = json!({"webhooks": [{"name": "w", "rules": [1], "failurePolicy": "Fail",
+            "matchConditions": [{"name": "c1", "expression": "false"}]}]});
+        strategic(
+            &mut d,
+            &json!({"webhooks": [{"name": "w", "failurePolicy": "Ignore",
+                "matchConditions": [{"name": "c1", "$patch": "delete"}, {"name": "c2", "expression": "true"}]}]}),
+        );
+        assert_eq!(
+            d["webhooks"],
+            json!([{"name": "w", "rules": [1], "failurePolicy": "Ignore",
+                "matchConditions": [{"name": "c2", "expression": "true"}]}])
+        );
         // Lists without a merge key are replaced, as in Kubernetes.
         let mut d = json!({"spec": {"args": ["a", "b"]}});
         strategic(&mut d, &json!({"spec": {"args": ["c"]}}));

@@ -1,9 +1,10 @@
 //! The watch endpoint: a chunked stream of JSON event lines, replayed from a
 //! `resourceVersion`, with bookmarks, timeouts, and `410 Expired` for compacted versions.
 
+use crate::core::Core;
 use crate::core::ListQuery;
 use crate::error::ApiError;
-use crate::handlers::{AppState, event_line, event_object};
+use crate::handlers::{AppState, event_line};
 use crate::resources::ResourceDef;
 use crate::watch::{Event, EventType};
 use axum::body::{Body, Bytes};
@@ -64,6 +65,51 @@ fn bookmark(def: &ResourceDef, version: &str, rv: u64, initial_end: bool) -> Byt
         "BOOKMARK",
         &json!({"kind": def.kind, "apiVersion": def.api_version(version), "metadata": meta}),
     )
+}
+
+/// A watch event's object, seen through the watched version: through the CRD's conversion
+/// webhook when it has one (a blocking call, so off the async threads), else in process.
+/// An object that does not convert ends the watch (logged), as kube-apiserver's watch encoder
+/// does; the client watches again from its last version.
+async fn event_object(
+    core: &Arc<Core>,
+    def: &Arc<ResourceDef>,
+    version: &str,
+    ev: &Event,
+) -> Option<Value> {
+    let converted = if def.conversion.is_some() {
+        let (c, d, v, o) = (
+            core.clone(),
+            def.clone(),
+            version.to_string(),
+            ev.object.clone(),
+        );
+        tokio::task::spawn_blocking(move || c.convert(&d, &v, o))
+            .await
+            .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())))
+    } else {
+        core.to_version(def, version, ev.object.clone())
+    };
+    converted
+        .inspect_err(|e| {
+            tracing::warn!(resource = %def.group_resource(), error = %e.message, "unable to encode watch object, ending the watch");
+        })
+        .ok()
+}
+
+/// Sends one event seen through the watched version; false ends the watch.
+async fn send_event(
+    tx: &mpsc::Sender<Bytes>,
+    core: &Arc<Core>,
+    def: &Arc<ResourceDef>,
+    version: &str,
+    type_: &str,
+    ev: &Event,
+) -> bool {
+    match event_object(core, def, version, ev).await {
+        Some(obj) => tx.send(event_line(type_, &obj)).await.is_ok(),
+        None => false,
+    }
 }
 
 /// Serves one watch request.
@@ -141,10 +187,7 @@ pub(crate) async fn watch(
         for ev in backlog {
             last_rv = last_rv.max(ev.rv);
             if let Some(t) = filter.deliver(&ev)
-                && tx
-                    .send(event_line(t, &event_object(&core, &def, &version, &ev)))
-                    .await
-                    .is_err()
+                && !send_event(&tx, &core, &def, &version, t, &ev).await
             {
                 return;
             }
@@ -162,7 +205,7 @@ pub(crate) async fn watch(
                         }
                         last_rv = ev.rv;
                         if let Some(t) = filter.deliver(&ev)
-                            && tx.send(event_line(t, &event_object(&core, &def, &version, &ev))).await.is_err() {
+                            && !send_event(&tx, &core, &def, &version, t, &ev).await {
                                 return;
                             }
                     }

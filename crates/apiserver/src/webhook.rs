@@ -7,6 +7,7 @@
 
 mod admission;
 mod client;
+mod conditions;
 mod config;
 mod conversion;
 
@@ -92,6 +93,16 @@ impl Call {
         .map_err(|e| format!("failed to call webhook: {e}"))?;
         admission::verify(&self.uid, self.mutating, status, &resp)
     }
+}
+
+/// What becomes of one webhook for one request.
+enum Prepared {
+    /// Call it.
+    Call(Call),
+    /// Its `matchConditions` say not to call it.
+    Skip,
+    /// Its `matchConditions` cannot be evaluated under `failurePolicy: Fail`.
+    Refuse(ApiError),
 }
 
 /// Runs a call on the server's runtime from a blocking thread and waits for it.
@@ -252,7 +263,8 @@ impl Core {
         Ok(self.store.get(&Key::new("", "namespaces", "", ns))?)
     }
 
-    /// Builds the call of one admission webhook; the error is the reason of a failed call.
+    /// Builds the call of one admission webhook, unless its `matchConditions` skip it or refuse
+    /// the request; the error is the reason of a failed call.
     fn prepare(
         &self,
         hook: &Hook,
@@ -260,15 +272,10 @@ impl Core {
         version: &str,
         object: Option<&Value>,
         old_object: Option<&Value>,
-    ) -> Result<Call, String> {
-        if !hook.review_versions.iter().any(|v| v == "v1") {
-            return Err(
-                "webhook does not accept known AdmissionReview versions (v1, v1beta1)".into(),
-            );
-        }
-        let endpoint = self.endpoint(&hook.client, hook.timeout)?;
+    ) -> Result<Prepared, String> {
         let uid = meta::uuid();
         let subject = object.or(old_object).cloned().unwrap_or(Value::Null);
+        let name = meta::get(&subject, "name").unwrap_or_default();
         let user = a.user.cloned().unwrap_or_default();
         let body = admission::Review {
             uid: &uid,
@@ -276,7 +283,7 @@ impl Core {
             resource: &a.def.plural,
             request_version: a.version,
             subresource: a.subresource.unwrap_or_default(),
-            name: meta::get(&subject, "name").unwrap_or_default(),
+            name,
             namespace: meta::get(&subject, "namespace").unwrap_or_default(),
             operation: a.operation,
             user: &user,
@@ -285,14 +292,31 @@ impl Core {
             dry_run: a.dry_run,
         }
         .body();
-        Ok(Call {
+        match conditions::evaluate(&hook.conditions, &body["request"], hook.fail_closed) {
+            conditions::Matched::Call => {}
+            conditions::Matched::Skip => return Ok(Prepared::Skip),
+            conditions::Matched::Fail(errors) => {
+                tracing::warn!(webhook = %hook.name, %errors, "Failed evaluating match conditions, failing closed");
+                return Ok(Prepared::Refuse(ApiError::forbidden(format!(
+                    "{} {name:?} is forbidden: {errors}",
+                    a.def.group_resource()
+                ))));
+            }
+        }
+        if !hook.review_versions.iter().any(|v| v == "v1") {
+            return Err(
+                "webhook does not accept known AdmissionReview versions (v1, v1beta1)".into(),
+            );
+        }
+        let endpoint = self.endpoint(&hook.client, hook.timeout)?;
+        Ok(Prepared::Call(Call {
             endpoint,
             ca_bundle: hook.client.ca_bundle.clone(),
             body: serde_json::to_vec(&body).map_err(|e| e.to_string())?,
             uid,
             timeout: hook.timeout,
             mutating: hook.kind == HookKind::Mutating,
-        })
+        }))
     }
 
     /// The webhooks of `kind` this request calls, with the version each is called with.
@@ -332,7 +356,9 @@ impl Core {
         Ok(out)
     }
 
-    /// Mutating admission: each matching webhook in turn, its JSON patch applied to `new`.
+    /// Mutating admission: each matching webhook in turn, its JSON patch applied to `new`;
+    /// then, once, each `reinvocationPolicy: IfNeeded` webhook whose object a later webhook
+    /// changed (kube-apiserver's reinvocation).
     pub(crate) fn mutating_admission(
         &self,
         a: &Attributes<'_>,
@@ -340,37 +366,63 @@ impl Core {
         new: &mut Value,
         warnings: &mut Vec<String>,
     ) -> Result<(), ApiError> {
-        for (hook, v) in self.relevant(HookKind::Mutating, a, Some(new), old)? {
-            let mut obj = self.convert(a.def, &v, new.clone())?;
-            let old_v = old
-                .map(|o| self.convert(a.def, &v, o.clone()))
-                .transpose()?;
-            let answer = self
-                .prepare(&hook, a, &v, Some(&obj), old_v.as_ref())
-                .and_then(|call| run(call.send()).and_then(|r| r));
-            match answer {
-                Ok(answer) => {
-                    warnings.extend(answer.warnings);
-                    if !answer.allowed {
-                        return Err(admission::denied(&hook.name, answer.result.as_ref()));
-                    }
-                    if let Some(patch) = answer.patch {
-                        let patch: json_patch::Patch = serde_json::from_value(patch)
-                            .map_err(|e| ApiError::internal_error(e.to_string()))?;
-                        json_patch::patch(&mut obj, &patch)
-                            .map_err(|e| ApiError::internal_error(e.to_string()))?;
-                        *new = self.convert(a.def, a.version, obj)?;
-                    }
-                }
-                Err(reason) if hook.fail_closed => {
-                    return Err(admission::call_failed(&hook.name, &reason));
-                }
-                Err(reason) => {
-                    tracing::warn!(configuration = %hook.configuration, webhook = %hook.name, %reason, "Failed calling webhook, failing open");
-                }
+        let relevant = self.relevant(HookKind::Mutating, a, Some(new), old)?;
+        // The object as each IfNeeded webhook left it.
+        let mut left: Vec<(usize, Value)> = Vec::new();
+        for (i, (hook, v)) in relevant.iter().enumerate() {
+            if self.mutate_once(hook, v, a, old, new, warnings)? && hook.reinvoke {
+                left.push((i, new.clone()));
+            }
+        }
+        for (i, as_left) in left {
+            if *new != as_left {
+                let (hook, v) = &relevant[i];
+                self.mutate_once(hook, v, a, old, new, warnings)?;
             }
         }
         Ok(())
+    }
+
+    /// One call of a mutating webhook (seeing `new` in version `v`); whether it was called.
+    fn mutate_once(
+        &self,
+        hook: &Hook,
+        v: &str,
+        a: &Attributes<'_>,
+        old: Option<&Value>,
+        new: &mut Value,
+        warnings: &mut Vec<String>,
+    ) -> Result<bool, ApiError> {
+        let mut obj = self.convert(a.def, v, new.clone())?;
+        let old_v = old.map(|o| self.convert(a.def, v, o.clone())).transpose()?;
+        let answer = match self.prepare(hook, a, v, Some(&obj), old_v.as_ref()) {
+            Ok(Prepared::Skip) => return Ok(false),
+            Ok(Prepared::Refuse(e)) => return Err(e),
+            Ok(Prepared::Call(call)) => run(call.send()).and_then(|r| r),
+            Err(reason) => Err(reason),
+        };
+        match answer {
+            Ok(answer) => {
+                warnings.extend(answer.warnings);
+                if !answer.allowed {
+                    return Err(admission::denied(&hook.name, answer.result.as_ref()));
+                }
+                if let Some(patch) = answer.patch {
+                    let patch: json_patch::Patch = serde_json::from_value(patch)
+                        .map_err(|e| ApiError::internal_error(e.to_string()))?;
+                    json_patch::patch(&mut obj, &patch)
+                        .map_err(|e| ApiError::internal_error(e.to_string()))?;
+                    *new = self.convert(a.def, a.version, obj)?;
+                }
+            }
+            Err(reason) if hook.fail_closed => {
+                return Err(admission::call_failed(&hook.name, &reason));
+            }
+            Err(reason) => {
+                tracing::warn!(configuration = %hook.configuration, webhook = %hook.name, %reason, "Failed calling webhook, failing open");
+            }
+        }
+        Ok(true)
     }
 
     /// Validating admission: every matching webhook (concurrently, as kube-apiserver calls
@@ -387,10 +439,20 @@ impl Core {
             return Ok(());
         }
         let mut calls = Vec::new();
+        let mut called = Vec::new();
         for (hook, v) in &relevant {
             let obj = new.map(|o| self.convert(a.def, v, o.clone())).transpose()?;
             let old_v = old.map(|o| self.convert(a.def, v, o.clone())).transpose()?;
-            calls.push(self.prepare(hook, a, v, obj.as_ref(), old_v.as_ref()));
+            match self.prepare(hook, a, v, obj.as_ref(), old_v.as_ref()) {
+                Ok(Prepared::Skip) => continue,
+                Ok(Prepared::Refuse(e)) => return Err(e),
+                Ok(Prepared::Call(call)) => calls.push(Ok(call)),
+                Err(reason) => calls.push(Err(reason)),
+            }
+            called.push(hook);
+        }
+        if calls.is_empty() {
+            return Ok(());
         }
         let results = run(futures_util::future::join_all(calls.into_iter().map(
             |c| async move {
@@ -402,7 +464,7 @@ impl Core {
         )))
         .map_err(ApiError::internal_error)?;
         let mut first = None;
-        for ((hook, _), result) in relevant.iter().zip(results) {
+        for (hook, result) in called.into_iter().zip(results) {
             let err = match result {
                 Ok(answer) => {
                     warnings.extend(answer.warnings);

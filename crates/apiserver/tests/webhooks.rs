@@ -63,6 +63,14 @@ impl Env {
         .await
     }
 
+    fn spawn(&self, args: &[&str]) -> tokio::process::Child {
+        Kubectl {
+            kubeconfig: &self.kubeconfig,
+            home: self.home.path(),
+        }
+        .spawn(args)
+    }
+
     async fn apply(&self, manifest: &str) -> (bool, String, String) {
         self.kubectl(&["apply", "-f", "-"], Some(manifest)).await
     }
@@ -437,4 +445,225 @@ async fn a_crd_with_a_conversion_webhook_is_read_and_written_in_every_version_th
         ),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn match_conditions_decide_whether_a_webhook_is_called_and_an_error_follows_its_failure_policy()
+ {
+    let hooks = HookServer::start(&[], |_, review| {
+        Reply::ok(deny(review, 403, "Forbidden", "checked and refused"))
+    })
+    .await;
+    let env = Env::start().await;
+    let client = json!({"url": hooks.url("/v"), "caBundle": hooks.ca_bundle()});
+    let conditions = json!({"matchConditions": [
+        {"name": "checked-only", "expression": "object.metadata.name.startsWith('checked-')"},
+        {"name": "admin-only", "expression": "request.userInfo.username == 'admin'"},
+    ]});
+    assert!(
+        env.apply(&validating(
+            "conditional.example.io",
+            client.clone(),
+            conditions
+        ))
+        .await
+        .0
+    );
+    let (ok, _, err) = env.apply(&widget("plain", "Direct", "{}")).await;
+    assert!(ok, "a false condition skips the webhook: {err}");
+    assert!(hooks.seen.lock().unwrap().is_empty(), "not called");
+    let (ok, _, err) = env.apply(&widget("checked-1", "Direct", "{}")).await;
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "admission webhook \"conditional.example.io\" denied the request: checked and refused"
+        ),
+        "{err}"
+    );
+    assert_eq!(hooks.seen.lock().unwrap().len(), 1);
+
+    // A condition that cannot be evaluated (no such field): Fail refuses in kube-apiserver's
+    // words without calling the webhook, Ignore skips the webhook.
+    let broken = json!({"matchConditions": [
+        {"name": "has-tier", "expression": "object.spec.tier == 'gold'"},
+    ]});
+    let mut fail = broken.clone();
+    fail["failurePolicy"] = json!("Fail");
+    assert!(
+        env.apply(&validating("conditional.example.io", client.clone(), fail))
+            .await
+            .0
+    );
+    let (ok, _, err) = env.apply(&widget("checked-2", "Direct", "{}")).await;
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "Error from server (Forbidden): error when creating \"STDIN\": widgets.example.io \"checked-2\" is forbidden: matchCondition \"has-tier\""
+        ),
+        "{err}"
+    );
+    assert_eq!(hooks.seen.lock().unwrap().len(), 1, "not called");
+    let mut ignore = broken;
+    ignore["failurePolicy"] = json!("Ignore");
+    assert!(
+        env.apply(&validating("conditional.example.io", client, ignore))
+            .await
+            .0
+    );
+    let (ok, _, err) = env.apply(&widget("checked-3", "Direct", "{}")).await;
+    assert!(ok, "Ignore skips the webhook: {err}");
+    assert_eq!(hooks.seen.lock().unwrap().len(), 1, "not called");
+}
+
+fn mutating(name: &str, client: Value, extra: Value) -> String {
+    let mut hook = json!({
+        "name": name,
+        "clientConfig": client,
+        "rules": [{"operations": ["CREATE"], "apiGroups": ["example.io"], "apiVersions": ["v1"], "resources": ["widgets"]}],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        hook[k] = v.clone();
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name}, "webhooks": [hook],
+    })
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutating_webhook_with_reinvocation_if_needed_sees_what_a_later_webhook_changed() {
+    // `/first` notes the replicas it saw; `/second` (a later configuration) sets them to 3.
+    let hooks = HookServer::start(&[], |path, review| {
+        if path.starts_with("/first") {
+            let seen = &review["request"]["object"]["spec"]["replicas"];
+            Reply::ok(patch(
+                review,
+                &json!([{"op": "add", "path": "/spec/note", "value": format!("first saw {seen}")}]),
+            ))
+        } else {
+            Reply::ok(patch(
+                review,
+                &json!([{"op": "replace", "path": "/spec/replicas", "value": 3}]),
+            ))
+        }
+    })
+    .await;
+    let env = Env::start().await;
+    let client = |p: &str| json!({"url": hooks.url(p), "caBundle": hooks.ca_bundle()});
+    let first = |policy: &str| {
+        mutating(
+            "a-first.example.io",
+            client("/first"),
+            json!({"reinvocationPolicy": policy}),
+        )
+    };
+    assert!(env.apply(&first("IfNeeded")).await.0);
+    assert!(
+        env.apply(&mutating(
+            "b-second.example.io",
+            client("/second"),
+            json!({})
+        ))
+        .await
+        .0
+    );
+    let note = |name: &'static str| {
+        let env = &env;
+        async move {
+            let (ok, out, err) = env
+                .kubectl(
+                    &[
+                        "get",
+                        "widget",
+                        name,
+                        "-n",
+                        "default",
+                        "-o",
+                        "jsonpath={.spec.note} {.spec.replicas}",
+                    ],
+                    None,
+                )
+                .await;
+            assert!(ok, "{err}");
+            out
+        }
+    };
+    let (ok, _, err) = env.apply(&widget("w1", "Direct", "{}")).await;
+    assert!(ok, "{err}");
+    assert_eq!(
+        note("w1").await,
+        "first saw 3 3",
+        "called again after /second"
+    );
+    let paths: Vec<String> = hooks
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(p, _)| p.clone())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/first?timeout=10s",
+            "/second?timeout=10s",
+            "/first?timeout=10s"
+        ]
+    );
+
+    // `Never` (the default): called once, before the later change.
+    assert!(env.apply(&first("Never")).await.0);
+    hooks.seen.lock().unwrap().clear();
+    let (ok, _, err) = env.apply(&widget("w2", "Direct", "{}")).await;
+    assert!(ok, "{err}");
+    let seen = hooks.seen.lock().unwrap().clone();
+    assert_eq!(note("w2").await, "first saw 1 3", "{seen:#?}");
+    assert_eq!(hooks.seen.lock().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_at_another_version_gets_objects_converted_by_the_webhook() {
+    use tokio::io::AsyncBufReadExt as _;
+    let hooks = HookServer::start(&[], |_, review| Reply::ok(convert(review))).await;
+    let env = Env::start().await;
+    let crd = VERSIONED_CRD
+        .replace("URL", &hooks.url("/convert"))
+        .replace("CA", &hooks.ca_bundle());
+    assert!(env.apply(&crd).await.0);
+    let v1 = |name: &str, size: &str| {
+        format!(
+            "apiVersion: example.io/v1\nkind: Sprocket\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  size: {size}\n"
+        )
+    };
+    let (ok, _, err) = env.apply(&v1("s1", "12-teeth")).await;
+    assert!(ok, "{err}");
+
+    let mut watch = env.spawn(&[
+        "get",
+        "sprockets.v2.example.io",
+        "-n",
+        "default",
+        "--watch",
+        "-o",
+        "jsonpath={.apiVersion} {.metadata.name}={.spec.teeth}{\"\\n\"}",
+    ]);
+    let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("a watch event in time")
+            .unwrap()
+            .expect("the watch goes on")
+    };
+    assert_eq!(next().await, "example.io/v2 s1=12", "the initial list");
+    // Stored in v1, written after the watch began: the event comes in v2, converted.
+    let (ok, _, err) = env.apply(&v1("s2", "7-teeth")).await;
+    assert!(ok, "{err}");
+    assert_eq!(next().await, "example.io/v2 s2=7");
+    let (ok, _, err) = env.apply(&v1("s1", "13-teeth")).await;
+    assert!(ok, "{err}");
+    assert_eq!(next().await, "example.io/v2 s1=13");
 }

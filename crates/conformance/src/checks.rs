@@ -1,6 +1,7 @@
 //! The checks, one module per profile, and the small helpers they share.
 
 pub(crate) mod discovery;
+pub(crate) mod hostile;
 pub(crate) mod management;
 pub(crate) mod pull;
 pub(crate) mod push;

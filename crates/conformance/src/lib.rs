@@ -1,8 +1,10 @@
 //! Our own conformance suite for the OCI distribution-spec, written from the specification
 //! text (distribution-spec 1.1): a **pull** profile (ping, manifests by tag and digest with
 //! `Accept` negotiation across OCI and Docker media types, blobs, every `Range` case, tag lists
-//! with `n`/`last` and `Link`, referrers, error bodies) and a **push** profile (POST+PUT, single
-//! POST, chunked PATCH, upload status, cross-repository mount, manifest PUT, deletes).
+//! with `n`/`last` and `Link`, referrers, error bodies), a **push** profile (POST+PUT, single
+//! POST, chunked PATCH, upload status, cross-repository mount, manifest PUT, deletes), and
+//! **hostile** requests of our own (traversal, bad names, digests and references, huge headers,
+//! unserved methods) that must get a 4xx, never a 5xx, a hang or a dead endpoint.
 //!
 //! It runs against any registry URL and returns one [`CheckResult`] per check. Where a known
 //! registry deviates from the spec, the deviation is listed by name with its reason in a
@@ -34,6 +36,8 @@ pub enum Profile {
     Discovery,
     /// Deletes.
     Management,
+    /// Requests a well-behaved client never sends: 4xx, never a 5xx, a hang or a dead endpoint.
+    Hostile,
 }
 
 impl fmt::Display for Profile {
@@ -43,6 +47,7 @@ impl fmt::Display for Profile {
             Self::Push => "push",
             Self::Discovery => "discovery",
             Self::Management => "management",
+            Self::Hostile => "hostile",
         })
     }
 }
@@ -174,6 +179,10 @@ pub struct Settings {
     pub push: bool,
     /// Client settings (timeouts).
     pub client: Config,
+    /// Where the test content is pushed when the registry under test does not take pushes
+    /// itself (a cache's read listener, the agent): the registry it serves from, under the same
+    /// repository names. `None`: pushed to `endpoint`.
+    pub seed: Option<Endpoint>,
 }
 
 impl Settings {
@@ -190,7 +199,24 @@ impl Settings {
             deviations: Deviations::none(),
             push: true,
             client: Config::default(),
+            seed: None,
         }
+    }
+
+    /// With the test repositories under `prefix` (e.g. `system/deckhouse`, the platform's
+    /// prefix that the agent routes to the cache).
+    pub fn under(mut self, prefix: &str) -> Self {
+        let prefix = prefix.trim_matches('/');
+        self.repository = format!("{prefix}/{}", self.repository);
+        self.other_repository = format!("{prefix}/{}", self.other_repository);
+        self
+    }
+
+    /// Only the pull and discovery profiles, the content pushed through `seed`.
+    pub fn read_only(mut self, seed: Endpoint) -> Self {
+        self.push = false;
+        self.seed = Some(seed);
+        self
     }
 
     /// With this registry's deviations.
@@ -259,8 +285,12 @@ pub async fn run(settings: &Settings) -> Result<Report, SuiteError> {
         .remote(settings.endpoint.clone())
         .map_err(SuiteError::Client)?;
     let fixtures = fixtures::Fixtures::new();
+    let seed = match &settings.seed {
+        Some(seed) => client.remote(seed.clone()).map_err(SuiteError::Client)?,
+        None => remote.clone(),
+    };
     fixtures
-        .push(&remote, &settings.repository)
+        .push(&seed, &settings.repository)
         .await
         .map_err(SuiteError::Setup)?;
     let ctx = Ctx {
@@ -279,6 +309,7 @@ pub async fn run(settings: &Settings) -> Result<Report, SuiteError> {
         checks::push::run(&ctx, &mut rec).await;
         checks::management::run(&ctx, &mut rec).await;
     }
+    checks::hostile::run(&ctx, &mut rec).await;
     Ok(Report {
         results: rec.results,
     })

@@ -107,8 +107,8 @@ async fn docker_registry_with_token_auth_over_tls_conforms_too() {
             .token_auth("conformance", "pw"),
     )
     .await;
-    let settings =
-        Settings::new(endpoint_of(&upstream)).deviations(deviations::docker_registry_2_8());
+    let settings = Settings::new(endpoint_of(&upstream))
+        .deviations(deviations::docker_registry_2_8_with_token_auth());
     run_and_check(settings).await;
     assert!(upstream.token_server().unwrap().issued() > 0);
 }

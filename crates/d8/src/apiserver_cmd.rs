@@ -43,7 +43,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let mut builder = platform_apiserver(apiserver::ApiServer::builder().data_dir(&args.data_dir));
+    let mut builder = platform_apiserver(
+        apiserver::ApiServer::builder().data_dir(&args.data_dir),
+        admission::Verdicts::All,
+    );
     for node in &args.agent_nodes {
         builder = builder.user(apiserver::User::registry_agent(node));
     }
@@ -107,7 +110,11 @@ fn write_request_log(log: &apiserver::RequestLog, path: &std::path::Path) -> any
 
 /// An API server builder serving every Deckhouse CRD, the `d8-system` namespace, and running
 /// the platform's admission rules (with the cluster's facts from the store) and conversions
-/// in process — the same code `d8 webhook` serves to kube-apiserver.
-pub(crate) fn platform_apiserver(builder: apiserver::Builder) -> apiserver::Builder {
-    admission::embedded::platform(builder)
+/// in process — the same code `d8 webhook` serves to kube-apiserver; `verdicts` says which
+/// rules it answers for itself.
+pub(crate) fn platform_apiserver(
+    builder: apiserver::Builder,
+    verdicts: admission::Verdicts,
+) -> apiserver::Builder {
+    admission::embedded::platform(builder, verdicts)
 }

@@ -597,10 +597,8 @@ fn own_source(
     config: &storage_kube::sync::Config,
     running: &storage::run::Running,
 ) -> storage_kube::expected::Source {
-    let mut endpoint = registry_client::Endpoint::new(
-        config.leader.scheme,
-        &format!("127.0.0.1:{}", running.read_address.port()),
-    );
+    let mut endpoint =
+        registry_client::Endpoint::new(config.leader.scheme, &own_address(running.read_address));
     if let Some(ca) = &config.leader.ca_pem {
         endpoint = endpoint.ca_pem(ca);
     }
@@ -613,6 +611,31 @@ fn own_source(
     storage_kube::expected::Source {
         remote,
         repository: config.repository.to_string(),
+    }
+}
+
+/// Where the replica reaches its own read listener: the listen address itself, or loopback when
+/// it listens on every address. In a cluster the chart binds `$(POD_IP):5001`, where nothing
+/// answers on 127.0.0.1.
+fn own_address(read: SocketAddr) -> String {
+    match read.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => format!("127.0.0.1:{}", read.port()),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => format!("[::1]:{}", read.port()),
+        _ => read.to_string(),
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn own_address_is_the_listen_address_unless_it_is_every_address() {
+    for (read, own) in [
+        ("0.0.0.0:5001", "127.0.0.1:5001"),
+        ("[::]:5001", "[::1]:5001"),
+        ("10.0.0.4:5001", "10.0.0.4:5001"),
+        ("127.0.0.1:6001", "127.0.0.1:6001"),
+        ("[fd00::4]:5001", "[fd00::4]:5001"),
+    ] {
+        assert_eq!(own_address(read.parse().unwrap()), own, "{read}");
     }
 }
 

@@ -9,8 +9,10 @@
 //! — which works with no network at all (`--initial-registry=unmanaged` starts without a
 //! configuration instead: the agent listens but writes nothing for containerd). The cache
 //! replica is `d8 registry storage` as a child process, configured from RegistryStorage
-//! ([`replica`]).
+//! ([`replica`]). `d8 webhook` runs as a task on a loopback port, registered with the API
+//! server before anything else is written ([`admission_webhook`]).
 
+mod admission_webhook;
 mod replica;
 
 use std::io::Write;
@@ -49,6 +51,10 @@ pub(crate) struct Args {
     /// Where the controllers serve `/metrics`.
     #[arg(long, default_value = "127.0.0.1:4281")]
     metrics_address: SocketAddr,
+    /// Where `d8 webhook` (admission and conversion of the platform's kinds) listens, HTTPS;
+    /// port 0 picks a free one. Only the API server calls it.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    webhook_address: SocketAddr,
     /// containerd's registry drop-in directory (containerd's `config_path`).
     #[arg(long, default_value = "/etc/containerd/registry.d")]
     containerd_registry_dir: PathBuf,
@@ -291,19 +297,27 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let server =
-        platform_apiserver(apiserver::ApiServer::builder().data_dir(data_dir.join("apiserver")))
-            .encryption_config(&encryption)
-            .user(apiserver::User::registry_agent(&node))
-            .serve(listener)
-            .await
-            .context("starting the API server")?;
+    // The rules kube-apiserver runs itself in Deckhouse stay in process; `d8 webhook` answers
+    // the rest over HTTPS once registered (below).
+    let server = platform_apiserver(
+        apiserver::ApiServer::builder().data_dir(data_dir.join("apiserver")),
+        admission::Verdicts::ApiServer,
+    )
+    .encryption_config(&encryption)
+    .user(apiserver::User::registry_agent(&node))
+    .serve(listener)
+    .await
+    .context("starting the API server")?;
     let admin_kubeconfig = server.admin_kubeconfig().to_owned();
     let agent_kubeconfig = server
         .kubeconfig(&format!("system:registry-agent:{node}"))
         .context("the API server wrote no kubeconfig for the agent")?
         .to_owned();
     let admin = crate::kube_client::client(Some(&admin_kubeconfig)).await?;
+    // The webhook, registered before any write of ours (see `webhook`).
+    let webhook_server = admission_webhook::start(data_dir, args.webhook_address, admin.clone())
+        .await
+        .context("starting the admission webhook")?;
     let fresh = ensure_node(&admin, &node).await?;
     if fresh && args.initial_registry == InitialRegistry::AirGap {
         write_initial_config(&admin).await?;
@@ -433,6 +447,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
   containerd drop-in  {registry_dir}/{default}/hosts.toml (containerd's config_path: {registry_dir})
   cache replica       https://{read} (pulls), https://{write} (publish endpoint), CA {storage}/{storage_ca}, log {storage}/replica.log
   metrics             http://{controller_metrics}/metrics (controllers), {agent_metrics} (agent), http://{storage_metrics}/metrics (cache)
+  admission webhook   https://{webhook_address} (d8 webhook, CA {data}/{webhook_dir}/ca.crt)
   registry module     {mode}
   modules             {downloaded} (from ModuleSources; enable one with a ModuleConfig)
 Air-gapped (the default): bundle your images (d8 mirror pull --image REF BUNDLE), push the bundle
@@ -458,6 +473,8 @@ Ctrl-C stops.
         push_cert = replica::PUSH_CERT_FILE,
         push_key = replica::PUSH_KEY_FILE,
         push_file = replica::PUSH_FILE,
+        webhook_address = webhook_server.address,
+        webhook_dir = admission_webhook::DIR,
     ))?;
     tracing::info!(%node, url = server.url(), agent = %agent.address, "platform running");
 
@@ -469,12 +486,13 @@ Ctrl-C stops.
             Err(e) => Err(anyhow::anyhow!("the controllers panicked: {e}")),
         },
     };
-    tracing::info!("stopping: controllers, cache replica, agent, API server");
+    tracing::info!("stopping: controllers, cache replica, webhook, agent, API server");
     let _ = stop.send(true);
     if !controllers.is_finished() {
         let _ = controllers.await;
     }
     let _ = replica.await;
+    webhook_server.stop().await;
     agent.stop().await;
     server.shutdown().await;
     outcome

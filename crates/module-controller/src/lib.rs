@@ -3,7 +3,7 @@
 //! - [`apply`]: download, verify, unpack, check the settings, place and activate a release;
 //! - [`controller`]: when the module manager's passes run (changes, timers, overrides);
 //! - [`embedded`]: the embedded modules directory (`module.yaml` or `NNN-name`);
-//! - [`metrics`]: the manager's metrics (`d8_module_config_maintenance`);
+//! - [`metrics`]: the manager's metrics (`deckhouse_mm_module_info`, `deckhouse_mm_module_maintenance`);
 //! - [`runtime`]: modules running — render, server-side apply, release records, deletes,
 //!   readiness and Module status, as addon-operator runs them;
 //! - [`registry`]: a ModuleSource's registry layout (module names, release channels, module

@@ -12,6 +12,7 @@
 pub mod apply;
 pub mod converge;
 pub mod hooks;
+pub mod metrics;
 pub mod queue;
 pub mod readiness;
 pub mod release;

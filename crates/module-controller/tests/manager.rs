@@ -504,13 +504,25 @@ async fn scanning_enabling_and_updating_per_policy() {
     c.pass().await;
     let text = scrape(&c);
     assert!(
-        text.contains("d8_module_config_maintenance{module=\"hello\"} 1"),
+        text.contains(
+            "deckhouse_mm_module_maintenance{module=\"hello\",state=\"NoResourceReconciliation\"} 1"
+        ),
         "{text}"
     );
     c.config("hello", json!({"maintenance": null})).await;
     c.pass().await;
     let text = scrape(&c);
-    assert!(!text.contains("module=\"hello\""), "{text}");
+    assert!(
+        !text.contains("deckhouse_mm_module_maintenance{module=\"hello\""),
+        "{text}"
+    );
+    // Every module is on deckhouse_mm_module_info, with whether it is enabled.
+    assert!(
+        text.contains(
+            "deckhouse_mm_module_info{module=\"hello\",enabled=\"true\",critical=\"false\"} 1"
+        ),
+        "{text}"
+    );
 }
 
 #[tokio::test]

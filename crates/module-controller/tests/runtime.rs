@@ -487,6 +487,12 @@ async fn queues_run_modules_retry_failures_and_export_metrics() {
         text.contains("deckhouse_tasks_queue_head_info{queue=\"main\",module=\"echo\",task_type=\"ModuleRun\",hook=\"\"} 1"),
         "{text}"
     );
+    // The failed run counts for D8DeckhouseCouldNotRunModule.
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("deckhouse_module_run_errors_total{module=\"echo\"} ")),
+        "{text}"
+    );
     assert_eq!(c.module().await.0, "Error");
     // Fixed: the retry (after shell-operator's 5 s) deploys it and the queue drains.
     std::fs::remove_file(c.module_dir.join("templates/broken.yaml")).unwrap();

@@ -247,6 +247,11 @@ pub enum Route {
         digest: Digest,
         /// `artifactType` filter.
         artifact_type: Option<String>,
+        /// `n`: at most this many descriptors (the spec leaves referrers pagination to the
+        /// registry; ours pages like the tag list, and its `Link` carries `n` and `last`).
+        n: Option<u32>,
+        /// `last`: the digest after which the page starts.
+        last: Option<String>,
     },
 }
 
@@ -361,8 +366,15 @@ impl Route {
                 q.extend(from.as_ref().map(|f| ("from", f.to_string())));
             }
             Self::Upload { digest, .. } => q.extend(digest.map(|d| ("digest", d.to_string()))),
-            Self::Referrers { artifact_type, .. } => {
+            Self::Referrers {
+                artifact_type,
+                n,
+                last,
+                ..
+            } => {
                 q.extend(artifact_type.clone().map(|a| ("artifactType", a)));
+                q.extend(n.map(|n| ("n", n.to_string())));
+                q.extend(last.clone().map(|l| ("last", l)));
             }
             Self::Ping | Self::Manifest { .. } | Self::Blob { .. } => {}
         }
@@ -562,6 +574,8 @@ fn route(rest: &str, q: &Query) -> Result<Route, PathError> {
             repository: name()?,
             digest,
             artifact_type: q.bounded("artifactType")?,
+            n: q.n()?,
+            last: q.bounded("last")?,
         });
     }
     Err(PathError::UnknownEndpoint)

@@ -25,7 +25,7 @@ use api::module_source::Scheme;
 use api::registry::{
     Backend, BackendName, EffectiveMirror, EffectiveUpstream, GarbageCollection, InlineAuth,
     Mirror, RESOLVED_AUTH_SECRET, RegistryConfigSpec, RegistryMode, RegistryNodeSpec,
-    RegistryStorageSpec, Route, SecretKeyRef, SecretRefAuth, Store, Upstream,
+    RegistryStorageSpec, Route, SecretRefAuth, Store, Upstream,
 };
 use registry_plan::Credentials;
 
@@ -220,12 +220,7 @@ impl Refs {
     fn reference(&mut self, auth: &Option<Credentials>, key: &str) -> Option<SecretRefAuth> {
         let auth = auth.as_ref()?;
         self.credentials.insert(key.to_owned(), auth.clone());
-        Some(SecretRefAuth {
-            secret_ref: SecretKeyRef {
-                name: RESOLVED_AUTH_SECRET.to_owned(),
-                key: key.to_owned(),
-            },
-        })
+        Some(SecretRefAuth::to(RESOLVED_AUTH_SECRET, key))
     }
 
     /// Mirrors keyed on their own; with `share`, a mirror with its endpoint's credentials

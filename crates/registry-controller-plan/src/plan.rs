@@ -66,7 +66,7 @@ pub fn referenced_keys<'a>(
                 .iter()
                 .chain(backend.mirrors.iter().flat_map(|m| m.auth.iter()))
             {
-                keys.insert(auth.secret_ref.key.clone());
+                keys.extend(auth.secret_ref.as_ref().map(|r| r.key.clone()));
             }
         }
         for route in &spec.additional_routes {
@@ -75,12 +75,14 @@ pub fn referenced_keys<'a>(
                 .iter()
                 .chain(route.mirrors.iter().flat_map(|m| m.auth.iter()))
             {
-                keys.insert(auth.secret_ref.key.clone());
+                keys.extend(auth.secret_ref.as_ref().map(|r| r.key.clone()));
             }
         }
     }
     if let Some(upstream) = storage.and_then(|s| s.upstream.as_ref()) {
-        keys.extend(keys_of_upstream(upstream).map(|a| a.secret_ref.key.clone()));
+        keys.extend(
+            keys_of_upstream(upstream).filter_map(|a| a.secret_ref.as_ref().map(|r| r.key.clone())),
+        );
     }
     keys
 }

@@ -6,7 +6,7 @@
 //!   release is Skipped, Superseded or Suspended;
 //! - `d8_is_updating{deployingRelease}`: 1 while a deployed release waits for the new Deckhouse
 //!   to become ready;
-//! - `d8_migrated_module_not_found{module_name}`: 1 for a module of `migratedModules` that no
+//! - `d8_migrated_module_not_found{module}`: 1 for a module of `migratedModules` that no
 //!   ModuleSource offers.
 //!
 //! Label values are release and module names (bounded by the objects in the cluster), never a
@@ -93,7 +93,7 @@ impl Metrics {
         self.migrated_module_not_found.clear();
         if let Some(module) = module {
             self.migrated_module_not_found
-                .get_or_create(&vec![("module_name", module.to_owned())])
+                .get_or_create(&vec![("module", module.to_owned())])
                 .set(1);
         }
     }
@@ -152,7 +152,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("d8_migrated_module_not_found{module_name=\"echo\"} 1"),
+            text.contains("d8_migrated_module_not_found{module=\"echo\"} 1"),
             "{text}"
         );
         metrics.set_updating(None);

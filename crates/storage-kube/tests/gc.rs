@@ -411,3 +411,94 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
     sync.shutdown().await;
     running.stop().await;
 }
+
+/// One collection at a time across replicas: while another replica's collection holds Lease
+/// `registry-storage-gc`, a run waits and gives up without touching its store; once the lease
+/// is released, the same run collects.
+#[tokio::test]
+async fn replicas_collect_one_at_a_time() {
+    let server = testkit::Cluster::start().await;
+    let admin = server.client().await;
+    let rstor: Api<RegistryStorage> = Api::all(admin.clone());
+    rstor
+        .create(
+            &PostParams::default(),
+            &RegistryStorage::new("registry", RegistryStorageSpec::default()),
+        )
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let store = storage::Store::open(
+        data.path(),
+        Limits {
+            budget: None,
+            reserve: Some(0),
+        },
+    )
+    .unwrap();
+    // A root the run keeps and a blob nothing references, which it removes.
+    let repository = Repository::parse(REPO).unwrap();
+    let config_blob = store.put_bytes(b"{}", None).unwrap();
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": oci::media_type::OCI_MANIFEST,
+        "config": {"mediaType": oci::media_type::OCI_CONFIG, "digest": config_blob.to_string(), "size": 2},
+        "layers": [],
+    }))
+    .unwrap();
+    let root = store
+        .put_manifest(
+            &repository,
+            &manifest,
+            oci::media_type::OCI_MANIFEST,
+            None,
+            None,
+        )
+        .unwrap();
+    let garbage = store.put_bytes(b"nobody's layer", None).unwrap();
+
+    // Another replica is collecting: it holds the lease.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), "d8-system");
+    let held: Lease = serde_json::from_value(serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": gc::LEASE, "namespace": "d8-system"},
+        "spec": {
+            "holderIdentity": "master-1",
+            "leaseDurationSeconds": 600,
+            "acquireTime": jiff::Timestamp::now().to_string(),
+            "renewTime": jiff::Timestamp::now().to_string(),
+        },
+    }))
+    .unwrap();
+    leases.create(&PostParams::default(), &held).await.unwrap();
+
+    let mut config = gc::Config::new(
+        "master-0",
+        repository.clone(),
+        Keep::Fixed {
+            deployed: Some("v1.60.0".into()),
+            previous: None,
+            roots: vec![root],
+        },
+    );
+    config.grace = Duration::ZERO;
+    config.lease.lease_duration = Duration::from_secs(2);
+    config.lease.renew_deadline = Duration::from_millis(1500);
+    config.lease.retry_period = Duration::from_millis(200);
+    config.wait = Duration::from_secs(3);
+    let busy = gc::run_once(&admin, &store, &config)
+        .await
+        .expect_err("the lease is held by another replica");
+    assert!(matches!(busy, gc::GcError::LeaseBusy { .. }), "{busy}");
+    assert!(
+        store.blob_size(&garbage).is_some(),
+        "nothing is collected while another replica collects"
+    );
+
+    // The other collection ends: the lease is released.
+    leases.delete(gc::LEASE, &Default::default()).await.unwrap();
+    let done = gc::run_once(&admin, &store, &config).await.unwrap();
+    assert_eq!(done.blobs, [garbage], "{done}");
+    assert!(store.blob_size(&config_blob).is_some());
+}

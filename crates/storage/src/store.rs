@@ -4,6 +4,8 @@
 //! <root>/blobs/<alg>/<xx>/<hex>                      committed content (blobs and manifests)
 //! <root>/repositories/<repo>/_manifests/<alg>/<hex>  a manifest belongs to the repository (holds its media type)
 //! <root>/repositories/<repo>/_tags/<tag>             the tag (holds the digest)
+//! <root>/repositories/<repo>/_referrers/<alg>/<subject-hex>/<alg>-<hex>
+//!                                                    a manifest naming that subject (holds its referrers descriptor)
 //! <root>/tmp/                                        writes in progress
 //! ```
 //!
@@ -551,6 +553,13 @@ impl Store {
             .join(digest.encoded())
     }
 
+    fn referrers_dir(&self, repository: &Repository, subject: &Digest) -> PathBuf {
+        self.repo_dir(repository)
+            .join("_referrers")
+            .join(alg_dir(subject.algorithm()))
+            .join(subject.encoded())
+    }
+
     fn tag_path(&self, repository: &Repository, tag: &Tag) -> PathBuf {
         self.repo_dir(repository).join("_tags").join(tag.as_str())
     }
@@ -589,6 +598,21 @@ impl Store {
             &self.manifest_link(repository, &digest),
             media_type.as_bytes(),
         )?;
+        // Indexed for the referrers API before the tag, so a tagged referrer is always listed.
+        if let Ok(manifest) = oci::Manifest::parse(bytes.to_vec(), Some(media_type))
+            && let Some(subject) = manifest.subject()
+        {
+            let descriptor = serde_json::to_vec(&manifest.referrer_descriptor())
+                .map_err(|e| Error::io("encode", "referrer descriptor", io::Error::other(e)))?;
+            let entry = self
+                .referrers_dir(repository, &subject.digest)
+                .join(format!(
+                    "{}-{}",
+                    alg_dir(digest.algorithm()),
+                    digest.encoded()
+                ));
+            self.write_atomic(&entry, &descriptor)?;
+        }
         if let Some(tag) = tag {
             self.set_tag(repository, tag, &digest)?;
         }
@@ -632,6 +656,38 @@ impl Store {
             media_type,
             digest: *digest,
         }))
+    }
+
+    /// The referrers descriptors of the manifests of `repository` whose `subject` is `subject`,
+    /// sorted by digest. A manifest deleted since it was indexed is left out (and its entry
+    /// removed).
+    pub fn referrers(
+        &self,
+        repository: &Repository,
+        subject: &Digest,
+    ) -> Result<Vec<oci::Descriptor>, Error> {
+        let dir = self.referrers_dir(repository, subject);
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("read directory", &dir, e)),
+        };
+        let mut found = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("read directory", &dir, e))?;
+            let path = entry.path();
+            let Ok(bytes) = fs::read(&path) else { continue };
+            let Ok(descriptor) = serde_json::from_slice::<oci::Descriptor>(&bytes) else {
+                continue;
+            };
+            if self.has_manifest(repository, &descriptor.digest) {
+                found.push(descriptor);
+            } else {
+                let _ = fs::remove_file(&path);
+            }
+        }
+        found.sort_by_cached_key(|d| d.digest.to_string());
+        Ok(found)
     }
 
     /// Whether `repository` holds manifest `digest`.

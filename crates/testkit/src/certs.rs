@@ -75,15 +75,19 @@ impl Certs {
         std::fs::write(path, self.ca_pem())
     }
 
-    /// A server certificate for `127.0.0.1`, `::1`, `localhost` and any extra DNS names.
+    /// A server certificate for `127.0.0.1`, `::1`, `localhost` and any extra names (DNS
+    /// names, or IP addresses).
     pub fn server(&self, extra_dns: &[&str]) -> CertKey {
         let mut sans = vec![
             SanType::IpAddress([127, 0, 0, 1].into()),
             SanType::IpAddress(std::net::Ipv6Addr::LOCALHOST.into()),
             SanType::DnsName("localhost".try_into().expect("dns name")),
         ];
-        for dns in extra_dns {
-            sans.push(SanType::DnsName((*dns).try_into().expect("dns name")));
+        for name in extra_dns {
+            sans.push(match name.parse::<std::net::IpAddr>() {
+                Ok(ip) => SanType::IpAddress(ip),
+                Err(_) => SanType::DnsName((*name).try_into().expect("dns name")),
+            });
         }
         let mut params = CertificateParams::default();
         params.distinguished_name = name("localhost");

@@ -21,6 +21,8 @@ pub struct Containerd {
     service: Service,
     ctr: PathBuf,
     socket: PathBuf,
+    /// The network namespace containerd and `ctr` run in (`ip netns exec`), if not the test's.
+    netns: Option<String>,
     dir: tempfile::TempDir,
 }
 
@@ -35,30 +37,43 @@ pub struct PullOptions {
     pub all_platforms: bool,
 }
 
+/// The default configuration: CRI plugin off, every path under `root`.
+fn default_config(root: &Path, socket: &Path) -> String {
+    format!(
+        "version = 2\n\
+         root = \"{root}/root\"\n\
+         state = \"{root}/state\"\n\
+         disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
+         [grpc]\n  address = \"{socket}\"\n\
+         [ttrpc]\n  address = \"{socket}.ttrpc\"\n\
+         [debug]\n  address = \"{root}/debug.sock\"\n  level = \"debug\"\n\
+         [plugins.\"io.containerd.internal.v1.opt\"]\n  path = \"{root}/opt\"\n",
+        root = root.display(),
+        socket = socket.display(),
+    )
+}
+
 impl Containerd {
     /// Starts containerd (CRI plugin off) and waits until `ctr version` answers.
     pub async fn start() -> Self {
-        Self::start_with(|root, socket| {
-            format!(
-                "version = 2\n\
-                 root = \"{root}/root\"\n\
-                 state = \"{root}/state\"\n\
-                 disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
-                 [grpc]\n  address = \"{socket}\"\n\
-                 [ttrpc]\n  address = \"{socket}.ttrpc\"\n\
-                 [debug]\n  address = \"{root}/debug.sock\"\n  level = \"debug\"\n\
-                 [plugins.\"io.containerd.internal.v1.opt\"]\n  path = \"{root}/opt\"\n",
-                root = root.display(),
-                socket = socket.display(),
-            )
-        })
-        .await
+        Self::start_in(None, default_config).await
+    }
+
+    /// Starts containerd inside network namespace `netns` (a node of
+    /// [`netns::Network`](crate::netns::Network)): its pulls, and `ctr`'s (which fetches
+    /// itself on containerd 1.x), reach that node's `127.0.0.1`.
+    pub async fn start_in_netns(netns: &str) -> Self {
+        Self::start_in(Some(netns.to_owned()), default_config).await
     }
 
     /// Starts containerd with the configuration `config(dir, socket)` returns — e.g. a node's
     /// own file with its directories moved under `dir` — and waits until `ctr version` answers
     /// on `socket`. Every path the configuration names must lie under `dir` (removed on drop).
     pub async fn start_with(config: impl FnOnce(&Path, &Path) -> String) -> Self {
+        Self::start_in(None, config).await
+    }
+
+    async fn start_in(netns: Option<String>, config: impl FnOnce(&Path, &Path) -> String) -> Self {
         let binary = require_tool("containerd", "containerd");
         let ctr = require_tool("ctr", "containerd");
         require_tool("runc", "runc");
@@ -72,14 +87,14 @@ impl Containerd {
         let config = config(root, &socket);
         let config_path = root.join("config.toml");
         std::fs::write(&config_path, config).expect("write containerd config");
-        let mut command = Command::new(binary);
+        let mut command = in_netns(netns.as_deref(), &binary);
         command.arg("--config").arg(&config_path);
         let mut service = Service::spawn("containerd", command, root.join("containerd.log"))
             .expect("spawn containerd");
         let probe_ctr = ctr.clone();
         let probe_socket = socket.clone();
         wait_until(&mut service, Duration::from_secs(15), || {
-            let mut command = tokio::process::Command::new(&probe_ctr);
+            let mut command = tokio::process::Command::from(in_netns(netns.as_deref(), &probe_ctr));
             command.arg("--address").arg(&probe_socket).arg("version");
             async move { command.output().await.is_ok_and(|o| o.status.success()) }
         })
@@ -88,6 +103,7 @@ impl Containerd {
             service,
             ctr,
             socket,
+            netns,
             dir,
         }
     }
@@ -194,7 +210,7 @@ impl Containerd {
 
     /// Runs `ctr --debug --address <socket> ARGS` with a two-minute limit.
     pub async fn ctr(&self, args: &[String]) -> Outcome {
-        let mut command = tokio::process::Command::new(&self.ctr);
+        let mut command = tokio::process::Command::from(in_netns(self.netns.as_deref(), &self.ctr));
         command
             .arg("--debug")
             .arg("--address")
@@ -215,9 +231,38 @@ impl Containerd {
         cri::pull_image(&self.socket, reference).await
     }
 
+    /// Bytes of downloads in progress (the content store's ingests): above zero while a pull
+    /// is part-way through a blob.
+    pub fn ingesting_bytes(&self) -> u64 {
+        let ingest = self
+            .dir
+            .path()
+            .join("root/io.containerd.content.v1.content/ingest");
+        let Ok(entries) = std::fs::read_dir(ingest) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| std::fs::metadata(entry.path().join("data")).ok())
+            .map(|meta| meta.len())
+            .sum()
+    }
+
     /// The private root directory.
     pub fn root(&self) -> &Path {
         self.dir.path()
+    }
+}
+
+/// `program`, or `ip netns exec NETNS program` (`ip` execs it: same pid, same signals).
+fn in_netns(netns: Option<&str>, program: &Path) -> Command {
+    match netns {
+        None => Command::new(program),
+        Some(netns) => {
+            let mut command = Command::new(require_tool("ip", "iproute2"));
+            command.args(["netns", "exec", netns]).arg(program);
+            command
+        }
     }
 }
 

@@ -12,6 +12,7 @@ pub mod containerd;
 pub mod curl;
 pub mod faulty;
 pub mod image;
+pub mod netns;
 pub mod process;
 pub mod push;
 pub mod skopeo;

@@ -6,7 +6,7 @@ use futures_util::StreamExt as _;
 use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::runtime::{WatchStreamExt as _, reflector, watcher};
-use module_hooks::config::{LabelSelector, NamespaceSelector};
+use module_hooks::config::{FieldRequirement, LabelSelector, NamespaceSelector};
 use module_hooks::{KubernetesBinding, Monitor};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -52,6 +52,33 @@ fn labels_match(sel: &LabelSelector, obj: &Value) -> bool {
         })
 }
 
+/// A binding's `fieldSelector` as the watch's field selector, as shell-operator formats it
+/// (`=`, `==`, `Equals`, `!=`, `NotEquals`; values escaped as apimachinery's `fields` does).
+fn field_selector(reqs: &[FieldRequirement]) -> Result<Option<String>, String> {
+    let escape = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace(',', "\\,")
+            .replace('=', "\\=")
+    };
+    let terms = reqs
+        .iter()
+        .map(|r| {
+            let op = match r.operator.as_str() {
+                "=" | "==" | "Equals" => "=",
+                "!=" | "NotEquals" => "!=",
+                other => {
+                    return Err(format!(
+                        "{}{}{}: operator '{other}' is not recognized",
+                        r.field, r.operator, r.value
+                    ));
+                }
+            };
+            Ok(format!("{}{op}{}", r.field, escape(&r.value)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((!terms.is_empty()).then(|| terms.join(",")))
+}
+
 /// Whether a watched object belongs to the binding (names, namespaces, labels).
 fn selected(b: &KubernetesBinding, obj: &Value) -> bool {
     let name = obj
@@ -94,10 +121,16 @@ impl Contexts {
             let (ar, _) = kube::discovery::pinned_kind(client, &gvk)
                 .await
                 .map_err(|e| format!("context {:?}: {av} {} is not served: {e}", b.name, b.kind))?;
+            let fields = field_selector(&b.field_selector)
+                .map_err(|e| format!("context {:?}: fieldSelector: {e}", b.name))?;
+            let mut config = watcher::Config::default();
+            if let Some(f) = &fields {
+                config = config.fields(f);
+            }
             let api = Api::<DynamicObject>::all_with(client.clone(), &ar);
             let writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
             let store = writer.as_reader();
-            let stream = watcher(api, watcher::Config::default())
+            let stream = watcher(api, config)
                 .default_backoff()
                 .reflect(writer)
                 .for_each(|_| async {});
@@ -135,5 +168,62 @@ impl Contexts {
             out.insert(w.binding.name.clone(), m);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(field: &str, operator: &str, value: &str) -> FieldRequirement {
+        FieldRequirement {
+            field: field.into(),
+            operator: operator.into(),
+            value: value.into(),
+        }
+    }
+
+    /// Requirements, and the selector or error they give.
+    type Case = (
+        Vec<FieldRequirement>,
+        Result<Option<&'static str>, &'static str>,
+    );
+
+    #[test]
+    fn field_selectors_are_formatted_as_shell_operator_formats_them() {
+        let cases: &[Case] = &[
+            (vec![], Ok(None)),
+            (
+                vec![req("metadata.name", "=", "a")],
+                Ok(Some("metadata.name=a")),
+            ),
+            (
+                vec![
+                    req("metadata.name", "==", "a"),
+                    req("metadata.namespace", "NotEquals", "kube-system"),
+                    req("status.phase", "Equals", "Running"),
+                    req("spec.nodeName", "!=", ""),
+                ],
+                Ok(Some(
+                    "metadata.name=a,metadata.namespace!=kube-system,status.phase=Running,spec.nodeName!=",
+                )),
+            ),
+            (
+                vec![req("metadata.name", "=", "a,b=c\\d")],
+                Ok(Some("metadata.name=a\\,b\\=c\\\\d")),
+            ),
+            (
+                vec![req("metadata.name", "In", "a")],
+                Err("metadata.nameIna: operator 'In' is not recognized"),
+            ),
+        ];
+        for (reqs, want) in cases {
+            let got = field_selector(reqs);
+            assert_eq!(
+                got.as_ref().map(|o| o.as_deref()).map_err(String::as_str),
+                *want,
+                "{reqs:?}"
+            );
+        }
     }
 }

@@ -251,13 +251,24 @@ async fn python_and_cel_handlers_refuse_and_admit_and_a_context_snapshot_changes
     let env = Env::start().await;
     let limits = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: widget-limits\n  namespace: default\ndata:\n  max: \"2\"\n";
     assert!(env.apply(limits).await.0);
+    // Not the ConfigMap the context's fieldSelector names: never in its snapshot.
+    assert!(
+        env.apply(
+            &limits
+                .replace("widget-limits", "a-decoy")
+                .replace("\"2\"", "\"0\"")
+        )
+        .await
+        .0
+    );
     let python = validation_webhook(
         "widgets-python",
         "widgets-python.example.deckhouse.io",
         json!({"labelSelector": {"matchLabels": {"checked-by": "python"}}}),
         json!({"python": PYTHON_HANDLER}),
         json!([{"name": "limits", "kubernetes": {"apiVersion": "v1", "kind": "ConfigMap",
-            "nameSelector": {"matchNames": ["widget-limits"]}, "jqFilter": ".data.max"}}]),
+            "fieldSelector": {"matchExpressions": [{"field": "metadata.name", "operator": "=", "value": "widget-limits"}]},
+            "jqFilter": ".data.max"}}]),
     );
     let (ok, _, err) = env.apply(&python).await;
     assert!(ok, "{err}");

@@ -8,8 +8,12 @@
 //! ([`KubeFacts`]), so an answer never rests on a stale cache.
 //!
 //! Stages: [`tls`] (certificate files → rustls) → [`service`] (path → review → answer), with the
-//! facts behind [`Facts`].
+//! facts behind [`Facts`]. Around it: [`certs`] (a private CA and serving certificate kept in a
+//! directory, renewed before expiry) and [`registration`] (the ValidatingWebhookConfiguration
+//! and CRD conversions that point an API server at it) — what `d8 up` uses to run it.
 
+pub mod certs;
+pub mod registration;
 pub mod service;
 pub mod tls;
 

@@ -89,6 +89,7 @@ impl Facts for KubeFacts {
 #[derive(Clone)]
 pub struct Webhook {
     facts: Arc<dyn Facts>,
+    verdicts: admission::Verdicts,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -147,9 +148,18 @@ fn route(method: &Method, path: &str) -> Result<Route, (StatusCode, String)> {
 }
 
 impl Webhook {
-    /// A handler reading the cluster's facts from `facts`.
+    /// A handler reading the cluster's facts from `facts`, answering for every rule.
     pub fn new(facts: Arc<dyn Facts>) -> Self {
-        Self { facts }
+        Self {
+            facts,
+            verdicts: admission::Verdicts::All,
+        }
+    }
+
+    /// The handler answering only for `verdicts` ([`admission::Verdicts::Webhook`] behind an
+    /// embedded API server that runs the rest in process).
+    pub fn keeping(self, verdicts: admission::Verdicts) -> Self {
+        Self { verdicts, ..self }
     }
 
     /// Answers one request.
@@ -215,7 +225,7 @@ impl Webhook {
         } else {
             Default::default()
         };
-        json(&request.respond(&context))
+        json(&request.respond(&context, self.verdicts))
     }
 }
 

@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+mod fields;
+
 use super::{Cause, Denial, Operation, Request, Warnings, at};
 use crate::registry::{MSG_RCFG_NEEDS_SOURCE, MSG_RCFG_NEEDS_STORAGE_SOURCE};
 
@@ -95,6 +97,7 @@ pub fn registry_settings_errors(settings: &Value) -> Vec<String> {
     if (has(settings, "primary") || has(settings, "storage")) && !managed {
         errors.push(MSG_NEEDS_MANAGED.to_string());
     }
+    fields::field_errors(settings, &mut errors);
     errors
 }
 

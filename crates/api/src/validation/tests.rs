@@ -363,6 +363,23 @@ fn registry_settings_accept_the_three_layouts_and_skip_a_disabled_module() {
     );
 }
 
+#[test]
+fn registry_settings_fields_are_checked_when_written() {
+    // Before, a bad size was admitted and surfaced only as a RegistryConfig error later.
+    assert_eq!(
+        registry_denial(
+            json!({"mode": "Managed", "primary": {"upstream": {"host": "r"}}, "storage": {"cache": true, "size": "50GB"}})
+        ),
+        "spec.settings are not valid (version 1): storage.size in body should match '^[0-9]+(\\.[0-9]+)?(E|P|T|G|M|k|Ei|Pi|Ti|Gi|Mi|Ki)?$'"
+    );
+    assert_eq!(
+        registry_denial(
+            json!({"mode": "Managed", "primary": {"upstream": {"host": "r"}}, "https": {"mode": "Always"}, "whitelistSourceRanges": ["any"]})
+        ),
+        "spec.settings are not valid (version 1): https.mode in body should be one of [Disabled CertManager CustomCertificate OnlyInURI]; whitelistSourceRanges.0 in body should match '^[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}/[0-9]{1,2}$'"
+    );
+}
+
 // --- ModuleConfig webhook -----------------------------------------------------------------
 
 fn mc(name: &str, spec: Value) -> Value {

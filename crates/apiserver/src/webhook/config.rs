@@ -3,8 +3,10 @@
 //!
 //! Pure: no I/O. Defaults are those of `admissionregistration.k8s.io/v1`.
 
+use super::conditions::Condition;
 use crate::selector::LabelSelector;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Validating or mutating.
@@ -96,6 +98,11 @@ pub(crate) struct Hook {
     pub(crate) dry_run_safe: bool,
     pub(crate) timeout: Duration,
     pub(crate) review_versions: Vec<String>,
+    /// `matchConditions`, compiled.
+    pub(crate) conditions: Arc<[Condition]>,
+    /// `reinvocationPolicy: IfNeeded` (mutating webhooks): called again when a later webhook
+    /// changed the object.
+    pub(crate) reinvoke: bool,
 }
 
 /// What a request is, for matching.
@@ -201,6 +208,14 @@ pub(crate) fn hooks_of(kind: HookKind, cfg: &Value) -> Vec<Hook> {
                 dry_run_safe: matches!(s("sideEffects"), Some("None" | "NoneOnDryRun")),
                 timeout: Duration::from_secs(timeout),
                 review_versions: strings(w.get("admissionReviewVersions")),
+                conditions: w
+                    .get("matchConditions")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(Condition::parse)
+                    .collect(),
+                reinvoke: kind == HookKind::Mutating && s("reinvocationPolicy") == Some("IfNeeded"),
             }
         })
         .collect()

@@ -10,6 +10,25 @@ pub struct Kubectl<'a> {
 }
 
 impl Kubectl<'_> {
+    /// Starts kubectl with `args` (a watch, say) and hands back the running child, its stdout
+    /// piped; it is killed when dropped.
+    pub fn spawn(&self, args: &[&str]) -> tokio::process::Child {
+        tokio::process::Command::new("kubectl")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.home.join("cache"))
+            .env("HOME", self.home)
+            .env_remove("KUBECONFIG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("kubectl is installed")
+    }
+
     /// Runs kubectl with `args` and `stdin`; returns (success, stdout, stderr).
     pub async fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
         use tokio::io::AsyncWriteExt as _;

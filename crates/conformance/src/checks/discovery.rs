@@ -238,7 +238,8 @@ async fn referrers_of(
     artifact_type: Option<&str>,
 ) -> Result<Answer, String> {
     let rest = match artifact_type {
-        Some(t) => format!("referrers/{digest}?artifactType={t}"),
+        // `+` in a query means a space (form encoding, as Go's and our parsers read it).
+        Some(t) => format!("referrers/{digest}?artifactType={}", t.replace('+', "%2B")),
         None => format!("referrers/{digest}"),
     };
     read(ctx, Method::GET, &ctx.repo, &rest, &[]).await

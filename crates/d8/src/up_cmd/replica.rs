@@ -195,10 +195,10 @@ fn wanted(
                 api::module_source::Scheme::Https => "https",
             };
             let path = upstream.path_prefix();
-            let credentials = match &upstream.auth {
+            let credentials = match upstream.auth.as_ref().and_then(|a| a.secret_ref.as_ref()) {
                 None => None,
-                Some(auth) => {
-                    let key = &auth.secret_ref.key;
+                Some(reference) => {
+                    let key = &reference.key;
                     let value = resolved.get(key).with_context(|| {
                         format!("{RESOLVED_AUTH_SECRET} has no key {key:?} yet")
                     })?;
@@ -465,7 +465,7 @@ pub(crate) async fn supervise(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use api::registry::{SecretKeyRef, SecretRefAuth, Store, Upstream};
+    use api::registry::{SecretRefAuth, Store, Upstream};
 
     fn spec(upstream: Option<Upstream<SecretRefAuth>>) -> RegistryStorageSpec {
         RegistryStorageSpec {
@@ -484,12 +484,7 @@ mod tests {
             scheme: api::module_source::Scheme::Http,
             host: "127.0.0.1:5000".into(),
             path: Some("/dkp/".into()),
-            auth: Some(SecretRefAuth {
-                secret_ref: SecretKeyRef {
-                    name: RESOLVED_AUTH_SECRET.into(),
-                    key: "upstream".into(),
-                },
-            }),
+            auth: Some(SecretRefAuth::to(RESOLVED_AUTH_SECRET, "upstream")),
             ..Default::default()
         };
         let resolved = [("upstream".to_owned(), b"dTpw".to_vec())].into(); // base64("u:p")

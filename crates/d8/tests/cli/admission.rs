@@ -1,6 +1,7 @@
 //! `kubectl` against `d8 apiserver`: our admission rules with the cluster's facts (settings
 //! schemas, experimental modules, update policies, pull overrides, deletion) and the real
-//! ModuleUpdatePolicy conversion, run in process by the embedded API server.
+//! ModuleUpdatePolicy conversion, run in process by the embedded API server. The same
+//! scenarios run against `d8 up`, through `d8 webhook` (`up::webhook`).
 
 use std::path::Path;
 
@@ -19,7 +20,12 @@ const WEBHOOK: &str =
 #[tokio::test]
 async fn every_rule_refuses_with_deckhouses_message_through_kubectl() {
     let server = Apiserver::start(&[]).await;
-    let admin = server.admin();
+    every_rule_refuses_with_deckhouses_message(&server.admin());
+}
+
+/// Every rule's refusal through kubectl, word for word, and what is admitted.
+pub(crate) fn every_rule_refuses_with_deckhouses_message(admin: &Path) {
+    let admin = admin.to_path_buf();
     let dir = tempfile::tempdir().unwrap();
     // What the module manager publishes: a module's settings schema, an experimental module,
     // an update policy and a pull override.
@@ -129,7 +135,12 @@ async fn every_rule_refuses_with_deckhouses_message_through_kubectl() {
 #[tokio::test]
 async fn a_v1alpha1_update_policy_reads_back_as_v1alpha2_and_back_in_every_mode() {
     let server = Apiserver::start(&[]).await;
-    let admin = server.admin();
+    update_policies_read_back_in_both_versions(&server.admin());
+}
+
+/// A v1alpha1 ModuleUpdatePolicy in every mode, read as v1alpha2 and as v1alpha1.
+pub(crate) fn update_policies_read_back_in_both_versions(admin: &Path) {
+    let admin = admin.to_path_buf();
     let dir = tempfile::tempdir().unwrap();
     for mode in ["Auto", "Manual", "Ignore", "AutoPatch"] {
         let name = format!("policy-{}", mode.to_lowercase());

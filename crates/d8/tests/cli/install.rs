@@ -20,9 +20,14 @@ fn chart() -> String {
 }
 
 /// Value sets every test renders: the defaults, air-gapped with a CNI migration and source
-/// ranges, an image by digest without monitoring.
+/// ranges, an image by digest without monitoring, a cache with an upstream.
 const VALUE_SETS: &[&[&str]] = &[
     &[],
+    &[
+        "registry.cache.upstream.url=https://registry.example.com/deckhouse/ee",
+        "registry.cache.upstream.credentials=true",
+        "registry.cache.upstream.ca=true",
+    ],
     &[
         "registry.airGapped=true",
         "global.internal.cniMigrationEnabled=true",

@@ -15,6 +15,7 @@ mod mirror;
 mod module;
 mod module_hooks;
 mod module_kill;
+mod multinode;
 mod object_keeper;
 mod rbac;
 mod release;

@@ -193,7 +193,9 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
     let mut scraped = String::new();
     for _ in 0..100 {
         scraped = reqwest::get(&url).await.unwrap().text().await.unwrap();
-        if scraped.contains("d8_module_config_maintenance{module=\"hello\"} 1") {
+        if scraped.contains(
+            "deckhouse_mm_module_maintenance{module=\"hello\",state=\"NoResourceReconciliation\"} 1",
+        ) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

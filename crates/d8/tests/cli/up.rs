@@ -8,6 +8,7 @@ mod apply;
 mod at_rest;
 mod platform;
 mod probe;
+mod webhook;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -135,11 +135,7 @@ impl Manager {
         self.metrics.set_maintenance(
             all_configs
                 .iter()
-                .filter(|(_, c)| {
-                    c.spec.maintenance
-                        == Some(api::module_config::Maintenance::NoResourceReconciliation)
-                })
-                .map(|(name, _)| name.as_str()),
+                .filter_map(|(name, c)| Some((name.as_str(), c.spec.maintenance?.as_str()))),
         );
         // `bundle` and the experimental modules from the `deckhouse` ModuleConfig (the
         // `--bundle` flag is the default).
@@ -164,6 +160,15 @@ impl Manager {
             })
             .collect();
         let decisions = enabling::decide_all(&inputs, &facts);
+        let infos: Vec<crate::metrics::ModuleInfo> = all
+            .iter()
+            .map(|m| crate::metrics::ModuleInfo {
+                module: m.name_any(),
+                enabled: decisions.get(&m.name_any()).is_some_and(|d| d.enabled),
+                critical: m.spec.properties.critical.unwrap_or(false),
+            })
+            .collect();
+        self.metrics.set_module_info(&infos);
         let now = self.now();
         for module in &all {
             let name = module.name_any();

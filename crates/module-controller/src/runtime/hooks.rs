@@ -372,8 +372,22 @@ impl Runtime {
                 }
                 Ok(())
             }
-            Ok(None) => Ok(()),
+            Ok(None) => {
+                self.queue_metrics.hook_failed(
+                    (module != GLOBAL).then_some(module),
+                    &hook.name,
+                    binding,
+                    super::metrics::HookFailure::Allowed,
+                );
+                Ok(())
+            }
             Err(message) => {
+                self.queue_metrics.hook_failed(
+                    (module != GLOBAL).then_some(module),
+                    &hook.name,
+                    binding,
+                    super::metrics::HookFailure::Error,
+                );
                 self.hooks.record_error(module, &hook.name, Some(&message));
                 Err(Error::Hook {
                     module: module.to_owned(),

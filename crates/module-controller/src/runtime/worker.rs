@@ -16,87 +16,13 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 use tokio::time::Instant;
 
 use super::Runtime;
 use super::queue::{MAIN, Queues, Task, TaskKind};
 use crate::Error;
 
-type Labels = Vec<(&'static str, String)>;
-
-/// The runtime's queue metrics, with Deckhouse's names.
-#[derive(Clone, Debug, Default)]
-pub struct QueueMetrics {
-    length: Family<Labels, Gauge>,
-    head: Family<Labels, Gauge>,
-    oldest: Family<Labels, Gauge>,
-    waited: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
-}
-
-impl QueueMetrics {
-    /// Registers every family.
-    pub fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "deckhouse_tasks_queue_length",
-            "Length of each task queue (what D8DeckhouseQueueIsHung watches).",
-            self.length.clone(),
-        );
-        registry.register(
-            "deckhouse_tasks_queue_head_info",
-            "The head of each non-empty task queue (module, task_type, hook).",
-            self.head.clone(),
-        );
-        registry.register(
-            "d8_tasks_queue_oldest_task_age_seconds",
-            "Age of the oldest task of each queue.",
-            self.oldest.clone(),
-        );
-        registry.register(
-            "deckhouse_task_wait_in_queue_seconds",
-            "Seconds tasks waited in their queue before they started (the _total suffix is the counter's).",
-            self.waited.clone(),
-        );
-    }
-
-    fn refresh(&self, queues: &Queues, now: Duration) {
-        self.length.clear();
-        self.oldest.clear();
-        self.head.clear();
-        for (queue, len, oldest) in queues.lengths(now) {
-            let l = vec![("queue", queue.clone())];
-            self.length.get_or_create(&l).set(len as i64);
-            self.oldest.get_or_create(&l).set(oldest.as_secs() as i64);
-        }
-        for (queue, _, head) in queues.list() {
-            if let Some(t) = head {
-                self.head
-                    .get_or_create(&vec![
-                        ("queue", queue.to_owned()),
-                        ("module", t.kind.module().to_owned()),
-                        ("task_type", t.kind.type_name().to_owned()),
-                        ("hook", t.kind.hook().to_owned()),
-                    ])
-                    .set(1);
-            }
-        }
-    }
-
-    fn started(&self, queue: &str, task: &Task, now: Duration) {
-        let waited = now.saturating_sub(task.queued_at).as_secs_f64();
-        self.waited
-            .get_or_create(&vec![
-                ("module", task.kind.module().to_owned()),
-                ("hook", task.kind.hook().to_owned()),
-                ("binding", task.kind.binding().to_owned()),
-                ("queue", queue.to_owned()),
-            ])
-            .inc_by(waited);
-    }
-}
+pub use super::metrics::QueueMetrics;
 
 /// The queues of a running runtime, shared with `/queue/list`.
 #[derive(Clone, Debug)]
@@ -261,6 +187,11 @@ impl Runtime {
         self.queue_converge();
         let mut running = tokio::task::JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
+        // shell-operator's live ticks: Prometheus sees the runtime is alive.
+        let mut ticks = tokio::time::interval_at(
+            Instant::now() + super::metrics::LIVE_TICK,
+            super::metrics::LIVE_TICK,
+        );
         tracing::info!("module runtime started");
         loop {
             let now = self.queue_view.epoch.elapsed();
@@ -299,6 +230,7 @@ impl Runtime {
                     self.finish(&queue, &task, result);
                 }
                 () = self.queue_view.wake.notified() => {}
+                _ = ticks.tick() => self.queue_metrics.live_ticks().tick(),
                 () = tokio::time::sleep(next) => {}
             }
         }
@@ -324,6 +256,7 @@ impl Runtime {
             }
             Err(e) => {
                 tracing::warn!(queue, task = %task.kind.describe(), error = %e, "task failed, will retry");
+                self.queue_metrics.task_failed(&task.kind);
                 if matches!(task.kind, TaskKind::ModuleRun { .. }) {
                     q.failed_to_tail(queue, task.id, e.to_string(), now, jitter());
                 } else {

@@ -131,6 +131,8 @@ fn routes_table() {
                 repository: repo("test/img"),
                 digest: dg(),
                 artifact_type: Some("application/vnd.example+json".into()),
+                n: None,
+                last: None,
             },
         ),
         // Split at the LAST endpoint segment.
@@ -534,13 +536,22 @@ fn route() -> impl Strategy<Value = Route> {
                 n,
                 last
             }),
-        (repository(), digest(), text).prop_map(|(repository, digest, artifact_type)| {
-            Route::Referrers {
-                repository,
-                digest,
-                artifact_type,
-            }
-        }),
+        (
+            repository(),
+            digest(),
+            text.clone(),
+            proptest::option::of(0u32..1000),
+            text
+        )
+            .prop_map(
+                |(repository, digest, artifact_type, n, last)| Route::Referrers {
+                    repository,
+                    digest,
+                    artifact_type,
+                    n,
+                    last,
+                }
+            ),
     ]
 }
 

@@ -97,7 +97,10 @@ fn backends(desired: &Desired) -> Vec<(BackendName, String, Option<String>)> {
                 (
                     b.name,
                     b.host.clone(),
-                    b.auth.as_ref().map(|a| a.secret_ref.key.clone()),
+                    b.auth
+                        .as_ref()
+                        .and_then(|a| a.secret_ref.as_ref())
+                        .map(|r| r.key.clone()),
                 )
             })
             .collect();
@@ -307,7 +310,17 @@ fn storage_replicas_follow_the_leader_as_mirrors_with_one_shared_key() {
     let mirrors: Vec<_> = storage.mirrors.iter().map(|m| m.host.as_str()).collect();
     assert_eq!(mirrors, ["10.0.0.1:5001", "10.0.0.3:5001"]);
     for mirror in &storage.mirrors {
-        assert_eq!(mirror.auth.as_ref().unwrap().secret_ref.key, "storage");
+        assert_eq!(
+            mirror
+                .auth
+                .as_ref()
+                .unwrap()
+                .secret_ref
+                .as_ref()
+                .unwrap()
+                .key,
+            "storage"
+        );
     }
     assert_eq!(desired.credentials["storage"], creds("node", "SECRET-NODE"));
 }
@@ -345,11 +358,25 @@ fn credentials_only_by_reference() {
     let route = &desired.nodes["node-2"].additional_routes[0];
     assert_eq!(route.match_, "Quay.io:443");
     assert_eq!(
-        route.auth.as_ref().unwrap().secret_ref.key,
+        route
+            .auth
+            .as_ref()
+            .unwrap()
+            .secret_ref
+            .as_ref()
+            .unwrap()
+            .key,
         "route-quay.io_443"
     );
     assert_eq!(
-        route.auth.as_ref().unwrap().secret_ref.name,
+        route
+            .auth
+            .as_ref()
+            .unwrap()
+            .secret_ref
+            .as_ref()
+            .unwrap()
+            .name,
         "registry-resolved-auth"
     );
 }

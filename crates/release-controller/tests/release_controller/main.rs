@@ -735,7 +735,7 @@ async fn invalid_settings_fail_the_reconcile_and_back_off() {
 /// because the cluster configuration Secret says `kubernetesVersion: Automatic`), and a
 /// `migratedModules` entry a ModuleSource offers only with a pull error. The release waits with
 /// the three messages joined by `;`, `d8_release_info{requirementsNotMet="true"}` and
-/// `d8_migrated_module_not_found{module_name}` are raised, and fixing the cluster lets it apply.
+/// `d8_migrated_module_not_found{module}` are raised, and fixing the cluster lets it apply.
 #[tokio::test]
 async fn requirements_read_modules_sources_and_the_cluster_configuration() {
     let c = Cluster::start_full(
@@ -847,7 +847,7 @@ async fn requirements_read_modules_sources_and_the_cluster_configuration() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("d8_migrated_module_not_found{module_name=\"broken\"} 1"),
+        metrics.contains("d8_migrated_module_not_found{module=\"broken\"} 1"),
         "{metrics}"
     );
 

@@ -10,7 +10,9 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use oci::ErrorCode;
 
-use super::{REALM, error_response, read_limited, respond, value};
+use super::REALM;
+use super::push::read_limited;
+use super::respond::{error_response, respond, value};
 use crate::auth::token::{Scope, form_pairs};
 use crate::auth::{Access, Accounts};
 use crate::body::{self, ResponseBody};

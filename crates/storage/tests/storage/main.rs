@@ -7,6 +7,8 @@ mod durability;
 mod faults;
 mod growing;
 mod headers;
+mod manners;
 mod publish;
 mod pull_through;
+mod referrers;
 mod replicate;

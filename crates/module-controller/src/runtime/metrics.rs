@@ -1,0 +1,306 @@
+//! The module runtime's metrics, with addon-operator's names as Deckhouse exposes them
+//! (`{PREFIX}` = `deckhouse_`):
+//!
+//! - `deckhouse_live_ticks` (counter): +1 every 10 seconds while the runtime runs
+//!   (`D8DeckhouseIsHung`);
+//! - `deckhouse_tasks_queue_length{queue}` and `deckhouse_tasks_queue_head_info{queue, module,
+//!   task_type, hook}` (gauges, the recording rule `d8:deckhouse_queue_is_hung:with_head`);
+//! - `deckhouse_task_wait_in_queue_seconds_total{module, hook, binding, queue}` (counter);
+//! - `d8_tasks_queue_oldest_task_age_seconds{queue}` (gauge, ours);
+//! - `deckhouse_module_run_errors_total{module}`, `deckhouse_module_delete_errors_total{module}`,
+//!   `deckhouse_modules_discover_errors_total` (counters): a ModuleRun, ModuleDelete or
+//!   converge task that failed;
+//! - `deckhouse_module_hook_errors_total{module, hook, binding}` and
+//!   `deckhouse_module_hook_allowed_errors_total{…}`, `deckhouse_global_hook_errors_total{hook,
+//!   binding}` and `deckhouse_global_hook_allowed_errors_total{…}` (counters): a hook that
+//!   failed, the `allowed` ones with `allowFailure: true`.
+//!
+//! prometheus-client names a counter's sample `<name>_total`, so the `_total` counters are
+//! registered without it; `deckhouse_live_ticks` has no `_total` in Deckhouse and is encoded
+//! by [`LiveTicks`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::queue::{Queues, Task, TaskKind};
+
+type Labels = Vec<(&'static str, String)>;
+
+/// How often `deckhouse_live_ticks` grows (shell-operator's tick).
+pub const LIVE_TICK: Duration = Duration::from_secs(10);
+
+/// A counter exposed under its own name, as Go's client exposes `deckhouse_live_ticks`
+/// (`# TYPE deckhouse_live_ticks counter`, sample `deckhouse_live_ticks`, no `_total`).
+#[derive(Clone, Debug, Default)]
+pub struct LiveTicks(Arc<AtomicU64>);
+
+impl LiveTicks {
+    /// One more tick.
+    pub fn tick(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The ticks so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl EncodeMetric for LiveTicks {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&self.get())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Counter
+    }
+}
+
+/// How a hook's failure counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HookFailure {
+    /// `allowFailure: false`: the task is retried.
+    Error,
+    /// `allowFailure: true`: the run goes on.
+    Allowed,
+}
+
+/// The runtime's metrics (cheap to clone: families are shared).
+#[derive(Clone, Debug, Default)]
+pub struct QueueMetrics {
+    length: Family<Labels, Gauge>,
+    head: Family<Labels, Gauge>,
+    oldest: Family<Labels, Gauge>,
+    waited: Family<Labels, Counter<f64, AtomicU64>>,
+    live_ticks: LiveTicks,
+    module_run_errors: Family<Labels, Counter>,
+    module_delete_errors: Family<Labels, Counter>,
+    discover_errors: Counter,
+    module_hook_errors: Family<Labels, Counter>,
+    module_hook_allowed_errors: Family<Labels, Counter>,
+    global_hook_errors: Family<Labels, Counter>,
+    global_hook_allowed_errors: Family<Labels, Counter>,
+}
+
+impl QueueMetrics {
+    /// Registers every family.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "deckhouse_live_ticks",
+            "Grows by one every 10 seconds while the module runtime runs (D8DeckhouseIsHung).",
+            self.live_ticks.clone(),
+        );
+        registry.register(
+            "deckhouse_tasks_queue_length",
+            "Length of each task queue (what D8DeckhouseQueueIsHung watches).",
+            self.length.clone(),
+        );
+        registry.register(
+            "deckhouse_tasks_queue_head_info",
+            "The head of each non-empty task queue (module, task_type, hook).",
+            self.head.clone(),
+        );
+        registry.register(
+            "d8_tasks_queue_oldest_task_age_seconds",
+            "Age of the oldest task of each queue.",
+            self.oldest.clone(),
+        );
+        registry.register(
+            "deckhouse_task_wait_in_queue_seconds",
+            "Seconds tasks waited in their queue before they started.",
+            self.waited.clone(),
+        );
+        registry.register(
+            "deckhouse_module_run_errors",
+            "Failed ModuleRun tasks per module.",
+            self.module_run_errors.clone(),
+        );
+        registry.register(
+            "deckhouse_module_delete_errors",
+            "Failed ModuleDelete tasks per module.",
+            self.module_delete_errors.clone(),
+        );
+        registry.register(
+            "deckhouse_modules_discover_errors",
+            "Failed converges (the enabled modules could not be listed or their values built).",
+            self.discover_errors.clone(),
+        );
+        registry.register(
+            "deckhouse_module_hook_errors",
+            "Failed runs of module hooks with allowFailure: false.",
+            self.module_hook_errors.clone(),
+        );
+        registry.register(
+            "deckhouse_module_hook_allowed_errors",
+            "Failed runs of module hooks with allowFailure: true.",
+            self.module_hook_allowed_errors.clone(),
+        );
+        registry.register(
+            "deckhouse_global_hook_errors",
+            "Failed runs of global hooks with allowFailure: false.",
+            self.global_hook_errors.clone(),
+        );
+        registry.register(
+            "deckhouse_global_hook_allowed_errors",
+            "Failed runs of global hooks with allowFailure: true.",
+            self.global_hook_allowed_errors.clone(),
+        );
+    }
+
+    /// The live ticks (the runtime ticks them every [`LIVE_TICK`]).
+    pub fn live_ticks(&self) -> &LiveTicks {
+        &self.live_ticks
+    }
+
+    pub(crate) fn refresh(&self, queues: &Queues, now: Duration) {
+        self.length.clear();
+        self.oldest.clear();
+        self.head.clear();
+        for (queue, len, oldest) in queues.lengths(now) {
+            let l = vec![("queue", queue.clone())];
+            self.length.get_or_create(&l).set(len as i64);
+            self.oldest.get_or_create(&l).set(oldest.as_secs() as i64);
+        }
+        for (queue, _, head) in queues.list() {
+            if let Some(t) = head {
+                self.head
+                    .get_or_create(&vec![
+                        ("queue", queue.to_owned()),
+                        ("module", t.kind.module().to_owned()),
+                        ("task_type", t.kind.type_name().to_owned()),
+                        ("hook", t.kind.hook().to_owned()),
+                    ])
+                    .set(1);
+            }
+        }
+    }
+
+    pub(crate) fn started(&self, queue: &str, task: &Task, now: Duration) {
+        let waited = now.saturating_sub(task.queued_at).as_secs_f64();
+        self.waited
+            .get_or_create(&vec![
+                ("module", task.kind.module().to_owned()),
+                ("hook", task.kind.hook().to_owned()),
+                ("binding", task.kind.binding().to_owned()),
+                ("queue", queue.to_owned()),
+            ])
+            .inc_by(waited);
+    }
+
+    /// Counts a failed task of the module lifecycle (hook tasks count through
+    /// [`QueueMetrics::hook_failed`], where the hook runs).
+    pub(crate) fn task_failed(&self, kind: &TaskKind) {
+        match kind {
+            TaskKind::ConvergeModules => {
+                self.discover_errors.inc();
+            }
+            TaskKind::ModuleRun { module } => {
+                self.module_run_errors
+                    .get_or_create(&vec![("module", module.clone())])
+                    .inc();
+            }
+            TaskKind::ModuleDelete { module } => {
+                self.module_delete_errors
+                    .get_or_create(&vec![("module", module.clone())])
+                    .inc();
+            }
+            TaskKind::ModuleHookRun { .. } | TaskKind::GlobalHookRun { .. } => {}
+        }
+    }
+
+    /// Counts a failed hook run; `module` is `None` for a global hook.
+    pub(crate) fn hook_failed(
+        &self,
+        module: Option<&str>,
+        hook: &str,
+        binding: &str,
+        failure: HookFailure,
+    ) {
+        let (family, labels) = match (module, failure) {
+            (Some(m), HookFailure::Error) => (&self.module_hook_errors, Some(m)),
+            (Some(m), HookFailure::Allowed) => (&self.module_hook_allowed_errors, Some(m)),
+            (None, HookFailure::Error) => (&self.global_hook_errors, None),
+            (None, HookFailure::Allowed) => (&self.global_hook_allowed_errors, None),
+        };
+        let mut l: Labels = labels
+            .map(|m| vec![("module", m.to_owned())])
+            .unwrap_or_default();
+        l.push(("hook", hook.to_owned()));
+        l.push(("binding", binding.to_owned()));
+        family.get_or_create(&l).inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(m: &QueueMetrics) -> String {
+        let mut registry = Registry::default();
+        m.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text
+    }
+
+    #[test]
+    fn live_ticks_is_a_counter_named_as_deckhouse_names_it() {
+        let m = QueueMetrics::default();
+        m.live_ticks().tick();
+        m.live_ticks().tick();
+        let text = encode(&m);
+        assert!(
+            text.contains("# TYPE deckhouse_live_ticks counter\ndeckhouse_live_ticks 2\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn failures_count_under_deckhouse_names() {
+        let m = QueueMetrics::default();
+        let table: [(TaskKind, &str); 3] = [
+            (
+                TaskKind::ModuleRun {
+                    module: "echo".into(),
+                },
+                "deckhouse_module_run_errors_total{module=\"echo\"} 1",
+            ),
+            (
+                TaskKind::ModuleDelete {
+                    module: "echo".into(),
+                },
+                "deckhouse_module_delete_errors_total{module=\"echo\"} 1",
+            ),
+            (
+                TaskKind::ConvergeModules,
+                "deckhouse_modules_discover_errors_total 1",
+            ),
+        ];
+        for (kind, _) in &table {
+            m.task_failed(kind);
+        }
+        m.hook_failed(Some("echo"), "hooks/a.py", "kubernetes", HookFailure::Error);
+        m.hook_failed(Some("echo"), "hooks/a.py", "kubernetes", HookFailure::Error);
+        m.hook_failed(Some("echo"), "hooks/b.py", "schedule", HookFailure::Allowed);
+        m.hook_failed(None, "global-hooks/g.py", "onStartup", HookFailure::Error);
+        m.hook_failed(None, "global-hooks/h.py", "onStartup", HookFailure::Allowed);
+        let text = encode(&m);
+        let lines = table.iter().map(|(_, line)| *line).chain([
+            "deckhouse_module_hook_errors_total{module=\"echo\",hook=\"hooks/a.py\",binding=\"kubernetes\"} 2",
+            "deckhouse_module_hook_allowed_errors_total{module=\"echo\",hook=\"hooks/b.py\",binding=\"schedule\"} 1",
+            "deckhouse_global_hook_errors_total{hook=\"global-hooks/g.py\",binding=\"onStartup\"} 1",
+            "deckhouse_global_hook_allowed_errors_total{hook=\"global-hooks/h.py\",binding=\"onStartup\"} 1",
+        ]);
+        for line in lines {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+    }
+}
