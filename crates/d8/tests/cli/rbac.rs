@@ -107,6 +107,33 @@ pub(crate) fn assert_role_matches(
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
+/// Fails when `user` called something in `log` that `component`'s role does not grant, but for
+/// the `beyond` calls (verb, group/resource, what grants them instead) — for a component whose
+/// every path no single test reaches, so unused grants are not judged.
+pub(crate) fn assert_calls_granted(
+    log: &Path,
+    user: &str,
+    component: &str,
+    beyond: &[(&str, &str, &str)],
+) {
+    let called = called(log, user);
+    assert!(
+        !called.is_empty(),
+        "{user} called nothing in {}",
+        log.display()
+    );
+    let beyond: BTreeSet<Call> = beyond
+        .iter()
+        .map(|(verb, res, _why)| ((*verb).to_owned(), (*res).to_owned()))
+        .collect();
+    let called: BTreeSet<Call> = called.difference(&beyond).cloned().collect();
+    let found: Vec<String> = problems(component, &called, &granted(component), &[])
+        .into_iter()
+        .filter(|problem| !problem.contains("which nothing called"))
+        .collect();
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
 /// The user a component's ServiceAccount authenticates as (`--user` of `d8 apiserver`).
 pub(crate) fn service_account(component: &str) -> String {
     format!("system:serviceaccount:d8-system:{component}")
