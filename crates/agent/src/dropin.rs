@@ -276,6 +276,49 @@ mod tests {
         );
     }
 
+    /// Issue #19 point 4, the node side of the Direct-mode handover: what the previous
+    /// implementation's bashible step 030 left (a directory per host with its CA, and the list
+    /// as that step writes it) is taken over at the first apply and nothing changes after.
+    #[test]
+    fn the_previous_implementations_host_dirs_are_taken_over_once() {
+        let dir = tempfile::tempdir().unwrap();
+        for host in ["registry.d8-system.svc:5001", "registry.deckhouse.ru"] {
+            std::fs::create_dir_all(dir.path().join(host)).unwrap();
+            std::fs::write(dir.path().join(host).join("ca.crt"), CA).unwrap();
+            std::fs::write(
+                dir.path().join(host).join("hosts.toml"),
+                format!("server = \"https://{host}\"\n[host]\n"),
+            )
+            .unwrap();
+        }
+        // Step 030 writes the list with `echo`, so with a trailing newline.
+        std::fs::write(
+            dir.path().join(STATE_FILE),
+            "[\"registry.d8-system.svc:5001\",\"registry.deckhouse.ru\"]\n",
+        )
+        .unwrap();
+        let desired = render(true, "https://127.0.0.1:5001", CA, dir.path());
+
+        let first = apply(dir.path(), &desired).unwrap();
+        assert_eq!(
+            first.removed_hosts,
+            ["registry.d8-system.svc:5001", "registry.deckhouse.ru"]
+        );
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["_default", STATE_FILE]);
+
+        let second = apply(dir.path(), &desired).unwrap();
+        assert!(!second.changed(), "{second:?}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(STATE_FILE)).unwrap(),
+            r#"["_default"]"#
+        );
+    }
+
     #[test]
     fn corrupt_state_removes_nothing() {
         let dir = tempfile::tempdir().unwrap();

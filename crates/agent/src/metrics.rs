@@ -77,6 +77,7 @@ pub struct Metrics {
     failovers: Family<FailoverLabels, Counter>,
     digest_mismatches: Family<TargetLabel, Counter>,
     resumes: Family<TargetLabel, Counter>,
+    avoidances: Family<TargetLabel, Counter>,
     token_exchanges: Family<ResultLabel, Counter>,
     layout_origin: Family<OriginLabel, Gauge>,
     tokens: std::sync::Mutex<(Option<TokenSource>, (u64, u64))>,
@@ -96,6 +97,7 @@ impl Default for Metrics {
         let token_exchanges = Family::<ResultLabel, Counter>::default();
         let digest_mismatches = Family::<TargetLabel, Counter>::default();
         let resumes = Family::<TargetLabel, Counter>::default();
+        let avoidances = Family::<TargetLabel, Counter>::default();
         let layout_origin = Family::<OriginLabel, Gauge>::default();
         registry.register(
             "d8_registry_agent_requests",
@@ -119,6 +121,12 @@ impl Default for Metrics {
             resumes.clone(),
         );
         registry.register(
+            "d8_registry_agent_target_avoidances",
+            "Times a target that refused, reset or timed out was put behind the others for a \
+             window (10 s doubling to 5 min while it keeps failing), by target",
+            avoidances.clone(),
+        );
+        registry.register(
             "d8_registry_agent_token_exchanges",
             "Token requests made to registries' token services, by result",
             token_exchanges.clone(),
@@ -134,6 +142,7 @@ impl Default for Metrics {
             failovers,
             digest_mismatches,
             resumes,
+            avoidances,
             token_exchanges,
             layout_origin,
             tokens: std::sync::Mutex::new((None, (0, 0))),
@@ -174,6 +183,15 @@ impl Metrics {
     /// Counts a blob stream `target` continued after another broke.
     pub fn resumed(&self, target: &str) {
         self.resumes
+            .get_or_create(&TargetLabel {
+                target: target.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a window in which `target` is tried after the others.
+    pub fn avoided(&self, target: &str) {
+        self.avoidances
             .get_or_create(&TargetLabel {
                 target: target.to_owned(),
             })

@@ -27,6 +27,7 @@ use hyper::body::Frame;
 use oci::{ErrorCode, Route};
 use registry_plan::route::{Kind, Resolution, Target, resolve};
 
+mod avoid;
 mod blob;
 use registry_plan::{Layout, Scheme};
 
@@ -66,6 +67,8 @@ pub struct Proxy {
     own_address: String,
     /// Targets that served a blob with the wrong bytes, tried last for that digest.
     suspects: Arc<blob::Suspects>,
+    /// Targets that recently refused, reset or timed out, tried after the others for a while.
+    avoided: Arc<avoid::Avoided>,
 }
 
 /// Request headers forwarded to targets.
@@ -116,6 +119,7 @@ impl Proxy {
             metrics,
             own_address: own_address.to_owned(),
             suspects: Arc::default(),
+            avoided: Arc::default(),
         }
     }
 
@@ -215,7 +219,13 @@ impl Proxy {
     ) -> Response<ProxyBody> {
         let kind = resolution.kind;
         let headers = forwarded_headers(client_headers, kind);
-        let mut hops: Vec<Hop> = resolution.targets.iter().map(Hop::of).collect();
+        let hops: Vec<Hop> = resolution.targets.iter().map(Hop::of).collect();
+        // Targets that just failed to answer go behind the others.
+        let flags = self.avoided.flags(hops.iter().map(Hop::name));
+        let mut hops: Vec<Hop> = avoid::order(&flags)
+            .into_iter()
+            .map(|i| hops[i].clone())
+            .collect();
         // A blob verified whole: its relay can check the digest, and resume elsewhere.
         let whole_blob =
             blob.filter(|_| *method == Method::GET && !client_headers.contains_key(header::RANGE));
@@ -326,7 +336,33 @@ impl Proxy {
             roots,
             auth,
         };
-        self.upstreams.send(method, headers, &destination).await
+        let sent = self.upstreams.send(method, headers, &destination).await;
+        match &sent {
+            Ok(_) => {
+                if self.avoided.answered(target.name()) {
+                    tracing::info!(target = %target.name(), "target answers again; no longer avoided");
+                }
+            }
+            Err(Failure::Transport { .. } | Failure::Timeout { .. }) => {
+                self.failed_to_answer(target.name())
+            }
+            Err(_) => {}
+        }
+        sent
+    }
+
+    /// `target` refused, reset or timed out: tried after the others for a while.
+    pub(crate) fn failed_to_answer(&self, target: &str) {
+        if let Some(record) = self.avoided.fail(target) {
+            let window = avoid::window(record.failures);
+            tracing::warn!(
+                target = %target,
+                failures = record.failures,
+                avoided_for = ?window,
+                "target failed to answer; tried after the others for a while"
+            );
+            self.metrics.avoided(target);
+        }
     }
 }
 

@@ -11,8 +11,11 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 
 use crate::conditions::RegistryCondition;
+
+pub mod schedule;
 use crate::macros::string_enum;
 use crate::module_source::Scheme;
+pub use schedule::{GcSchedule, ScheduleError};
 
 /// Pattern of `storage.size`.
 pub const SIZE_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?(E|P|T|G|M|k|Ei|Pi|Ti|Gi|Mi|Ki)?$";

@@ -77,6 +77,11 @@ pub(crate) struct Args {
     /// time, at most 5m).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     documentation_retry: Duration,
+    /// Where the package controller downloads the bundles of the package versions
+    /// Applications install (default: `<downloaded-modules-dir>/.packages`, else a directory
+    /// under the system's temporary directory).
+    #[arg(long)]
+    packages_dir: Option<PathBuf>,
     /// Runs the CNI migration manager here, under the lease (for a single machine). Without
     /// it, the controller applies the chart's `cni-migration-manager` Deployment and
     /// `cni-migration-agent` DaemonSet while a CNIMigration exists (Deckhouse's
@@ -101,6 +106,8 @@ pub(crate) struct Utilities {
     /// detect-cni-migration job runs, applying the chart's manager Deployment and agent
     /// DaemonSet while a CNIMigration exists.
     pub(crate) cni_migration: Option<utilities::cni::manager::Options>,
+    /// The package controller's settings.
+    pub(crate) packages: package_controller::controller::Options,
     /// The detect-cni-migration job's settings (when the manager does not run here).
     pub(crate) cni_components: utilities::cni::components::Options,
 }
@@ -121,6 +128,15 @@ fn utilities_options(args: &Args) -> Utilities {
             .then_some(utilities::cni::manager::Options {
                 interval: args.cni_migration_interval,
             }),
+        packages: package_controller::controller::Options {
+            packages_dir: args
+                .packages_dir
+                .clone()
+                .or_else(|| args.modules.downloaded_dir().map(|d| d.join(".packages")))
+                .unwrap_or_else(|| std::env::temp_dir().join("d8-packages")),
+            deckhouse_version: args.modules.deckhouse_version(),
+            ..Default::default()
+        },
         cni_components: utilities::cni::components::Options {
             interval: args.cni_migration_interval,
             ..Default::default()
@@ -318,12 +334,13 @@ pub(crate) async fn lead(
     result
 }
 
-/// The ObjectKeeper controller, the documentation controller (when it runs here) and the CNI
-/// migration's job here.
+/// The ObjectKeeper controller, the documentation controller (when it runs here), the CNI
+/// migration's job here, and the package controller (repository scans and Applications).
 type UtilityControllers = (
     utilities::object_keeper::Controller,
     Option<utilities::documentation::Controller>,
     CniMigration,
+    package_controller::controller::Controller,
 );
 
 /// What `d8 controller` does for CNI migrations: run the manager itself (one machine), or
@@ -363,7 +380,9 @@ fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<Ut
             ))
         }
     };
-    Ok((keepers, documentation, cni))
+    let packages =
+        package_controller::controller::Controller::new(client.clone(), options.packages);
+    Ok((keepers, documentation, cni, packages))
 }
 
 async fn elect_and_run(
@@ -426,6 +445,11 @@ async fn elect_and_run(
             let utilities = utilities.clone();
             let stopped = until_stopped(stopped.clone());
             async move { utilities.0.run(stopped).await }
+        }));
+        tasks.push(tokio::spawn({
+            let utilities = utilities.clone();
+            let stopped = until_stopped(stopped.clone());
+            async move { utilities.3.run(stopped).await }
         }));
         tasks.push(tokio::spawn({
             let utilities = utilities.clone();

@@ -10,6 +10,7 @@ mod mirror_cmd;
 mod module_cmd;
 mod module_render;
 mod network_cmd;
+mod package_cmd;
 mod private_state;
 mod queue_cmd;
 mod registry_cmd;
@@ -32,6 +33,9 @@ struct Cli {
 enum Command {
     /// The embedded Kubernetes API server for a single machine.
     Apiserver(apiserver_cmd::Args),
+    /// Applications installed from packages: `list` (`-A` for every namespace) with why one is
+    /// not running.
+    App(package_cmd::AppArgs),
     /// Every platform controller (registry, releases) under leader election.
     Controller(Box<controller_cmd::Args>),
     /// d8's own container image: build it (reproducibly) and push it to a registry.
@@ -47,6 +51,8 @@ enum Command {
     /// Modules: list (phase, source, version, why disabled), releases (why each waits), the
     /// module manager.
     Module(module_cmd::Args),
+    /// Packages repositories offer: `list`, `versions NAME`.
+    Package(package_cmd::PackageArgs),
     /// Networking: `cni-migration` (switch the cluster's CNI: switch, status, manager, agent).
     Network {
         #[command(subcommand)]
@@ -84,11 +90,13 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async {
         match cli.command {
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
+            Command::App(args) => package_cmd::run_app(args).await,
             Command::Controller(args) => controller_cmd::run(*args).await,
             Command::Image { command } => image_cmd::run(command).await,
             Command::Mirror { command } => mirror_cmd::run(command).await,
             Command::Module(args) => module_cmd::run(args).await,
             Command::Network { command } => network_cmd::run(command).await,
+            Command::Package(args) => package_cmd::run_package(args).await,
             Command::Queue { command } => queue_cmd::run(command).await,
             Command::Registry { command } => registry_cmd::run(command).await,
             Command::Release(args) => release_cmd::run(args).await,

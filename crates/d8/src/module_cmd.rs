@@ -103,6 +103,11 @@ pub(crate) struct ManagerArgs {
 }
 
 impl ManagerArgs {
+    /// `--deckhouse-version`, when given and a version.
+    pub(crate) fn deckhouse_version(&self) -> Option<semver::Version> {
+        self.deckhouse_version.as_deref().and_then(version_of)
+    }
+
     /// `--downloaded-modules-dir`, when given.
     pub(crate) fn downloaded_dir(&self) -> Option<&std::path::Path> {
         self.downloaded_modules_dir.as_deref()

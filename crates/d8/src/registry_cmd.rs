@@ -608,10 +608,7 @@ fn own_source(
     let remote = registry_client::Client::new(registry_client::Config::default())
         .remote(endpoint)
         .unwrap_or_else(|e| unreachable!("a host:port endpoint is valid: {e}"));
-    storage_kube::expected::Source {
-        remote,
-        repository: config.repository.to_string(),
-    }
+    storage_kube::expected::Source::registry(remote, config.repository.to_string())
 }
 
 /// Where the replica reaches its own read listener: the listen address itself, or loopback when

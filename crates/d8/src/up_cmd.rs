@@ -395,6 +395,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 documentation: Some(utilities::documentation::Options::new(&downloaded_modules)),
                 // One machine runs no Deployments: the manager runs in the controller.
                 cni_migration: Some(Default::default()),
+                packages: package_controller::controller::Options {
+                    packages_dir: downloaded_modules.join(".packages"),
+                    deckhouse_version: module_flags.modules.deckhouse_version(),
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             secure_metrics: None,

@@ -11,6 +11,7 @@
 
 pub mod apply;
 pub mod converge;
+pub mod deploy;
 pub mod hooks;
 pub mod metrics;
 pub mod queue;
@@ -32,9 +33,7 @@ use module_hooks::ModuleRef;
 use serde_json::{Value, json};
 
 use self::apply::Applier;
-use self::converge::ObjectKey;
 use self::readiness::Readiness;
-use self::release::{Release, Status};
 use self::status::Ending;
 use crate::Error;
 use crate::embedded::EmbeddedModule;
@@ -388,25 +387,6 @@ impl Runtime {
                 maintenance,
             });
         };
-        let chart_version = chart_version(&chart);
-        let rendered = render::render(module, chart, &values, &namespace).await?;
-        let mut objects = rendered.objects;
-        let extra: &[(&str, &str)] = if maintenance {
-            &[(render::LABEL_NO_RESOURCE_RECONCILIATION, "")]
-        } else {
-            &[]
-        };
-        render::decorate(&mut objects, module, &namespace, extra);
-        let mut settled = Vec::with_capacity(objects.len());
-        for mut object in objects {
-            let key = self
-                .applier
-                .settle(&mut object, &namespace)
-                .await
-                .map_err(|e| in_module(module, e))?;
-            settled.push((key, object));
-        }
-        let checksum = converge::checksum(&rendered.manifest);
         let label_maintenance = if maintenance { "true" } else { "false" };
         let same_mode = last.is_some_and(|r| {
             r.labels
@@ -415,242 +395,73 @@ impl Runtime {
                 .unwrap_or("false")
                 == label_maintenance
         });
-        let mut must_apply = converge::needs_apply(last, &checksum, false) || !same_mode;
-        if !must_apply {
-            for (key, _) in &settled {
-                if self.applier.get(key).await?.is_none() {
-                    must_apply = true;
-                    break;
-                }
-            }
-        }
+        let target = module_target(module, &namespace);
+        let labels = if maintenance {
+            vec![(
+                render::LABEL_NO_RESOURCE_RECONCILIATION.to_owned(),
+                String::new(),
+            )]
+        } else {
+            Vec::new()
+        };
+        let prepared = deploy::prepare(
+            &self.applier,
+            deploy::Install {
+                target,
+                chart_name: module,
+                chart,
+                values,
+                labels,
+                release_labels: [(
+                    render::LABEL_NO_RESOURCE_RECONCILIATION.to_owned(),
+                    label_maintenance.to_owned(),
+                )]
+                .into(),
+                force: !same_mode,
+            },
+            history,
+        )
+        .await
+        .map_err(|e| in_module(module, e))?;
         let mut outcome = Outcome {
-            revision: last.map(|r| r.version),
+            revision: prepared.revision(),
             applied: 0,
             deleted: 0,
             readiness: Readiness::Ready,
             maintenance,
         };
-        if must_apply {
-            let revision = last.map_or(1, |r| r.version + 1);
-            let first_deployed = history
-                .first()
-                .map(|r| r.first_deployed.clone())
-                .unwrap_or_else(|| self.now());
-            let mut record = Release {
-                name: module.to_owned(),
-                namespace: namespace.clone(),
-                version: revision,
-                status: if last.is_some() {
-                    Status::PendingUpgrade
-                } else {
-                    Status::PendingInstall
-                },
-                manifest: rendered.manifest.clone(),
-                config: values.clone(),
-                chart: (module.to_owned(), chart_version),
-                first_deployed,
-                last_deployed: self.now(),
-                description: "Preparing upgrade".into(),
-                labels: [
-                    (release::LABEL_MODULE_CHECKSUM.to_owned(), checksum.clone()),
-                    (
-                        render::LABEL_NO_RESOURCE_RECONCILIATION.to_owned(),
-                        label_maintenance.to_owned(),
-                    ),
-                ]
-                .into(),
-            };
+        if prepared.must_apply {
             if let Some((phase, conditions)) = starting {
                 self.write_status(module, phase, conditions).await?;
             }
-            // The pending record first: a controller killed mid-apply leaves a release that
-            // is not `deployed`, so the next leader applies it again and deletes what the
-            // earlier revisions held and this one does not.
-            self.applier.store(RELEASE_NAMESPACE, &record).await?;
-            let previous = self
-                .deployed_objects(module, &history, &namespace, extra)
-                .await;
-            match self
-                .apply_release(module, &history, &previous, &settled)
-                .await
-            {
-                Ok((applied, deleted)) => {
-                    outcome.applied = applied;
-                    outcome.deleted = deleted;
-                }
-                Err(e) => {
-                    record.status = Status::Failed;
-                    record.description = format!("Upgrade \"{module}\" failed: {e}");
-                    self.applier.store(RELEASE_NAMESPACE, &record).await?;
-                    return Err(e);
-                }
-            }
-            // The deployed revision is superseded; a pending one left by a controller that
-            // died mid-apply is marked failed (its objects were taken over above).
-            for old in &history {
-                let mut old = old.clone();
-                match old.status {
-                    Status::Deployed => old.status = Status::Superseded,
-                    Status::PendingInstall | Status::PendingUpgrade => {
-                        old.status = Status::Failed;
-                        old.description = "Interrupted: taken over by the next revision".into();
-                    }
-                    _ => continue,
-                }
-                self.applier.store(RELEASE_NAMESPACE, &old).await?;
-            }
-            record.status = Status::Deployed;
-            record.description = if revision == 1 {
-                "Install complete".into()
-            } else {
-                "Upgrade complete".into()
-            };
-            self.applier.store(RELEASE_NAMESPACE, &record).await?;
-            let mut all = history.clone();
-            all.push(record);
-            for version in release::to_prune(&all) {
-                self.applier
-                    .forget(RELEASE_NAMESPACE, module, version)
-                    .await?;
-            }
-            outcome.revision = Some(revision);
+            let done = deploy::deploy(&self.applier, target, &prepared, self.now()).await?;
+            outcome.revision = Some(done.revision);
+            outcome.applied = done.applied;
+            outcome.deleted = done.deleted;
             tracing::info!(
                 module,
-                revision,
-                applied = outcome.applied,
-                deleted = outcome.deleted,
+                revision = done.revision,
+                applied = done.applied,
+                deleted = done.deleted,
                 "module release deployed"
             );
         }
-        let mut states = Vec::new();
-        for (key, _) in settled
-            .iter()
-            .filter(|(k, _)| readiness::is_workload(&k.kind))
-        {
-            match self.applier.get(key).await? {
-                Some(object) => states.push(readiness::of(
-                    &serde_json::to_value(object).unwrap_or_default(),
-                )),
-                None => states.push(Readiness::Waiting(format!("{key}: not found"))),
-            }
-        }
-        outcome.readiness = readiness::module(&states);
+        outcome.readiness = deploy::readiness(&self.applier, &prepared.settled).await?;
         Ok(outcome)
-    }
-
-    /// Applies every object, then deletes what the earlier revisions (since the last deployed
-    /// one) held and this one does not.
-    async fn apply_release(
-        &self,
-        module: &str,
-        history: &[Release],
-        previous: &[(ObjectKey, Value)],
-        settled: &[(ObjectKey, Value)],
-    ) -> Result<(usize, usize), Error> {
-        let mut applied = 0;
-        for ((key, object), changed) in settled.iter().zip(converge::to_apply(previous, settled)) {
-            if changed || self.applier.get(key).await?.is_none() {
-                self.applier.apply(key, object).await?;
-                applied += 1;
-            }
-        }
-        let released = self.released_objects(module, history).await;
-        let current: Vec<ObjectKey> = settled.iter().map(|(k, _)| k.clone()).collect();
-        let mut deleted = 0;
-        for key in converge::removed(&released, &current) {
-            if self.applier.delete(&key).await? {
-                tracing::info!(module, object = %key, "resource left the chart: deleted");
-                deleted += 1;
-            }
-        }
-        Ok((applied, deleted))
-    }
-
-    /// The objects of the last deployed revision, decorated and settled as the current ones
-    /// are (empty when none is deployed).
-    async fn deployed_objects(
-        &self,
-        module: &str,
-        history: &[Release],
-        namespace: &str,
-        extra: &[(&str, &str)],
-    ) -> Vec<(ObjectKey, Value)> {
-        let Some(deployed) = history
-            .iter()
-            .filter(|r| r.status == Status::Deployed)
-            .max_by_key(|r| r.version)
-        else {
-            return Vec::new();
-        };
-        let Ok(mut objects) = render::parse_manifest(&deployed.manifest) else {
-            return Vec::new();
-        };
-        render::decorate(&mut objects, module, namespace, extra);
-        let mut out = Vec::new();
-        for mut object in objects {
-            if let Ok(key) = self.applier.settle(&mut object, namespace).await {
-                out.push((key, object));
-            }
-        }
-        out
-    }
-
-    /// The objects of the last deployed revision and of every later one (pending, failed),
-    /// with their `keep` policy.
-    async fn released_objects(&self, module: &str, history: &[Release]) -> Vec<(ObjectKey, bool)> {
-        let from = history
-            .iter()
-            .filter(|r| r.status == Status::Deployed)
-            .map(|r| r.version)
-            .max()
-            .unwrap_or(0);
-        let mut out = Vec::new();
-        for r in history.iter().filter(|r| r.version >= from) {
-            let Ok(objects) = render::parse_manifest(&r.manifest) else {
-                tracing::warn!(module, revision = r.version, "stored manifest unreadable");
-                continue;
-            };
-            for mut object in objects {
-                let ns = if r.namespace.is_empty() {
-                    RELEASE_NAMESPACE.to_owned()
-                } else {
-                    r.namespace.clone()
-                };
-                let keep = converge::kept(&object);
-                match self.applier.settle(&mut object, &ns).await {
-                    Ok(key) => out.push((key, keep)),
-                    Err(e) => tracing::warn!(module, error = %e, "stored object skipped"),
-                }
-            }
-        }
-        out
     }
 
     /// Removes a disabled module: every object its releases hold, then the release records.
     /// Returns how many objects were deleted.
     pub async fn delete_module(&self, module: &str) -> Result<usize, Error> {
-        let history = self.applier.history(RELEASE_NAMESPACE, module).await?;
-        if history.is_empty() {
-            self.stop_hooks(module).await?;
-            return Ok(0);
+        // The objects' namespace defaults to the one each revision records.
+        let target = module_target(module, RELEASE_NAMESPACE);
+        let deleted = deploy::uninstall(&self.applier, target).await?;
+        if let Some(deleted) = deleted {
+            tracing::info!(module, deleted, "module release uninstalled");
         }
-        let objects = self.released_objects(module, &history).await;
-        let mut deleted = 0;
-        for key in converge::removed(&objects, &[]) {
-            if self.applier.delete(&key).await? {
-                deleted += 1;
-            }
-        }
-        for r in &history {
-            self.applier
-                .forget(RELEASE_NAMESPACE, module, r.version)
-                .await?;
-        }
-        tracing::info!(module, deleted, "module release uninstalled");
         // afterDeleteHelm, then the module's watches and schedules stop.
         self.stop_hooks(module).await?;
-        Ok(deleted)
+        Ok(deleted.unwrap_or(0))
     }
 
     /// A converge done at once (without the queues): every disabled module that still has a
@@ -690,17 +501,13 @@ fn in_module(module: &str, e: Error) -> Error {
     }
 }
 
-/// `version` of the chart's `Chart.yaml` (addon-operator's generated one: 0.2.0).
-fn chart_version(files: &[(String, Vec<u8>)]) -> String {
-    files
-        .iter()
-        .find(|(n, _)| n == "Chart.yaml")
-        .and_then(|(_, data)| {
-            let v: Value = serde_saphyr::from_str(&String::from_utf8_lossy(data)).ok()?;
-            match v.get("version")? {
-                Value::String(s) => Some(s.clone()),
-                other => Some(other.to_string()),
-            }
-        })
-        .unwrap_or_else(|| render::GENERATED_CHART_VERSION.to_owned())
+/// A module's release: named after the module, stored in [`RELEASE_NAMESPACE`], its objects
+/// in the module's `namespace`.
+fn module_target<'a>(module: &'a str, namespace: &'a str) -> deploy::Target<'a> {
+    deploy::Target {
+        name: module,
+        storage: RELEASE_NAMESPACE,
+        namespace,
+        confined: false,
+    }
 }

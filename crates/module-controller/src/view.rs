@@ -74,7 +74,8 @@ pub fn module_rows(modules: &[Module]) -> Vec<ModuleRow> {
     rows
 }
 
-fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+/// Columns padded to their widest cell, the last one unpadded (the style of every `d8 … list`).
+pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (i, cell) in row.iter().enumerate() {

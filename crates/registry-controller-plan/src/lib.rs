@@ -6,7 +6,8 @@
 //! implementation may take over from the previous one ([`migration`]), how a preflight probe
 //! answer is classified ([`probe`]), whether the cluster meets the module's requirements
 //! ([`prerequisites`]), what the replicas' reports add up to
-//! ([`storage_status`]), and what Nodes and NodeGroups say ([`nodes`]).
+//! ([`storage_status`]), what Nodes and NodeGroups say ([`nodes`]), and when the previous
+//! implementation's objects go ([`handover`]).
 //!
 //! Pure: no tokio, no sockets, no filesystem, no Kubernetes client. It depends on the API types
 //! (`api`) and the resolved credentials type (`registry-plan`) only; the `registry-controller`
@@ -15,6 +16,7 @@
 pub mod arbitration;
 pub mod drain;
 mod error;
+pub mod handover;
 pub mod image_address;
 pub mod layout;
 pub mod legacy;

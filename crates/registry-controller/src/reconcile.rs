@@ -28,8 +28,8 @@ use registry_controller_plan::prerequisites::{
 use registry_controller_plan::probe::Outcome;
 use registry_controller_plan::{
     DRAIN_SECRET, IMAGE_ADDRESS_CONFIGMAP, IMAGE_BASE, IN_CLUSTER_HOST, LEGACY_STATE_SECRET,
-    SUGGESTED_CONFIG_KEY, SUGGESTED_CONFIG_SECRET, SWITCH_SECRET, legacy, nodes as node_facts,
-    prerequisites, settings, storage_status,
+    SUGGESTED_CONFIG_KEY, SUGGESTED_CONFIG_SECRET, SWITCH_SECRET, handover, legacy,
+    nodes as node_facts, prerequisites, settings, storage_status,
 };
 use registry_plan::Credentials;
 
@@ -170,6 +170,29 @@ impl Controller {
                 source: e,
             }),
         }
+    }
+
+    /// Deletes what the previous implementation left in `d8-system` ([`handover::leftovers`]);
+    /// finds nothing on a second pass.
+    async fn remove_legacy_objects(&self) -> Result<(), Error> {
+        let api = self.secrets();
+        let list = api
+            .list_metadata(&kube::api::ListParams::default())
+            .await
+            .map_err(kube(format!("listing Secrets in {NAMESPACE}")))?;
+        let empty = BTreeMap::new();
+        let leftovers = handover::leftovers(list.items.iter().map(|s| {
+            (
+                s.metadata.name.as_deref().unwrap_or_default(),
+                s.metadata.labels.as_ref().unwrap_or(&empty),
+            )
+        }));
+        for name in leftovers {
+            self.delete(&api, &name, &format!("Secret {NAMESPACE}/{name}"))
+                .await?;
+            tracing::info!(secret = %name, "handover complete: the previous implementation's Secret is removed");
+        }
+        Ok(())
     }
 
     /// One pass.
@@ -358,6 +381,10 @@ impl Controller {
                 "ConfigMap registry-image-address",
             )
             .await?;
+        }
+        // Past the gate, the switch marker exists.
+        if handover::complete(true, wanted_managed, address_exists) {
+            self.remove_legacy_objects().await?;
         }
 
         metrics.managed.set(i64::from(serving.is_some()));

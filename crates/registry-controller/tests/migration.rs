@@ -149,3 +149,158 @@ async fn a_blocked_gate_still_suggests_the_config_and_reports_blocking_preflight
     );
     assert!(secrets.get_opt(SWITCH_SECRET).await.unwrap().is_none());
 }
+
+fn labelled(name: &str, labels: &[(&str, &str)]) -> Secret {
+    let mut secret = secret(name, &[("k", "v")]);
+    secret.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    secret
+}
+
+async fn names(secrets: &Api<Secret>) -> Vec<String> {
+    let mut names: Vec<String> = secrets
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
+/// Issue #19 point 4, the cluster side of the Direct-mode handover: the previous
+/// implementation's Secrets stay while nodes may still pull its way, and go once every node's
+/// agent took over (the image address is published) — a second pass changes nothing.
+#[tokio::test]
+async fn the_previous_implementations_objects_go_once_the_nodes_took_over() {
+    let server = testkit::Cluster::start().await;
+    let admin = server.client().await;
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "d8-system");
+    let create = |s: Secret| {
+        let secrets = secrets.clone();
+        async move { secrets.create(&PostParams::default(), &s).await.unwrap() }
+    };
+    // The previous implementation in Direct mode and what it left.
+    create(secret(
+        "registry-state",
+        &[("state", &legacy_state("Direct"))],
+    ))
+    .await;
+    create(secret("registry-config", &[("config", "mode: Direct\n")])).await;
+    create(secret("registry-pki", &[("registry-ca.key", "KEY")])).await;
+    create(labelled(
+        "registry-node-config-master-0",
+        &[("app.kubernetes.io/managed-by", "registry-nodeservices")],
+    ))
+    .await;
+    // Not the previous implementation's.
+    create(labelled(
+        "registry-notes",
+        &[("app.kubernetes.io/managed-by", "an-admin")],
+    ))
+    .await;
+    // The operator's Managed configuration with a source of images lets the gate pass.
+    let module_configs: Api<api::module_config::ModuleConfig> = Api::all(admin.clone());
+    let mc: api::module_config::ModuleConfig = serde_json::from_value(serde_json::json!({
+        "apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleConfig",
+        "metadata": {"name": "registry"},
+        "spec": {"version": 1, "enabled": true, "settings": {"mode": "Managed",
+            "primary": {"upstream": {"scheme": "HTTP", "host": "127.0.0.1:9", "path": "/dkp"}}}},
+    }))
+    .unwrap();
+    module_configs
+        .create(&PostParams::default(), &mc)
+        .await
+        .unwrap();
+
+    let controller = Controller::new(
+        admin.clone(),
+        Options {
+            interval: Duration::from_millis(200),
+            probe_timeout: Duration::from_secs(2),
+            ..Options::default()
+        },
+    );
+    let report = controller.reconcile().await;
+    assert!(
+        secrets.get_opt(SWITCH_SECRET).await.unwrap().is_some(),
+        "the gate passed: {report:?}"
+    );
+    let legacy = [
+        "registry-config",
+        "registry-node-config-master-0",
+        "registry-pki",
+        "registry-state",
+    ];
+    let present = names(&secrets).await;
+    for name in legacy {
+        assert!(
+            present.iter().any(|n| n == name),
+            "{name} stays while no node's agent took over: {present:?}"
+        );
+    }
+
+    // Every node's agent applied its layout: the controller publishes the image address (made
+    // here directly; the publication rule has its own tests).
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(admin.clone(), "d8-system");
+    config_maps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "registry-image-address", "namespace": "d8-system"},
+                "data": {"base": "registry.d8-system.svc:5001/system/deckhouse"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let _ = controller.reconcile().await;
+    let after = names(&secrets).await;
+    for name in legacy {
+        assert!(
+            !after.iter().any(|n| n == name),
+            "{name} is removed after the handover: {after:?}"
+        );
+    }
+    for kept in ["registry-notes", SWITCH_SECRET] {
+        assert!(after.iter().any(|n| n == kept), "{kept} stays: {after:?}");
+    }
+
+    // Idempotent: a second pass finds nothing to remove and deletes nothing else.
+    let before: Vec<(Option<String>, Option<String>)> = secrets
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|s| (s.metadata.name, s.metadata.resource_version))
+        .collect();
+    let _ = controller.reconcile().await;
+    let again: Vec<(Option<String>, Option<String>)> = secrets
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|s| (s.metadata.name, s.metadata.resource_version))
+        .collect();
+    assert_eq!(
+        before
+            .iter()
+            .filter(|(n, _)| n.as_deref() == Some("registry-notes"))
+            .collect::<Vec<_>>(),
+        again
+            .iter()
+            .filter(|(n, _)| n.as_deref() == Some("registry-notes"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(names(&secrets).await, after);
+}

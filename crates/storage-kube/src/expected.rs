@@ -15,17 +15,20 @@
 //!   logged and left out rather than failing the whole set;
 //! - deduplicated; no deployed version or an empty set is an error, never "everything".
 //!
-//! Images are read through a [`Source`]: in a replica its own read listener, which serves from
-//! the store and fills from the upstream while one is held.
+//! Images are read through a [`Source`]: the leader's own read listener, which serves from the
+//! store and fills from the upstream while one is held; a follower's own store, then the
+//! leader's read listener (see [`source`]).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 
 use api::deckhouse_release::{DeckhouseRelease, DeckhouseReleasePhase};
-use futures_util::StreamExt;
 use kube::api::{Api, ListParams};
 use oci::Digest;
 use registry_plan::expected::{self, Entry, ExpectedSet, Inputs, Version};
+
+pub mod source;
+pub use source::Source;
 
 /// Largest images file read from a layer.
 const MAX_FILE_BYTES: u64 = 16 << 20;
@@ -54,15 +57,6 @@ pub enum ExpectedError {
     /// The set itself (no versions, empty, unreadable images file).
     #[error(transparent)]
     Set(#[from] expected::ExpectedError),
-}
-
-/// Where release images are read from.
-#[derive(Clone, Debug)]
-pub struct Source {
-    /// The registry (the replica's own read listener).
-    pub remote: registry_client::Remote,
-    /// The platform repository on it (`system/deckhouse`).
-    pub repository: String,
 }
 
 /// The set and what it was computed from.
@@ -128,11 +122,10 @@ pub async fn read_files(
 ) -> Result<(Digest, BTreeMap<String, Vec<u8>>), ExpectedError> {
     let err = |reason: String| image_error(repository, tag, reason);
     let top = source
-        .remote
-        .get_manifest(repository, tag, ACCEPT)
+        .manifest(repository, tag, ACCEPT)
         .await
-        .map_err(|e| err(e.to_string()))?;
-    let mut manifest = oci::Manifest::parse(top.bytes.to_vec(), top.media_type.as_deref())
+        .map_err(err)?;
+    let mut manifest = oci::Manifest::parse(top.bytes, top.media_type.as_deref())
         .map_err(|e| err(e.to_string()))?;
     if manifest.as_index().is_some() {
         // Release images are single-platform; an index's first image carries the same files.
@@ -142,11 +135,10 @@ pub async fn read_files(
             .map(|d| d.digest)
             .ok_or_else(|| err("an empty index".into()))?;
         let child = source
-            .remote
-            .get_manifest(repository, &first.to_string(), ACCEPT)
+            .manifest(repository, &first.to_string(), ACCEPT)
             .await
-            .map_err(|e| err(e.to_string()))?;
-        manifest = oci::Manifest::parse(child.bytes.to_vec(), child.media_type.as_deref())
+            .map_err(err)?;
+        manifest = oci::Manifest::parse(child.bytes, child.media_type.as_deref())
             .map_err(|e| err(e.to_string()))?;
     }
     let layers: Vec<Digest> = manifest
@@ -157,21 +149,10 @@ pub async fn read_files(
         .collect();
     let mut found = BTreeMap::new();
     for layer in layers {
-        let response = source
-            .remote
-            .get_blob(repository, &layer, None, None)
+        let file = source
+            .blob(repository, &layer)
             .await
-            .map_err(|e| err(e.to_string()))?;
-        let file = tempfile::tempfile().map_err(|e| err(format!("temporary file: {e}")))?;
-        let mut file = tokio::fs::File::from_std(file);
-        let mut body = response.into_body();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| err(format!("layer {layer}: {e}")))?;
-            tokio::io::AsyncWriteExt::write_all(&mut file, &chunk)
-                .await
-                .map_err(|e| err(format!("temporary file: {e}")))?;
-        }
-        let file = file.into_std().await;
+            .map_err(|e| err(format!("layer {layer}: {e}")))?;
         let wanted: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
         let files = tokio::task::spawn_blocking(move || files_in_layer(file, &wanted))
             .await
@@ -314,14 +295,10 @@ pub async fn compute(client: &kube::Client, source: &Source) -> Result<Computed,
                     .ok()
                     .filter(|d| !modules.iter().any(|(_, m)| m == d)),
             ),
-            Entry::Tag(t) => match source
-                .remote
-                .head_manifest(&source.repository, t, ACCEPT)
-                .await
-            {
-                Ok(head) => {
-                    roots.extend(head.digest);
-                    tags.extend(head.digest.and_then(|d| tagged(t, d)));
+            Entry::Tag(t) => match source.resolve(&source.repository, t, ACCEPT).await {
+                Ok(digest) => {
+                    roots.extend(digest);
+                    tags.extend(digest.and_then(|d| tagged(t, d)));
                 }
                 Err(e) => {
                     tracing::debug!(tag = %t, error = %e, "expected tag not resolvable (missing:{t})")
@@ -362,12 +339,8 @@ async fn module_images(
         else {
             continue;
         };
-        match source
-            .remote
-            .head_manifest(repository.as_str(), &tag, ACCEPT)
-            .await
-        {
-            Ok(head) => out.extend(head.digest.map(|d| (repository.clone(), d))),
+        match source.resolve(repository.as_str(), &tag, ACCEPT).await {
+            Ok(digest) => out.extend(digest.map(|d| (repository.clone(), d))),
             // A module from another source is not the cache's to hold.
             Err(e) => {
                 tracing::debug!(%module, %tag, error = %e, "module image not in the platform registry");
@@ -410,7 +383,7 @@ async fn catalogue(source: &Source) -> Vec<(oci::Repository, oci::Tag, Digest)> 
     let Ok(repository) = oci::Repository::parse(&format!("{}/modules", source.repository)) else {
         return Vec::new();
     };
-    let tags = match source.remote.all_tags(repository.as_str()).await {
+    let tags = match source.tags(repository.as_str()).await {
         Ok(tags) => tags,
         Err(e) => {
             tracing::warn!(%repository, error = %e, "the module catalogue cannot be listed; it is left out of the expected set");
@@ -422,12 +395,8 @@ async fn catalogue(source: &Source) -> Vec<(oci::Repository, oci::Tag, Digest)> 
         let Ok(parsed) = oci::Tag::parse(&tag) else {
             continue;
         };
-        match source
-            .remote
-            .head_manifest(repository.as_str(), &tag, ACCEPT)
-            .await
-        {
-            Ok(head) => out.extend(head.digest.map(|d| (repository.clone(), parsed, d))),
+        match source.resolve(repository.as_str(), &tag, ACCEPT).await {
+            Ok(digest) => out.extend(digest.map(|d| (repository.clone(), parsed, d))),
             Err(e) => {
                 tracing::warn!(%repository, %tag, error = %e, "a catalogue entry cannot be resolved")
             }

@@ -13,7 +13,6 @@
 
 use std::time::Duration;
 
-use croner::Cron;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use oci::{Digest, Repository};
@@ -33,13 +32,8 @@ pub const DEFAULT_SCHEDULE: &str = "17 3 * * *";
 #[derive(Debug, thiserror::Error)]
 pub enum GcError {
     /// The schedule is not five cron fields.
-    #[error("garbage collection schedule {schedule:?}: {reason}")]
-    Schedule {
-        /// The expression.
-        schedule: String,
-        /// What is wrong.
-        reason: String,
-    },
+    #[error(transparent)]
+    Schedule(#[from] api::registry::ScheduleError),
     /// The lease could not be taken in time.
     #[error("Lease {LEASE} is held by another replica's collection; gave up after {waited:?}")]
     LeaseBusy {
@@ -60,48 +54,12 @@ pub enum GcError {
     Task(String),
 }
 
-/// A five-field cron schedule.
-#[derive(Clone, Debug)]
-pub struct Schedule {
-    cron: Cron,
-    text: String,
-}
+/// A five-field cron schedule, parsed as admission parses it (one implementation, in `api`).
+pub use api::registry::GcSchedule as Schedule;
 
-impl Schedule {
-    /// Parses five whitespace-separated cron fields; anything else is refused.
-    pub fn parse(text: &str) -> Result<Self, GcError> {
-        let bad = |reason: String| GcError::Schedule {
-            schedule: text.to_owned(),
-            reason,
-        };
-        let fields = text.split_whitespace().count();
-        if fields != 5 {
-            return Err(bad(format!("{fields} fields, expected 5")));
-        }
-        let cron: Cron = text
-            .parse()
-            .map_err(|e: croner::errors::CronError| bad(e.to_string()))?;
-        Ok(Self {
-            cron,
-            text: text.to_owned(),
-        })
-    }
-
-    /// The next time strictly after `now`.
-    pub fn next_after(&self, now: &jiff::Zoned) -> Option<jiff::Zoned> {
-        self.cron.find_next_occurrence(now, false).ok()
-    }
-
-    /// The expression.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-}
-
-impl Default for Schedule {
-    fn default() -> Self {
-        Self::parse(DEFAULT_SCHEDULE).unwrap_or_else(|_| unreachable!("the default parses"))
-    }
+/// [`DEFAULT_SCHEDULE`], parsed.
+pub fn default_schedule() -> Schedule {
+    Schedule::parse(DEFAULT_SCHEDULE).unwrap_or_else(|_| unreachable!("the default parses"))
 }
 
 /// What to keep.
@@ -334,7 +292,7 @@ mod tests {
 
     #[test]
     fn schedules_are_five_cron_fields() {
-        let s = Schedule::default();
+        let s = default_schedule();
         assert_eq!(s.as_str(), "17 3 * * *");
         let now: jiff::Zoned = "2026-11-30T12:00:00+00:00[UTC]".parse().expect("time");
         let next = s.next_after(&now).expect("next");

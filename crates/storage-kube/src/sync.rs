@@ -150,40 +150,115 @@ impl ClusterSet {
     }
 }
 
+/// Where a pass reads the release images that define the set. Replication is
+/// leader→followers: only the leader may fill from the upstream, so a follower reads its own
+/// store and, for what it lacks, the leader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SetFrom {
+    /// The own read listener (the store, filled from the upstream on a miss).
+    Own,
+    /// The own store, then the leader's read listener at this address.
+    Leader(String),
+    /// The own store alone (no leader known yet: what it lacks waits for one).
+    Store,
+}
+
+/// `holder`: the live lease holder and the address it reports, if any.
+fn set_from(is_leader: bool, node: &str, holder: Option<(&str, Option<&str>)>) -> SetFrom {
+    match holder {
+        _ if is_leader => SetFrom::Own,
+        Some((holder, _)) if holder == node => SetFrom::Own,
+        Some((_, Some(address))) => SetFrom::Leader(address.to_owned()),
+        _ => SetFrom::Store,
+    }
+}
+
+/// The source a pass reads the set from.
+async fn set_source(
+    client: &kube::Client,
+    config: &Config,
+    registry: &storage::Registry,
+    cluster: &ClusterSet,
+    is_leader: bool,
+) -> (SetFrom, crate::expected::Source) {
+    let holder = if is_leader {
+        None
+    } else {
+        match holder(client, config).await {
+            Ok(holder) => holder,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot find the leader");
+                None
+            }
+        }
+    };
+    let from = set_from(
+        is_leader,
+        &config.election.lease.identity,
+        holder
+            .as_ref()
+            .map(|h| (h.node.as_str(), h.address.as_deref())),
+    );
+    let store = registry.store().clone();
+    let repository = cluster.source.repository.clone();
+    let source = match &from {
+        SetFrom::Own => cluster.source.clone(),
+        SetFrom::Leader(address) => match leader_remote(&config.leader, address) {
+            Ok(remote) => crate::expected::Source::registry(remote, repository).store_first(store),
+            Err(e) => {
+                tracing::warn!(%address, error = %e, "the leader's address is unusable");
+                crate::expected::Source::store(store, repository)
+            }
+        },
+        SetFrom::Store => crate::expected::Source::store(store, repository),
+    };
+    (from, source)
+}
+
 /// The set of this pass: fixed roots, or computed from the cluster (cached for a minute
-/// while the deployed and previous versions stay the same).
+/// while the deployed and previous versions stay the same). `Ok(None)`: a follower that knows
+/// no leader lacks part of the release images; it waits for one rather than filling.
 async fn target(
     client: &kube::Client,
     config: &Config,
+    registry: &storage::Registry,
     cluster: Option<&ClusterSet>,
+    is_leader: bool,
     cache: &mut Option<(tokio::time::Instant, crate::expected::Computed)>,
-) -> Result<Target, crate::expected::ExpectedError> {
+) -> Result<Option<Target>, crate::expected::ExpectedError> {
     let Some(cluster) = cluster else {
-        return Ok(Target {
+        return Ok(Some(Target {
             set: expected(&config.roots),
             roots: config.roots.clone(),
             others: Vec::new(),
             tags: Vec::new(),
             deployed: None,
-        });
+        }));
     };
     let fresh = cache
         .as_ref()
         .is_some_and(|(at, _)| at.elapsed() < cluster.ttl);
     if !fresh {
-        let computed = crate::expected::compute(client, &cluster.source).await?;
-        *cache = Some((tokio::time::Instant::now(), computed));
+        let (from, source) = set_source(client, config, registry, cluster, is_leader).await;
+        match crate::expected::compute(client, &source).await {
+            Ok(computed) => *cache = Some((tokio::time::Instant::now(), computed)),
+            Err(e) if from == SetFrom::Store => {
+                tracing::debug!(error = %e, "the expected set waits for a leader to read the release images from");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
     }
     let Some((_, computed)) = cache.as_ref() else {
-        return Ok(Target::default());
+        return Ok(Some(Target::default()));
     };
-    Ok(Target {
+    Ok(Some(Target {
         set: computed.set.clone(),
         roots: computed.roots.clone(),
         others: computed.modules.clone(),
         tags: computed.tags.clone(),
         deployed: oci::Tag::parse(&computed.deployed).ok(),
-    })
+    }))
 }
 
 /// Measures the own disk: store usage and completeness against the set.
@@ -220,6 +295,36 @@ impl CopyEach for Replicator<'_> {
     }
 }
 
+/// The live lease holder and what it reports.
+struct Holder {
+    node: String,
+    /// Its read address as others reach it.
+    address: Option<String>,
+    /// Whether it reports full, without an error.
+    full: bool,
+}
+
+async fn holder(client: &kube::Client, config: &Config) -> Result<Option<Holder>, kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &config.election.namespace);
+    let Some(lease) = leases.get_opt(&config.election.lease.name).await? else {
+        return Ok(None);
+    };
+    let Some(node) = election::live_holder(&lease) else {
+        return Ok(None);
+    };
+    let storages: Api<RegistryStorage> = Api::all(client.clone());
+    let entry = storages
+        .get_opt(api::registry::SINGLETON)
+        .await?
+        .and_then(|s| s.status)
+        .and_then(|s| s.replicas.into_iter().find(|r| r.node == node));
+    Ok(Some(Holder {
+        address: entry.as_ref().and_then(|r| r.address.clone()),
+        full: entry.is_some_and(|r| r.full == Some(true) && r.error.is_none()),
+        node,
+    }))
+}
+
 /// The live lease holder and its reported address, once it reports full: copying from a
 /// leader still filling would make its read listener fetch the same blobs from the upstream
 /// a second time (pull-through next to its own fill).
@@ -227,22 +332,10 @@ async fn leader_address(
     client: &kube::Client,
     config: &Config,
 ) -> Result<Option<(String, String)>, kube::Error> {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &config.election.namespace);
-    let Some(lease) = leases.get_opt(&config.election.lease.name).await? else {
-        return Ok(None);
-    };
-    let Some(holder) = election::live_holder(&lease) else {
-        return Ok(None);
-    };
-    let storages: Api<RegistryStorage> = Api::all(client.clone());
-    let address = storages
-        .get_opt(api::registry::SINGLETON)
+    Ok(holder(client, config)
         .await?
-        .and_then(|s| s.status)
-        .and_then(|s| s.replicas.into_iter().find(|r| r.node == holder))
-        .filter(|r| r.full == Some(true) && r.error.is_none())
-        .and_then(|r| r.address);
-    Ok(address.map(|a| (holder, a)))
+        .filter(|h| h.full)
+        .and_then(|h| Some((h.node, h.address?))))
 }
 
 /// The upstream repository `repository` maps to (below the upstream's own path prefix).
@@ -322,8 +415,26 @@ pub fn spawn_with_cluster_set(
         let mut cache = None;
         loop {
             let mut report = Report::new(&node, &config.address);
-            let target = match target(&client, &config, cluster.as_ref(), &mut cache).await {
-                Ok(t) => t,
+            let is_leader = *leading.borrow();
+            let computed = target(
+                &client,
+                &config,
+                &registry,
+                cluster.as_ref(),
+                is_leader,
+                &mut cache,
+            )
+            .await;
+            let target = match computed {
+                Ok(Some(t)) => t,
+                Ok(None) => {
+                    measure(&registry, &config, &Target::default(), &mut report);
+                    report.full = false;
+                    report.verified_set = None;
+                    let _ = report_tx.send(report);
+                    tokio::time::sleep(config.interval).await;
+                    continue;
+                }
                 Err(e) => {
                     tracing::warn!(node = %node, error = %e, "the expected image set cannot be computed");
                     measure(&registry, &config, &Target::default(), &mut report);
@@ -337,7 +448,6 @@ pub fn spawn_with_cluster_set(
             };
             record_tags(registry.store(), &target.tags);
             measure(&registry, &config, &target, &mut report);
-            let is_leader = *leading.borrow();
             if is_leader {
                 source = None;
             }
@@ -422,6 +532,35 @@ pub fn spawn_with_cluster_set(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_leader_reads_the_set_through_its_own_filling_listener() {
+        let leader = SetFrom::Leader("10.0.0.1:5001".into());
+        for (is_leader, holder, from) in [
+            (true, None, SetFrom::Own),
+            (
+                true,
+                Some(("master-1", Some("10.0.0.1:5001"))),
+                SetFrom::Own,
+            ),
+            // The lease names us before the elector says so.
+            (
+                false,
+                Some(("master-0", Some("10.0.0.0:5001"))),
+                SetFrom::Own,
+            ),
+            (false, Some(("master-1", Some("10.0.0.1:5001"))), leader),
+            // A leader that reported no address yet, or none at all: the own store alone.
+            (false, Some(("master-1", None)), SetFrom::Store),
+            (false, None, SetFrom::Store),
+        ] {
+            assert_eq!(
+                set_from(is_leader, "master-0", holder),
+                from,
+                "{is_leader} {holder:?}"
+            );
+        }
+    }
 
     #[test]
     fn tags_of_the_set_are_kept_once_their_manifest_is_held() {

@@ -185,10 +185,7 @@ async fn the_cluster_set_decides_fullness_and_what_collection_keeps() {
             .credentials(registry_client::Credentials::new("node", "node-pw")),
         )
         .unwrap();
-    let source = Source {
-        remote: own.clone(),
-        repository: REPO.into(),
-    };
+    let source = Source::registry(own.clone(), REPO);
     let mut election = storage_kube::election::Config::new("master-0");
     election.lease.lease_duration = Duration::from_secs(2);
     election.lease.renew_deadline = Duration::from_millis(1500);

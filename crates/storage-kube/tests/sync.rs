@@ -1,7 +1,9 @@
 //! Two replicas with their sync loops on the embedded API server and a docker-registry
 //! upstream: the elected leader fills from the upstream, the follower copies from the leader's
 //! reported address (the upstream serves each blob once), both report full; when the leader
-//! dies, the full follower takes over.
+//! dies, the full follower takes over. With the set computed from the cluster, three replicas
+//! still fetch every blob from the upstream once, the release image's own included: only the
+//! leader reads it through its filling listener, the followers from their store or the leader.
 
 use std::time::Duration;
 
@@ -9,7 +11,8 @@ use api::registry::{RegistryStorage, RegistryStorageSpec};
 use kube::api::{Api, PostParams};
 use oci::{Digest, Repository};
 use storage::{Access, Accounts, Limits, Settings};
-use storage_kube::sync::{self, LeaderAccess, Sync};
+use storage_kube::expected::Source;
+use storage_kube::sync::{self, ClusterSet, LeaderAccess, Sync};
 use testkit::{ImageBuilder, UpstreamOptions};
 use tokio::time::Instant;
 
@@ -33,11 +36,13 @@ struct Replica {
     _dir: tempfile::TempDir,
 }
 
+/// A replica with fixed roots (`Some`) or the set computed from the cluster, read through its
+/// own read listener as `d8 registry storage --expected-from-cluster` does (`None`).
 async fn replica(
     server: &testkit::Cluster,
     node: &str,
     upstream: &testkit::Upstream,
-    root: Digest,
+    root: Option<Digest>,
 ) -> Replica {
     let dir = tempfile::tempdir().unwrap();
     let accounts = Accounts::new().with("node", "node-pw", Access::Pull);
@@ -68,7 +73,7 @@ async fn replica(
         election,
         address: running.read_address.to_string(),
         repository: Repository::parse("system/deckhouse").unwrap(),
-        roots: vec![root],
+        roots: root.into_iter().collect(),
         leader: LeaderAccess {
             scheme: registry_client::Scheme::Http,
             ca_pem: None,
@@ -77,11 +82,24 @@ async fn replica(
         parallelism: 4,
         interval: Duration::from_millis(200),
     };
-    let sync = sync::spawn(
+    let cluster = root.is_none().then(|| {
+        let own = registry_client::Client::new(registry_client::Config::default())
+            .remote(
+                registry_client::Endpoint::new(
+                    registry_client::Scheme::Http,
+                    &running.read_address.to_string(),
+                )
+                .credentials(registry_client::Credentials::new("node", "node-pw")),
+            )
+            .unwrap();
+        ClusterSet::new(Source::registry(own, "system/deckhouse"))
+    });
+    let sync = sync::spawn_with_cluster_set(
         server.client().await,
         running.registry.clone(),
         Some(upstream_of(upstream)),
         config,
+        cluster,
     )
     .unwrap();
     Replica {
@@ -96,6 +114,26 @@ async fn until(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool
     while !done().await {
         assert!(start.elapsed() < within, "{what}: not within {within:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every blob of `images` was served by the upstream exactly once.
+fn assert_fetched_once(upstream: &testkit::Upstream, images: &[&testkit::image::Image]) {
+    let log = upstream.log();
+    for blob in images.iter().flat_map(|i| i.blobs()) {
+        let gets = log
+            .lines()
+            .filter(|l| {
+                l.contains(&format!("/blobs/{} ", blob.digest))
+                    && l.contains("\"GET ")
+                    && l.contains("\" 200 ")
+            })
+            .count();
+        assert_eq!(
+            gets, 1,
+            "{} fetched {gets} times from the upstream",
+            blob.digest
+        );
     }
 }
 
@@ -126,8 +164,8 @@ async fn the_leader_fills_the_follower_copies_from_it_and_takes_over_when_it_die
         .unwrap();
     let root = Digest::parse(image.digest()).unwrap();
 
-    let a = replica(&server, "master-a", &upstream, root).await;
-    let b = replica(&server, "master-b", &upstream, root).await;
+    let a = replica(&server, "master-a", &upstream, Some(root)).await;
+    let b = replica(&server, "master-b", &upstream, Some(root)).await;
 
     until(
         "both replicas full in the status",
@@ -153,22 +191,7 @@ async fn the_leader_fills_the_follower_copies_from_it_and_takes_over_when_it_die
     assert!(follower.verified_set.is_some());
     assert!(follower.store.as_ref().is_some_and(|s| s.writable));
     // The follower copied from the leader: the upstream served every blob once.
-    let log = upstream.log();
-    for blob in image.blobs() {
-        let gets = log
-            .lines()
-            .filter(|l| {
-                l.contains(&format!("/blobs/{} ", blob.digest))
-                    && l.contains("\"GET ")
-                    && l.contains("\" 200 ")
-            })
-            .count();
-        assert_eq!(
-            gets, 1,
-            "{} fetched {gets} times from the upstream",
-            blob.digest
-        );
-    }
+    assert_fetched_once(&upstream, &[&image]);
     let report = b.running.registry.store().verify().unwrap();
     assert!(report.removed.is_empty());
 
@@ -196,4 +219,83 @@ async fn the_leader_fills_the_follower_copies_from_it_and_takes_over_when_it_die
         },
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_replicas_computing_the_set_from_the_cluster_fetch_every_blob_once() {
+    use api::deckhouse_release::DeckhouseRelease;
+    use kube::api::{Patch, PatchParams};
+
+    let server = testkit::Cluster::start().await;
+    let admin = server.client().await;
+    let rstor: Api<RegistryStorage> = Api::all(admin.clone());
+    rstor
+        .create(
+            &PostParams::default(),
+            &RegistryStorage::new("registry", RegistryStorageSpec::default()),
+        )
+        .await
+        .unwrap();
+    let releases: Api<DeckhouseRelease> = Api::all(admin);
+    releases
+        .create(&PostParams::default(), &DeckhouseRelease::test("v1.70.0"))
+        .await
+        .unwrap();
+    releases
+        .patch_status(
+            "v1.70.0",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"phase": "Deployed"}})),
+        )
+        .await
+        .unwrap();
+
+    // The release image (1 MiB of its own besides the images file) names one component.
+    let upstream =
+        testkit::Upstream::start(UpstreamOptions::default().token_auth("up", "up-pw")).await;
+    let images = tempfile::tempdir().unwrap();
+    let layout = testkit::image::Layout::new(images.path()).unwrap();
+    let component = ImageBuilder::new("controller")
+        .uncompressed()
+        .layers(&[2 << 20, 100_000])
+        .build(&layout);
+    let digests = serde_json::json!({"common": {"controller": component.digest()}});
+    let release = ImageBuilder::new("deckhouse v1.70.0")
+        .uncompressed()
+        .layers(&[1 << 20])
+        .files(&[(
+            "deckhouse/modules/images_digests.json",
+            digests.to_string().as_bytes(),
+        )])
+        .build(&layout);
+    let push = testkit::push::Registry::of(&upstream);
+    push.push_image("deckhouse/ee", None, &component)
+        .await
+        .unwrap();
+    push.push_image("deckhouse/ee", Some("v1.70.0"), &release)
+        .await
+        .unwrap();
+
+    let replicas = [
+        replica(&server, "master-a", &upstream, None).await,
+        replica(&server, "master-b", &upstream, None).await,
+        replica(&server, "master-c", &upstream, None).await,
+    ];
+    until(
+        "three full replicas in the status",
+        Duration::from_secs(30),
+        async || {
+            let Some(status) = rstor.get("registry").await.unwrap().status else {
+                return false;
+            };
+            status.replicas.len() == 3
+                && status
+                    .replicas
+                    .iter()
+                    .all(|r| r.full == Some(true) && r.declared_digests == Some(2))
+        },
+    )
+    .await;
+    assert_eq!(replicas.iter().filter(|r| r.sync.is_leader()).count(), 1);
+    assert_fetched_once(&upstream, &[&release, &component]);
 }

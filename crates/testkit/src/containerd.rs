@@ -37,7 +37,7 @@ pub struct PullOptions {
     pub all_platforms: bool,
 }
 
-/// The default configuration: CRI plugin off, every path under `root`.
+/// The configuration [`Containerd::start`] writes: everything under `root`, CRI plugin off.
 fn default_config(root: &Path, socket: &Path) -> String {
     format!(
         "version = 2\n\
@@ -224,13 +224,6 @@ impl Containerd {
         Outcome::of(output)
     }
 
-    /// `PullImage` through the CRI plugin, as kubelet pulls: the registry configuration is
-    /// containerd's own (`config_path`), not `--hosts-dir`. The image id, or the gRPC error.
-    /// Needs a configuration with the CRI plugin on ([`Containerd::start_with`]).
-    pub async fn cri_pull(&self, reference: &str) -> Result<String, String> {
-        cri::pull_image(&self.socket, reference).await
-    }
-
     /// Bytes of downloads in progress (the content store's ingests): above zero while a pull
     /// is part-way through a blob.
     pub fn ingesting_bytes(&self) -> u64 {
@@ -246,6 +239,13 @@ impl Containerd {
             .filter_map(|entry| std::fs::metadata(entry.path().join("data")).ok())
             .map(|meta| meta.len())
             .sum()
+    }
+
+    /// `PullImage` through the CRI plugin, as kubelet pulls: the registry configuration is
+    /// containerd's own (`config_path`), not `--hosts-dir`. The image id, or the gRPC error.
+    /// Needs a configuration with the CRI plugin on ([`Containerd::start_with`]).
+    pub async fn cri_pull(&self, reference: &str) -> Result<String, String> {
+        cri::pull_image(&self.socket, reference).await
     }
 
     /// The private root directory.

@@ -220,6 +220,8 @@ impl Stream {
                     return self.finish();
                 }
                 Some(Err(error)) => {
+                    // Reset, stalled or too slow mid-body: avoided by the next requests too.
+                    self.relay.proxy.failed_to_answer(self.hop().name());
                     if let Some(broken) = self.resume(&error.to_string()).await {
                         return Some(Err(broken));
                     }

@@ -164,6 +164,90 @@ async fn a_silent_registry_is_abandoned_for_the_next_one() {
 }
 
 #[tokio::test]
+async fn a_silent_first_registry_costs_one_request_its_timeout_not_every_request() {
+    let (upstream, image) = upstream_with_blob(10_000).await;
+    // Accepts connections and never answers: a replica cut off mid-way still first in line.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_address = silent.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(socket);
+        }
+    });
+    let mut storage = dead_endpoint("/dkp");
+    storage.host = silent_address.to_string();
+    let layout = layout(
+        vec![
+            backend(BackendName::Storage, storage),
+            backend(BackendName::Upstream, endpoint(&upstream, "/dkp", None)),
+        ],
+        vec![],
+    );
+    let dropin = tempfile::tempdir().unwrap();
+    let headers_timeout = Duration::from_secs(2);
+    let agent = AgentUnderTest::start_with_timeouts(
+        &layout,
+        dropin.path(),
+        registry_client::Timeouts {
+            connect: Duration::from_secs(2),
+            response_headers: headers_timeout,
+            stall: Duration::from_secs(2),
+            total: Some(Duration::from_secs(30)),
+        },
+    )
+    .await;
+    let client = testkit::http_client(Some(&agent.running.ca_pem));
+    let get = async |url: String| {
+        let started = std::time::Instant::now();
+        let response = client.get(&url).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{url}");
+        response.bytes().await.unwrap();
+        started.elapsed()
+    };
+    let blob = &image.layers[0];
+    let blob_url = format!(
+        "https://{}/v2/system/deckhouse/big/blobs/{}",
+        agent.address(),
+        blob.digest
+    );
+    let config_url = format!(
+        "https://{}/v2/system/deckhouse/big/blobs/{}",
+        agent.address(),
+        image.config.digest
+    );
+    // The first request waits for the silent registry's timeout, then fails over.
+    let first = get(blob_url.clone()).await;
+    assert!(
+        first >= headers_timeout,
+        "the silent registry was not tried first: {first:?}"
+    );
+    // The next ones go to the answering registry first: no timeout each.
+    for url in [blob_url.clone(), config_url, blob_url] {
+        let took = get(url).await;
+        assert!(
+            took < Duration::from_millis(500),
+            "a request waited {took:?} on the avoided registry"
+        );
+    }
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the silent registry was asked once"
+    );
+    assert_eq!(
+        agent.sample(&format!(
+            "d8_registry_agent_target_avoidances_total{{target=\"{silent_address}\"}}"
+        )),
+        1
+    );
+    agent.running.stop().await;
+}
+
+#[tokio::test]
 async fn blobs_are_fetched_from_an_http2_registry_over_http1() {
     // docker-registry over TLS offers HTTP/2; the agent keeps one HTTP/1.1 connection per
     // stream so concurrent pulls are decrypted on every core, not serialised on one.

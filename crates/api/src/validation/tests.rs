@@ -380,6 +380,21 @@ fn registry_settings_fields_are_checked_when_written() {
     );
 }
 
+#[test]
+fn registry_gc_schedule_is_read_by_the_cron_parser_when_written() {
+    // Five fields, so the schema's pattern lets it through; a replica could never run it.
+    let denial = registry_denial(
+        json!({"mode": "Managed", "primary": {"upstream": {"host": "r"}},
+        "storage": {"cache": true, "garbageCollection": {"schedule": "61 3 * * *"}}}),
+    );
+    assert!(
+        denial.starts_with(
+            "spec.settings are not valid (version 1): storage.garbageCollection.schedule in body must be of type cron: \"61 3 * * *\" ("
+        ),
+        "{denial}"
+    );
+}
+
 // --- ModuleConfig webhook -----------------------------------------------------------------
 
 fn mc(name: &str, spec: Value) -> Value {

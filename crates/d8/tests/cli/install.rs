@@ -363,11 +363,28 @@ fn plural(kind: &str) -> Option<String> {
         return None;
     }
     let lower = kind.to_ascii_lowercase();
-    Some(if lower.ends_with("policy") {
+    // A consonant and `y` end in `ies` (policies, packagerepositories); a vowel and `y` do not.
+    let consonant_y =
+        lower.ends_with('y') && !lower[..lower.len() - 1].ends_with(['a', 'e', 'i', 'o', 'u']);
+    Some(if consonant_y {
         format!("{}ies", &lower[..lower.len() - 1])
     } else {
         format!("{lower}s")
     })
+}
+
+#[test]
+fn plurals_of_kinds() {
+    for (kind, want) in [
+        ("ModuleUpdatePolicy", Some("moduleupdatepolicies")),
+        ("PackageRepository", Some("packagerepositories")),
+        ("Gateway", Some("gateways")),
+        ("Application", Some("applications")),
+        ("T", None),
+        ("DynamicObject", None),
+    ] {
+        assert_eq!(plural(kind).as_deref(), want, "{kind}");
+    }
 }
 
 #[test]

@@ -17,6 +17,7 @@ mod module_hooks;
 mod module_kill;
 mod multinode;
 mod object_keeper;
+mod packages;
 mod rbac;
 mod release;
 mod storage;

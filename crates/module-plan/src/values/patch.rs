@@ -210,7 +210,7 @@ impl ValuesPatch {
 
     /// Applies the patch one operation at a time, skipping `remove`s of missing paths, as
     /// addon-operator replays stored patches over recomputed values.
-    pub(crate) fn apply_lenient(&self, doc: &Value) -> Result<Value, String> {
+    pub fn apply_lenient(&self, doc: &Value) -> Result<Value, String> {
         let mut out = doc.clone();
         for op in &self.operations {
             let mut next = out.clone();

@@ -6,7 +6,8 @@
 //! nothing corrupt or partial is kept (every stored blob re-hashes to its name, `tmp/` is empty),
 //! the next fault-free pull starts a fresh upstream fetch and is right, and the replica still
 //! answers. The trickle is the case of issue #25: without the throughput floor its fill stayed
-//! open for ever and every later pull joined it.
+//! open for ever and every later pull joined it. A reset, a stall or a short body mid-blob is
+//! resumed with a Range request (issue #25 point 2), so the first pull gets the right bytes.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -43,6 +44,15 @@ fn watched_remote(url: &str, credentials: bool) -> registry_client::Remote {
     })
     .remote(endpoint)
     .expect("remote")
+}
+
+/// Waits (up to 5 s) until no fill has a temporary file: the fill committed or discarded its
+/// content. A client may hold the whole verified blob a moment before the fill's commit.
+async fn fills_settled(replica: &common::Replica) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !tmp_entries(replica).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn tmp_entries(replica: &common::Replica) -> Vec<String> {
@@ -98,6 +108,7 @@ async fn no_fault_leaves_a_corrupt_blob_or_a_fill_that_never_ends() {
         .unwrap_or(Seen::Status(0));
         let took = started.elapsed();
         // What the fill left: a blob in the store must be the right one.
+        fills_settled(&replica).await;
         let digest: oci::Digest = blob.digest.parse().expect("digest");
         let kept = replica.store().blob_size(&digest).is_some();
         let gets_before = faulty.blob_gets();
@@ -149,4 +160,79 @@ async fn no_fault_leaves_a_corrupt_blob_or_a_fill_that_never_ends() {
     assert!(failures.is_empty(), "{failures:?}\n{report}");
     assert!(verify.removed.is_empty(), "{report}");
     assert!(tmp_entries(&replica).is_empty(), "{report}");
+}
+
+/// Issue #25 point 2 for the replica: a fill whose upstream stream breaks mid-blob (reset, cut
+/// short, stalled) continues with `Range: bytes=n-` from where it stopped, and the client that
+/// started it gets the whole, right blob — one fill, one resume, nothing corrupt kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_fill_continues_with_a_range_request() {
+    let faults = [Fault::ResetAtHalf, Fault::ShortBody, Fault::StallAtHalf];
+    let upstream = testkit::Upstream::start(UpstreamOptions::default()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let layout = testkit::image::Layout::new(dir.path()).expect("layout");
+    let image = ImageBuilder::new("resume")
+        .uncompressed()
+        .layers(&[LAYER; 3])
+        .build(&layout);
+    testkit::push::Registry::of(&upstream)
+        .push_image("deckhouse/ee", Some("v1"), &image)
+        .await
+        .expect("push to upstream");
+    let faulty = FaultyUpstream::start(&upstream, Fault::None).await;
+    let replica = common::start(Options {
+        upstream: Some(Upstream {
+            remote: watched_remote(&faulty.url(), true),
+            prefix: "system/deckhouse".into(),
+        }),
+        ..Options::default()
+    })
+    .await;
+    let http = client();
+    for (fault, blob) in faults.into_iter().zip(&image.layers) {
+        faulty.set_fault(fault);
+        let fills = replica.registry.fills_started();
+        let gets = faulty.blob_gets();
+        let seen = tokio::time::timeout(WITHIN * 2, async {
+            Seen::of(
+                http.get(format!(
+                    "{}/v2/system/deckhouse/blobs/{}",
+                    replica.read_url(),
+                    blob.digest
+                ))
+                .header("authorization", basic(NODE))
+                .send()
+                .await,
+                &blob.digest,
+            )
+            .await
+        })
+        .await
+        .unwrap_or(Seen::Status(0));
+        let name = fault.name();
+        assert_eq!(seen, Seen::Right, "{name}");
+        assert_eq!(
+            replica.registry.fills_started(),
+            fills + 1,
+            "{name}: one fill"
+        );
+        assert_eq!(
+            faulty.blob_gets(),
+            gets + 2,
+            "{name}: the broken GET and one Range GET"
+        );
+        assert!(faulty.injected() > 0, "{name}: the fault struck");
+        fills_settled(&replica).await;
+        let digest: oci::Digest = blob.digest.parse().expect("digest");
+        assert_eq!(
+            replica.store().blob_size(&digest),
+            Some(blob.size),
+            "{name}"
+        );
+    }
+    faulty.set_fault(Fault::None);
+    let verify = replica.store().verify().expect("verify");
+    assert!(verify.removed.is_empty(), "{:?}", verify.removed);
+    assert_eq!(verify.verified, faults.len() as u64);
+    assert!(tmp_entries(&replica).is_empty());
 }

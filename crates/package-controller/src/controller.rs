@@ -1,0 +1,262 @@
+//! The package controller's loop: while `d8 controller` holds the platform's Lease, every pass
+//! schedules the repositories' automatic scans, runs every unfinished PackageRepositoryOperation
+//! to its end (one status write per step) and loads the metadata of draft
+//! ApplicationPackageVersions, then reconciles every Application. A pass runs on every change to those kinds (debounced) and when
+//! the next scan is due.
+
+use std::time::Duration;
+
+use api::packages::{
+    Application, ApplicationPackageVersion, PackageRepository, PackageRepositoryOperation,
+    PackageRepositoryOperationSpec, UpdateOperation,
+};
+use futures_util::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ListParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+
+use crate::Error;
+use crate::applications::Applications;
+use crate::operation;
+use crate::repository::{self, Operations, Schedule};
+use crate::scan::{LABEL_OPERATION_TYPE, LABEL_REPOSITORY, LABEL_TRIGGER, Scanner, owner};
+use crate::versions;
+
+/// Steps one operation may take in a pass (a bound, not a limit users meet: one per package).
+const MAX_STEPS: usize = 10_000;
+
+/// Timings and directories of the controller.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// After a failed pass or a version whose metadata could not be loaded.
+    pub retry: Duration,
+    /// How long changes are collected before the pass they trigger.
+    pub debounce: Duration,
+    /// Where Applications' package bundles are downloaded (one directory per version).
+    pub packages_dir: std::path::PathBuf,
+    /// The running Deckhouse version, for versions' `requirements.deckhouse` (not checked
+    /// when unknown, as for modules).
+    pub deckhouse_version: Option<semver::Version>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            retry: Duration::from_secs(30),
+            debounce: Duration::from_millis(200),
+            packages_dir: std::env::temp_dir().join("d8-packages"),
+            deckhouse_version: None,
+        }
+    }
+}
+
+/// The package controller.
+#[derive(Clone)]
+pub struct Controller {
+    client: Client,
+    scanner: Scanner,
+    registries: registry_client::Client,
+    applications: std::sync::Arc<Applications>,
+    options: Options,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Controller {
+    /// A controller on `client`.
+    pub fn new(client: Client, options: Options) -> Self {
+        let registries = registry_client::Client::new(registry_client::Config::default());
+        Self {
+            scanner: Scanner::new(client.clone(), registries.clone()),
+            applications: std::sync::Arc::new(
+                Applications::new(
+                    client.clone(),
+                    registries.clone(),
+                    options.packages_dir.clone(),
+                )
+                .with_deckhouse_version(options.deckhouse_version.clone()),
+            ),
+            client,
+            registries,
+            options,
+        }
+    }
+
+    /// Runs passes until `stopped` resolves.
+    pub async fn run(&self, stopped: impl std::future::Future<Output = ()>) {
+        tokio::pin!(stopped);
+        let ops = watcher(
+            Api::<PackageRepositoryOperation>::all(self.client.clone()),
+            Default::default(),
+        )
+        .map(|e| e.is_ok());
+        let repos = watcher(
+            Api::<PackageRepository>::all(self.client.clone()),
+            Default::default(),
+        )
+        .map(|e| e.is_ok());
+        let apvs = watcher(
+            Api::<ApplicationPackageVersion>::all(self.client.clone()),
+            Default::default(),
+        )
+        .map(|e| e.is_ok());
+        let apps = watcher(
+            Api::<Application>::all(self.client.clone()),
+            Default::default(),
+        )
+        .map(|e| e.is_ok());
+        let events = futures_util::stream::select(
+            futures_util::stream::select(ops, apps),
+            futures_util::stream::select(repos, apvs),
+        );
+        tokio::pin!(events);
+        loop {
+            let wait = match self.pass().await {
+                Ok(next) => next,
+                Err(e) => {
+                    tracing::warn!(error = %e, "package controller pass failed");
+                    self.options.retry
+                }
+            };
+            let sleep = tokio::time::sleep(wait);
+            tokio::pin!(sleep);
+            tokio::select! {
+                _ = &mut stopped => return,
+                _ = &mut sleep => {}
+                event = events.next() => match event {
+                    None => return,
+                    Some(ok) => {
+                        // Our own writes come back as events: the debounce folds them.
+                        let pause = if ok { self.options.debounce } else { Duration::from_secs(1) };
+                        tokio::time::sleep(pause).await;
+                    }
+                },
+            }
+        }
+    }
+
+    /// One pass; returns when the next one is due.
+    pub async fn pass(&self) -> Result<Duration, Error> {
+        let mut next = self.schedule_scans().await?;
+        let ops: Api<PackageRepositoryOperation> = Api::all(self.client.clone());
+        let list = ops
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::kube("list PackageRepositoryOperations", e))?;
+        for op in list.items {
+            let name = op.name_any();
+            let mut current = op;
+            for _ in 0..MAX_STEPS {
+                if !self.scanner.step(&current).await? {
+                    break;
+                }
+                current = ops
+                    .get(&name)
+                    .await
+                    .map_err(|e| Error::kube("get PackageRepositoryOperation", e))?;
+            }
+        }
+        let apvs: Api<ApplicationPackageVersion> = Api::all(self.client.clone());
+        let list = apvs
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::kube("list ApplicationPackageVersions", e))?;
+        for apv in list.items.iter().filter(|a| versions::needs_metadata(a)) {
+            if let Err(e) = versions::load(&self.client, &self.registries, apv).await {
+                tracing::warn!(version = %apv.name_any(), error = %e, "metadata not loaded");
+                next = next.min(self.options.retry);
+            }
+        }
+        if self.applications.pass().await? {
+            next = next.min(self.options.retry);
+        }
+        Ok(next)
+    }
+
+    /// Creates the automatic operations that are due; returns when the next one is.
+    async fn schedule_scans(&self) -> Result<Duration, Error> {
+        let repos: Api<PackageRepository> = Api::all(self.client.clone());
+        let ops: Api<PackageRepositoryOperation> = Api::all(self.client.clone());
+        let repos = repos
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::kube("list PackageRepositories", e))?;
+        let all_ops = ops
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::kube("list PackageRepositoryOperations", e))?;
+        let now = jiff::Timestamp::now();
+        let mut next = repository::DEFAULT_INTERVAL;
+        for repo in repos.items {
+            if repo.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let name = repo.name_any();
+            let mine: Vec<&PackageRepositoryOperation> = all_ops
+                .items
+                .iter()
+                .filter(|o| o.spec.package_repository_name == name)
+                .collect();
+            let newest = mine
+                .iter()
+                .filter_map(|o| o.metadata.creation_timestamp.as_ref().map(|t| t.0))
+                .max();
+            let state = Operations {
+                count: mine.len(),
+                unfinished: mine.iter().any(|o| {
+                    operation::next_step(&o.status.clone().unwrap_or_default())
+                        != operation::Step::Done
+                }),
+                newest_age: newest
+                    .map(|t| Duration::from_secs(now.duration_since(t).as_secs().max(0) as u64)),
+            };
+            let interval = repository::interval(repo.spec.scan_interval.as_deref());
+            match repository::schedule(interval, state) {
+                Schedule::Wait(d) => next = next.min(d),
+                Schedule::Create { full_scan } => {
+                    let op = PackageRepositoryOperation {
+                        metadata: ObjectMeta {
+                            name: Some(repository::operation_name(&name, now.as_second())),
+                            labels: Some(
+                                [
+                                    (LABEL_REPOSITORY.to_owned(), name.clone()),
+                                    (LABEL_TRIGGER.to_owned(), "auto".to_owned()),
+                                    (
+                                        LABEL_OPERATION_TYPE.to_owned(),
+                                        api::packages::OPERATION_UPDATE.to_owned(),
+                                    ),
+                                ]
+                                .into(),
+                            ),
+                            owner_references: Some(vec![owner(&repo)]),
+                            ..Default::default()
+                        },
+                        spec: PackageRepositoryOperationSpec {
+                            package_repository_name: name.clone(),
+                            type_: api::packages::OPERATION_UPDATE.into(),
+                            update: Some(UpdateOperation {
+                                full_scan: Some(full_scan),
+                                timeout: Some("5m".into()),
+                            }),
+                        },
+                        status: None,
+                    };
+                    match ops.create(&PostParams::default(), &op).await {
+                        Ok(_) => tracing::info!(repository = %name, "scan scheduled"),
+                        Err(kube::Error::Api(e)) if e.code == 409 => {}
+                        Err(e) => return Err(Error::kube("create PackageRepositoryOperation", e)),
+                    }
+                    next = next.min(interval);
+                }
+            }
+        }
+        Ok(next)
+    }
+}
