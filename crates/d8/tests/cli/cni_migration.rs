@@ -199,10 +199,19 @@ pub(crate) fn phase(admin: &Path) -> String {
 #[tokio::test]
 async fn switching_the_cni_runs_every_phase_and_survives_a_killed_manager() {
     testkit::install_crypto();
-    let apiserver = Apiserver::start(&[]).await;
-    let admin = apiserver.admin();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
+    let requests = d.join("requests.jsonl");
+    let apiserver = Apiserver::start_with(&crate::rbac::apiserver_flags(
+        &["cni-migration-manager", "cni-migration-agent"],
+        &requests,
+    ))
+    .await;
+    let admin = apiserver.admin();
+    // The manager and the agents run as their ServiceAccounts with the chart's roles.
+    crate::rbac::apply_chart_rbac(&admin);
+    let manager_sa = apiserver.kubeconfig("system-serviceaccount-d8-system-cni-migration-manager");
+    let agent_sa = apiserver.kubeconfig("system-serviceaccount-d8-system-cni-migration-agent");
 
     for ns in ["app", "d8-cni-cilium"] {
         kubectl_ok(&admin, &["create", "namespace", ns]);
@@ -313,11 +322,11 @@ async fn switching_the_cni_runs_every_phase_and_survives_a_killed_manager() {
     .await;
 
     let dirs: Vec<NodeDirs> = nodes.iter().map(|n| node_dirs(d, n)).collect();
-    let mut manager1 = manager(&admin, d, "manager-1.log");
+    let mut manager1 = manager(&manager_sa, d, "manager-1.log");
     let mut agents: Vec<Option<Service>> = nodes
         .iter()
         .zip(&dirs)
-        .map(|(n, dirs)| Some(agent(&admin, d, n, dirs)))
+        .map(|(n, dirs)| Some(agent(&agent_sa, d, n, dirs)))
         .collect();
 
     // Cleaning done everywhere, the target CNI not ready: the manager waits.
@@ -375,7 +384,7 @@ async fn switching_the_cni_runs_every_phase_and_survives_a_killed_manager() {
     manager1.kill();
     agents[2].take().unwrap().kill();
     kubectl_ok(&admin, &["delete", "node", "n3"]);
-    let _manager2 = manager(&admin, d, "manager-2.log");
+    let _manager2 = manager(&manager_sa, d, "manager-2.log");
     eventually("n3 reported", || {
         get(
             &admin,
@@ -486,4 +495,19 @@ async fn switching_the_cni_runs_every_phase_and_survives_a_killed_manager() {
         }
     }
     assert_eq!(seen, PHASES, "phases as a watcher saw them");
+
+    // Their calls, verbs included, are exactly what the chart's roles grant them.
+    tokio::time::sleep(Duration::from_millis(500)).await; // the log is written every 200 ms
+    crate::rbac::assert_role_matches(
+        &requests,
+        &crate::rbac::service_account("cni-migration-manager"),
+        "cni-migration-manager",
+        &[],
+    );
+    crate::rbac::assert_role_matches(
+        &requests,
+        &crate::rbac::service_account("cni-migration-agent"),
+        "cni-migration-agent",
+        &[],
+    );
 }

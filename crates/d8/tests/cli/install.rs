@@ -379,7 +379,8 @@ fn resources_used_by(entry: &str) -> BTreeSet<String> {
         }
         let text = std::fs::read_to_string(&path).unwrap();
         let text = text.split("#[cfg(test)]").next().unwrap();
-        for pattern in ["Api<", "Api::<"] {
+        // `Api` of a kind, and the module manager's generic helpers over one.
+        for pattern in ["Api<", "Api::<", "api::<", "get_opt::<", "watch::<"] {
             for piece in text.split(pattern).skip(1) {
                 let kind: String = piece
                     .chars()

@@ -87,7 +87,7 @@ impl Apiserver {
 /// registry with a client pushing into it, and a scratch directory holding an image layout.
 pub(crate) struct Stage {
     /// Runs while the stage lives.
-    _apiserver: Apiserver,
+    pub(crate) apiserver: Apiserver,
     pub(crate) admin: PathBuf,
     pub(crate) upstream: testkit::Upstream,
     pub(crate) push: testkit::push::Registry,
@@ -97,15 +97,20 @@ pub(crate) struct Stage {
 
 impl Stage {
     pub(crate) async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// The stage with `d8 apiserver` taking extra flags.
+    pub(crate) async fn start_with(flags: &[String]) -> Self {
         testkit::install_crypto();
-        let apiserver = Apiserver::start(&[]).await;
+        let apiserver = Apiserver::start_with(flags).await;
         let admin = apiserver.admin();
         let upstream = testkit::Upstream::start_plain().await;
         let push = testkit::push::Registry::of(&upstream);
         let dir = tempfile::tempdir().unwrap();
         let layout = testkit::image::Layout::new(&dir.path().join("layout")).unwrap();
         Self {
-            _apiserver: apiserver,
+            apiserver,
             admin,
             upstream,
             push,

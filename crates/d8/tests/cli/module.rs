@@ -86,15 +86,20 @@ pub(crate) async fn until(what: &str, mut done: impl FnMut() -> bool) {
 
 #[tokio::test]
 async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
-    let stage = Stage::start().await;
+    let requests = tempfile::tempdir().unwrap();
+    let log = requests.path().join("requests.jsonl");
+    let stage = Stage::start_with(&crate::rbac::apiserver_flags(&["deckhouse"], &log)).await;
     let Stage {
+        apiserver,
         admin,
         upstream,
         push,
         dir,
         layout,
-        ..
     } = &stage;
+    // The controller runs as ServiceAccount deckhouse with the chart's roles.
+    crate::rbac::apply_chart_rbac(admin);
+    let deckhouse = apiserver.kubeconfig("system-serviceaccount-d8-system-deckhouse");
     publish(push, layout, "echo", "v1.0.0").await;
     publish(push, layout, "hello", "v0.3.1").await;
 
@@ -104,7 +109,7 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
     command
         .arg("controller")
         .arg("--kubeconfig")
-        .arg(admin)
+        .arg(&deckhouse)
         .args(["--identity", "test-controller", "--without-release-engine"])
         .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
         .arg("--downloaded-modules-dir")
@@ -187,6 +192,14 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
         "{releases}"
     );
     assert!(!downloaded.join("modules/910-hello").exists());
+    // Every call the controller made is granted by deckhouse's role in the chart.
+    tokio::time::sleep(Duration::from_millis(500)).await; // the log is written every 200 ms
+    crate::rbac::assert_calls_granted(
+        &log,
+        &crate::rbac::service_account("deckhouse"),
+        "deckhouse",
+        &[],
+    );
 
     // The module in maintenance is on the controller's /metrics.
     let url = format!("http://127.0.0.1:{metrics_port}/metrics");

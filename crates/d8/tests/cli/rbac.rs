@@ -107,6 +107,72 @@ pub(crate) fn assert_role_matches(
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
+/// Fails when `user` called something in `log` that `component`'s role does not grant, but for
+/// the `beyond` calls (verb, group/resource, what grants them instead) — for a component whose
+/// every path no single test reaches, so unused grants are not judged.
+pub(crate) fn assert_calls_granted(
+    log: &Path,
+    user: &str,
+    component: &str,
+    beyond: &[(&str, &str, &str)],
+) {
+    let called = called(log, user);
+    assert!(
+        !called.is_empty(),
+        "{user} called nothing in {}",
+        log.display()
+    );
+    let beyond: BTreeSet<Call> = beyond
+        .iter()
+        .map(|(verb, res, _why)| ((*verb).to_owned(), (*res).to_owned()))
+        .collect();
+    let called: BTreeSet<Call> = called.difference(&beyond).cloned().collect();
+    let found: Vec<String> = problems(component, &called, &granted(component), &[])
+        .into_iter()
+        .filter(|problem| !problem.contains("which nothing called"))
+        .collect();
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The user a component's ServiceAccount authenticates as (`--user` of `d8 apiserver`).
+pub(crate) fn service_account(component: &str) -> String {
+    format!("system:serviceaccount:d8-system:{component}")
+}
+
+/// `d8 apiserver` flags for a test checking `components`: each one's ServiceAccount user, and
+/// the request log written to `log`.
+pub(crate) fn apiserver_flags(components: &[&str], log: &Path) -> Vec<String> {
+    let mut flags = vec!["--request-log".to_owned(), log.display().to_string()];
+    for component in components {
+        flags.push("--user".to_owned());
+        flags.push(service_account(component));
+    }
+    flags
+}
+
+/// Applies the chart's ServiceAccounts, roles and bindings (`helm template --show-only
+/// templates/rbac.yaml`, defaults) with `admin`: the API server then authorizes each component
+/// by exactly what the chart grants it.
+pub(crate) fn apply_chart_rbac(admin: &Path) {
+    let helm = std::env::var("HELM").unwrap_or_else(|_| "helm".into());
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/deckhouse");
+    let output = std::process::Command::new(helm)
+        .arg("template")
+        .arg("deckhouse")
+        .arg(&chart)
+        .args(["-n", "d8-system", "--show-only", "templates/rbac.yaml"])
+        .output()
+        .expect("run helm");
+    assert!(
+        output.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &output.stdout).unwrap();
+    crate::kubectl_ok(admin, &["apply", "-f", &file.path().display().to_string()]);
+}
+
 #[test]
 fn calls_and_grants_are_compared_both_ways() {
     let set = |items: &[(&str, &str)]| -> BTreeSet<Call> {

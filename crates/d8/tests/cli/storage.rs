@@ -287,9 +287,17 @@ async fn two_replica_processes_fill_replicate_and_a_follower_takes_over_after_ki
         .push_image("deckhouse/ee", Some("v1.70.0"), &image)
         .await
         .unwrap();
-    let server = crate::Apiserver::start(&[]).await;
-    let admin = server.admin();
     let dir = tempfile::tempdir().unwrap();
+    let requests = dir.path().join("requests.jsonl");
+    let server = crate::Apiserver::start_with(&crate::rbac::apiserver_flags(
+        &["registry-storage"],
+        &requests,
+    ))
+    .await;
+    let admin = server.admin();
+    // The replicas run as the chart's ServiceAccount, with only what its roles grant.
+    crate::rbac::apply_chart_rbac(&admin);
+    let replica = server.kubeconfig("system-serviceaccount-d8-system-registry-storage");
     std::fs::write(
         dir.path().join("rstor.yaml"),
         "apiVersion: deckhouse.io/v1alpha1\nkind: RegistryStorage\nmetadata:\n  name: registry\nspec: {}\n",
@@ -307,14 +315,14 @@ async fn two_replica_processes_fill_replicate_and_a_follower_takes_over_after_ki
     let (a, a_url) = start_member(
         &dir.path().join("a"),
         "master-a",
-        &admin,
+        &replica,
         &upstream.url(),
         image.digest(),
     );
     let (b, b_url) = start_member(
         &dir.path().join("b"),
         "master-b",
-        &admin,
+        &replica,
         &upstream.url(),
         image.digest(),
     );
@@ -388,6 +396,26 @@ async fn two_replica_processes_fill_replicate_and_a_follower_takes_over_after_ki
         let bytes = response.bytes().await.unwrap();
         assert_eq!(oci::Digest::sha256(&bytes).to_string(), blob.digest);
     }
+    // Their calls, verbs included, are exactly what the chart's roles grant them.
+    tokio::time::sleep(Duration::from_millis(500)).await; // the log is written every 200 ms
+    crate::rbac::assert_role_matches(
+        &requests,
+        &crate::rbac::service_account("registry-storage"),
+        "registry-storage",
+        &[
+            (
+                "list",
+                "deckhouse.io/deckhousereleases",
+                "--expected-from-cluster computes the expected set from the releases; this \
+                 test names it with --expected-root (storage-kube's gc tests cover the listing)",
+            ),
+            (
+                "list",
+                "deckhouse.io/modulereleases",
+                "--expected-from-cluster adds deployed modules' images; not given here",
+            ),
+        ],
+    );
 }
 
 /// A TCP proxy in front of the upstream that forwards responses at `bytes_per_second` and
