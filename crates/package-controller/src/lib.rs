@@ -20,6 +20,7 @@
 
 pub mod application;
 pub mod applications;
+pub mod bookkeeping;
 pub mod compat;
 pub mod controller;
 mod error;
