@@ -4,17 +4,15 @@
 //! ApplicationPackageVersions, then reconciles every Application. A pass runs on every change to those kinds (debounced) and when
 //! the next scan is due.
 
-use std::time::Duration;
-
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use api::packages::{
     Application, ApplicationPackage, ApplicationPackageVersion, PackageRepository,
     PackageRepositoryOperation, PackageRepositoryOperationSpec, UpdateOperation,
 };
 use futures_util::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
@@ -24,6 +22,7 @@ use crate::Error;
 use crate::applications::Applications;
 use crate::bookkeeping;
 use crate::operation;
+use crate::registry::PackageImages;
 use crate::repository::{self, Operations, Schedule};
 use crate::scan::{LABEL_OPERATION_TYPE, LABEL_REPOSITORY, LABEL_TRIGGER, Scanner, owner};
 use crate::versions;
@@ -259,6 +258,40 @@ impl Controller {
         Ok(())
     }
 
+    /// Records in `status.partialScanAvailable` whether the repository's registry pages tag
+    /// lists (a registry that cannot be reached is left for the scan to report).
+    async fn probe_pagination(&self, repo: &PackageRepository) -> Result<(), Error> {
+        let name = repo.name_any();
+        let pages = match PackageImages::new(&self.registries, &repo.spec.registry) {
+            Ok(images) => images.pages_tags().await,
+            Err(e) => Err(e),
+        };
+        let pages = match pages {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(repository = %name, error = %e, "pagination support not checked");
+                return Ok(());
+            }
+        };
+        let known = repo
+            .status
+            .as_ref()
+            .and_then(|s| s.partial_scan_available)
+            .unwrap_or(false);
+        if pages == known {
+            return Ok(());
+        }
+        Api::<PackageRepository>::all(self.client.clone())
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"partialScanAvailable": pages}})),
+            )
+            .await
+            .map_err(|e| Error::kube("update PackageRepository partialScanAvailable", e))?;
+        Ok(())
+    }
+
     /// Records the repository's registry spec checksum; when it changed, annotates its
     /// Applications `registry-spec-changed` first.
     async fn registry_checksum(&self, repo: &PackageRepository) -> Result<(), Error> {
@@ -347,6 +380,7 @@ impl Controller {
             match repository::schedule(interval, state) {
                 Schedule::Wait(d) => next = next.min(d),
                 Schedule::Create { full_scan } => {
+                    self.probe_pagination(&repo).await?;
                     let op = PackageRepositoryOperation {
                         metadata: ObjectMeta {
                             name: Some(repository::operation_name(&name, now.as_second())),

@@ -159,6 +159,11 @@ async fn repositories_and_applications_are_kept_as_deckhouse_keeps_them() {
     let push = Registry::of(&upstream);
     push_echo(&push, &layout, "packages").await;
     push_echo(&push, &layout, "mirror").await;
+    // A second tag in `packages`, so that a page of one tag would be shorter.
+    let marker = ImageBuilder::new("packages-zzz").build(&layout);
+    push.push_image("packages", Some("zzz"), &marker)
+        .await
+        .unwrap();
     let controller = Controller::new(
         client.clone(),
         Options {
@@ -195,6 +200,11 @@ async fn repositories_and_applications_are_kept_as_deckhouse_keeps_them() {
     );
     let main = repos.get("main").await.unwrap();
     let checksum = main.annotations()[ANNOTATION_CHECKSUM].clone();
+    // Deckhouse's pagination probe (a listing limited to one tag against the full one):
+    // Debian's docker-registry answers `?n=1` with every tag, so it does not page and
+    // `partialScanAvailable` stays unset.
+    let partial = |r: &PackageRepository| r.status.as_ref().and_then(|s| s.partial_scan_available);
+    assert_eq!(partial(&main), None);
     assert_eq!(checksum.len(), 32);
 
     // An Application is owned by its version and package, neither controlling it.
