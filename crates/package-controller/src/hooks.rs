@@ -9,7 +9,7 @@
 //!
 //! Every binding runs: `onStartup` when the controller first installs the Application (and
 //! after it restarts, or when the version changes), `kubernetes` (Synchronization, then
-//! events) and `schedule` from then on ([`instance`]), `beforeHelm`/`afterHelm` around each
+//! events) and `schedule` from then on, `beforeHelm`/`afterHelm` around each
 //! release, `afterDeleteHelm` once the release is removed. What the hooks patch is compacted
 //! and kept in the Application's namespace ([`stored`]) and replayed over its settings; a
 //! hook run between passes that changes it wakes the controller, which releases again.
