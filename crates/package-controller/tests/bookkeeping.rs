@@ -301,4 +301,26 @@ async fn repositories_and_applications_are_kept_as_deckhouse_keeps_them() {
             .current_version
             .is_some()
     );
+
+    // The repository that made the package is deleted: its versions and the package go with
+    // it (their owner), as Kubernetes' garbage collector deletes dependents.
+    repos
+        .delete("main", &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut gone = false;
+    for _ in 0..100 {
+        if packages.get_opt("echo").await.unwrap().is_none()
+            && versions
+                .get_opt("main-echo-v1.0.0")
+                .await
+                .unwrap()
+                .is_none()
+        {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(gone, "package and versions of a deleted repository stay");
 }
