@@ -1,7 +1,8 @@
 //! An Application's hooks between passes: `onStartup` at their start, one watch per
 //! `kubernetes` binding — in the Application's namespace only, whatever namespace the binding
-//! names — feeding its [`Monitor`] (the first list is the Synchronization run, later changes
-//! Event runs), one task firing the `schedule` bindings, and one worker running what those
+//! names — feeding its [`Monitor`] (the first list is the Synchronization run, before the
+//! release unless the binding sets `waitForSynchronization: false`; later changes are Event
+//! runs), one task firing the `schedule` bindings, and one worker running what those
 //! queue, one hook at a time with the Application's current values.
 
 use std::collections::BTreeMap;
@@ -144,12 +145,17 @@ pub(crate) async fn start(
     for (i, hook) in shared.hooks.iter().enumerate() {
         for binding in &hook.config.kubernetes {
             let first = watch(inner, &shared, i, binding, tx.clone(), &mut instance.tasks).await?;
-            firsts.push((i, binding.name.clone(), first));
+            firsts.push((
+                i,
+                binding.name.clone(),
+                binding.wait_for_synchronization,
+                first,
+            ));
         }
     }
     {
         let _one = shared.lock.lock().await;
-        for (i, name, first) in firsts {
+        for (i, name, wait, first) in firsts {
             let hook = &shared.hooks[i].name;
             let failed = |m: String| Error::Install(plan::hook_failure(false, hook, &m));
             let first = tokio::time::timeout(FIRST_LIST_TIMEOUT, first)
@@ -168,10 +174,18 @@ pub(crate) async fn start(
                     )));
                 }
             };
-            if let Some(context) = context {
-                let values = inner.values(app, &shared.settings()).await?;
-                let contexts = vec![shared.with_snapshots(i, context)];
-                inner.run_hook(&shared, i, contexts, values).await?;
+            // `waitForSynchronization: false`: the Synchronization runs after the release,
+            // with the events.
+            match context {
+                Some(context) if wait => {
+                    let values = inner.values(app, &shared.settings()).await?;
+                    let contexts = vec![shared.with_snapshots(i, context)];
+                    inner.run_hook(&shared, i, contexts, values).await?;
+                }
+                Some(context) => {
+                    let _ = tx.send((i, context));
+                }
+                None => {}
             }
         }
     }
