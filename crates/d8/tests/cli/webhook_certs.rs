@@ -378,11 +378,5 @@ async fn the_controller_makes_injects_keeps_and_renews_the_charts_webhook_certif
     drop(second);
     // Every call the keeper (and the rest of the controller) made is granted by deckhouse's
     // role in the chart.
-    tokio::time::sleep(Duration::from_millis(500)).await; // the log is written every 200 ms
-    crate::rbac::assert_calls_granted(
-        &requests,
-        &crate::rbac::service_account("deckhouse"),
-        "deckhouse",
-        &[],
-    );
+    crate::rbac::assert_deckhouse_calls("webhook_certs", &requests).await;
 }
