@@ -220,3 +220,34 @@ fn every_container_of_the_chart_passes_flags_the_binary_takes() {
     // …and the only containers running something else are the sidecars from elsewhere.
     assert_eq!(others, BTreeSet::from(["kube-rbac-proxy".to_owned()]));
 }
+
+#[test]
+fn every_pod_runs_as_a_service_account_the_chart_creates() {
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/deckhouse");
+    for set in VALUE_SETS {
+        let rendered =
+            crate::module_render::render_dir(&chart, "deckhouse", "d8-system", set).unwrap();
+        let docs: Vec<Value> = rendered
+            .split("\n---\n")
+            .filter_map(|d| serde_saphyr::from_str::<Value>(d).ok())
+            .collect();
+        let accounts: BTreeSet<&str> = docs
+            .iter()
+            .filter(|d| d["kind"] == "ServiceAccount")
+            .filter_map(|d| d["metadata"]["name"].as_str())
+            .collect();
+        let mut used = 0;
+        for doc in &docs {
+            for (place, spec) in pod_specs(doc) {
+                if let Some(account) = spec["serviceAccountName"].as_str() {
+                    used += 1;
+                    assert!(
+                        accounts.contains(account),
+                        "{place} runs as ServiceAccount {account}, which the chart does not create ({accounts:?})"
+                    );
+                }
+            }
+        }
+        assert!(used >= 4, "{set:?}: {used} pods name a ServiceAccount");
+    }
+}

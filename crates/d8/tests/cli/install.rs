@@ -371,6 +371,10 @@ fn resources_used_by(entry: &str) -> BTreeSet<String> {
         }
         let text = std::fs::read_to_string(&path).unwrap();
         let text = text.split("#[cfg(test)]").next().unwrap();
+        // kube's event recorder writes events.k8s.io Events.
+        if text.contains("Recorder::new(") {
+            found.insert("events".to_owned());
+        }
         // `Api` of a kind, and the module manager's generic helpers over one.
         for pattern in ["Api<", "Api::<", "api::<", "get_opt::<", "watch::<"] {
             for piece in text.split(pattern).skip(1) {
