@@ -122,9 +122,18 @@ fn seconds_left(dir: &Path, pem: &str) -> i64 {
     end - now
 }
 
-/// `d8 webhook` serving the Secret's certificate answers a client that trusts only the
-/// Secret's `ca.crt` and reaches it by `host`.
-async fn served_to_a_client_trusting_the_ca(admin: &Path, dir: &Path, host: &str) {
+/// A ModuleConfig's AdmissionReview, as kube-apiserver sends it.
+const REVIEW: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"0f1e2d3c","kind":{"group":"deckhouse.io","version":"v1alpha1","kind":"ModuleConfig"},"resource":{"group":"deckhouse.io","version":"v1alpha1","resource":"moduleconfigs"},"name":"echo","operation":"CREATE","userInfo":{"username":"admin"},"object":{"apiVersion":"deckhouse.io/v1alpha1","kind":"ModuleConfig","metadata":{"name":"echo"},"spec":{"enabled":true}}}}"#;
+
+/// `d8 webhook` (as ServiceAccount d8-webhook, `webhook_kubeconfig`) serving the Secret's
+/// certificate answers a client that trusts only the Secret's `ca.crt` and reaches it by
+/// `host`: its health, and a ModuleConfig's review (which reads the rules' facts).
+async fn served_to_a_client_trusting_the_ca(
+    admin: &Path,
+    webhook_kubeconfig: &Path,
+    dir: &Path,
+    host: &str,
+) {
     for key in ["tls.crt", "tls.key", "ca.crt"] {
         std::fs::write(dir.join(key), secret_key(admin, "d8-webhook-tls", key)).unwrap();
     }
@@ -133,7 +142,7 @@ async fn served_to_a_client_trusting_the_ca(admin: &Path, dir: &Path, host: &str
     command
         .arg("webhook")
         .arg("--kubeconfig")
-        .arg(admin)
+        .arg(webhook_kubeconfig)
         .arg(format!("--listen-address=127.0.0.1:{port}"))
         .arg(format!("--tls-cert-file={}", dir.join("tls.crt").display()))
         .arg(format!(
@@ -157,6 +166,26 @@ async fn served_to_a_client_trusting_the_ca(admin: &Path, dir: &Path, host: &str
         }
     })
     .await;
+    let review = dir.join("review.json");
+    std::fs::write(&review, REVIEW).unwrap();
+    let output = Command::new(&curl)
+        .args(["-sf", "--cacert"])
+        .arg(&ca)
+        .args([
+            "--resolve",
+            &resolve,
+            "-H",
+            "Content-Type: application/json",
+        ])
+        .arg("--data-binary")
+        .arg(format!("@{}", review.display()))
+        .arg(format!(
+            "https://{host}:{port}/validate/v1alpha1/module-configs"
+        ))
+        .output()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&output.stdout);
+    assert!(answer.contains(r#""uid":"0f1e2d3c""#), "{answer}");
     webhook.stop();
 }
 
@@ -166,8 +195,11 @@ async fn the_controller_makes_injects_keeps_and_renews_the_charts_webhook_certif
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let requests = d.join("requests.jsonl");
-    let apiserver =
-        Apiserver::start_with(&crate::rbac::apiserver_flags(&["deckhouse"], &requests)).await;
+    let apiserver = Apiserver::start_with(&crate::rbac::apiserver_flags(
+        &["deckhouse", "d8-webhook"],
+        &requests,
+    ))
+    .await;
     let admin = apiserver.admin();
     kubectl_ok(
         &admin,
@@ -186,6 +218,7 @@ async fn the_controller_makes_injects_keeps_and_renews_the_charts_webhook_certif
     );
     // The controller runs as ServiceAccount deckhouse with the chart's roles (applied above).
     let deckhouse = apiserver.kubeconfig("system-serviceaccount-d8-system-deckhouse");
+    let d8_webhook = apiserver.kubeconfig("system-serviceaccount-d8-system-d8-webhook");
     let flags = chart_flags(&rendered);
     assert!(!flags.is_empty(), "the chart passes the keeper's flags");
     // Nothing is there before the controller.
@@ -250,7 +283,7 @@ async fn the_controller_makes_injects_keeps_and_renews_the_charts_webhook_certif
         "d8-webhook.d8-system.svc",
         "d8-webhook.d8-system.svc.cluster.local",
     ] {
-        served_to_a_client_trusting_the_ca(&admin, d, host).await;
+        served_to_a_client_trusting_the_ca(&admin, &d8_webhook, d, host).await;
     }
     let handler = d.join("handler.crt");
     std::fs::write(
@@ -374,9 +407,16 @@ async fn the_controller_makes_injects_keeps_and_renews_the_charts_webhook_certif
     .await;
     assert_eq!(secret_key(&admin, "d8-webhook-tls", "ca.crt"), ca);
     assert_eq!(bundles(&admin), [bundle.as_str(); 3].join(" "));
-    served_to_a_client_trusting_the_ca(&admin, d, "d8-webhook.d8-system.svc").await;
+    served_to_a_client_trusting_the_ca(&admin, &d8_webhook, d, "d8-webhook.d8-system.svc").await;
     drop(second);
     // Every call the keeper (and the rest of the controller) made is granted by deckhouse's
     // role in the chart.
     crate::rbac::assert_deckhouse_calls("webhook_certs", &requests).await;
+    // d8 webhook, as ServiceAccount d8-webhook, called exactly what its role grants.
+    crate::rbac::assert_role_matches(
+        &requests,
+        &crate::rbac::service_account("d8-webhook"),
+        "d8-webhook",
+        &[],
+    );
 }
