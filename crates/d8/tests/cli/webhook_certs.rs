@@ -420,3 +420,200 @@ async fn the_controller_makes_injects_keeps_and_renews_the_charts_webhook_certif
         &[],
     );
 }
+
+/// A kind with two versions, for a ConversionWebhook.
+const SPROCKETS: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: sprockets.example.io
+spec:
+  group: example.io
+  scope: Namespaced
+  names: {plural: sprockets, singular: sprocket, kind: Sprocket}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+  - name: v2
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+";
+
+const HANDLED: &str = r#"{"apiVersion": "deckhouse.io/v1alpha1", "kind": "ValidationWebhook", "metadata": {"name": "sprockets-cel"},
+  "validationObject": {"name": "sprockets-cel.example.deckhouse.io", "rules": [{"apiGroups": ["example.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["sprockets"]}]},
+  "handler": {"cel": "- expression: object.metadata.name.startsWith('s')\n"}, "context": []}"#;
+
+const CONVERTED: &str = r#"{"apiVersion": "deckhouse.io/v1alpha1", "kind": "ConversionWebhook", "metadata": {"name": "sprockets.example.io"},
+  "conversions": [
+    {"from": "v1", "to": "v2", "handler": {"python": "obj = DotMap(o)\nobj.apiVersion = \"example.io/v2\"\nreturn None, obj.toDict()"}},
+    {"from": "v2", "to": "v1", "handler": {"python": "obj = DotMap(o)\nobj.apiVersion = \"example.io/v1\"\nreturn None, obj.toDict()"}}]}"#;
+
+/// The `webhook-handler` container's arguments in the rendered chart, each path under a mount
+/// mapped to `dir` (the certificates, the hooks), listening on `listen`.
+fn handler_args(rendered: &str, dir: &Path, listen: &str) -> Vec<String> {
+    let doc = rendered
+        .split("\n---\n")
+        .find(|d| d.contains("kind: Deployment") && d.contains("\n  name: webhook-handler\n"))
+        .expect("the chart has Deployment webhook-handler");
+    let deployment: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .map(|a| {
+            if a.starts_with("--listen=") {
+                format!("--listen={listen}")
+            } else {
+                a.replace("/etc/webhook-handler/", &format!("{}/", dir.display()))
+                    .replace("=/hooks", &format!("={}/hooks", dir.display()))
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn webhook_handler_runs_from_the_charts_arguments_as_its_service_account() {
+    testkit::install_crypto();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let requests = d.join("requests.jsonl");
+    let apiserver = Apiserver::start_with(&crate::rbac::apiserver_flags(
+        &["deckhouse", "webhook-handler"],
+        &requests,
+    ))
+    .await;
+    let admin = apiserver.admin();
+    kubectl_ok(
+        &admin,
+        &["apply", "-f", &repo().join("crds").display().to_string()],
+    );
+    std::fs::write(d.join("sprockets.yaml"), SPROCKETS).unwrap();
+    kubectl_ok(
+        &admin,
+        &[
+            "apply",
+            "-f",
+            &d.join("sprockets.yaml").display().to_string(),
+        ],
+    );
+    let rendered = render(&["monitoring.enabled=false"]);
+    std::fs::write(d.join("chart.yaml"), &rendered).unwrap();
+    kubectl_ok(
+        &admin,
+        &[
+            "apply",
+            "--server-side",
+            "-f",
+            &d.join("chart.yaml").display().to_string(),
+        ],
+    );
+    let deckhouse = apiserver.kubeconfig("system-serviceaccount-d8-system-deckhouse");
+    let _controller = controller(&deckhouse, d, "controller", &chart_flags(&rendered));
+    eventually("the handler's Secret appears", || {
+        !secret_key(&admin, "webhook-handler-tls", "ca.crt").is_empty()
+    })
+    .await;
+    // The Secret's keys as the chart's volume projects them.
+    let certs = d.join("handler-certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    for key in ["tls.crt", "tls.key", "ca.crt"] {
+        std::fs::write(
+            certs.join(key),
+            secret_key(&admin, "webhook-handler-tls", key),
+        )
+        .unwrap();
+    }
+    let ca = secret_key(&admin, "webhook-handler-tls", "ca.crt");
+
+    let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
+    command
+        .args(handler_args(
+            &rendered,
+            &certs,
+            &format!("127.0.0.1:{}", free_port()),
+        ))
+        .arg("--kubeconfig")
+        .arg(apiserver.kubeconfig("system-serviceaccount-d8-system-webhook-handler"));
+    let mut handler = Service::spawn("d8 webhook-handler", command, d.join("handler.log")).unwrap();
+    for (name, object) in [("handled", HANDLED), ("converted", CONVERTED)] {
+        let file = d.join(format!("{name}.json"));
+        std::fs::write(&file, object).unwrap();
+        kubectl_ok(&admin, &["apply", "-f", &file.display().to_string()]);
+    }
+    for resource in [
+        "validationwebhook/sprockets-cel",
+        "conversionwebhook/sprockets.example.io",
+    ] {
+        eventually(&format!("{resource} is served"), || {
+            handler.assert_running();
+            jsonpath(&admin, &[resource], "{.status.conditions[0].status}") == "True"
+        })
+        .await;
+    }
+    // Registered behind the chart's Services with the Secret's CA.
+    let bundle = base64::engine::general_purpose::STANDARD.encode(&ca);
+    let config = [
+        "validatingwebhookconfiguration",
+        "d8-deckhouse-validating-webhook-handler",
+    ];
+    assert_eq!(
+        jsonpath(
+            &admin,
+            &config,
+            "{.webhooks[0].clientConfig.service.name} {.webhooks[0].clientConfig.caBundle}"
+        ),
+        format!("validating-webhook-handler {bundle}")
+    );
+    let crd = ["crd", "sprockets.example.io"];
+    assert_eq!(
+        jsonpath(
+            &admin,
+            &crd,
+            "{.spec.conversion.webhook.clientConfig.service.name} {.spec.conversion.webhook.clientConfig.caBundle}"
+        ),
+        format!("conversion-webhook-handler {bundle}")
+    );
+    // A ValidationWebhook deleted: the handler takes its registration away, then its finalizer.
+    kubectl_ok(
+        &admin,
+        &[
+            "delete",
+            "validationwebhook",
+            "sprockets-cel",
+            "--wait=false",
+        ],
+    );
+    eventually("the ValidationWebhook is gone", || {
+        !kubectl(&admin, &["get", "validationwebhook", "sprockets-cel"]).0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await; // the log is written every 200 ms
+    handler.stop();
+    crate::rbac::assert_role_matches(
+        &requests,
+        &crate::rbac::service_account("webhook-handler"),
+        "webhook-handler",
+        &[
+            (
+                "create",
+                "authentication.k8s.io/tokenreviews",
+                "its kube-rbac-proxy sidecar's, not this binary's",
+            ),
+            (
+                "create",
+                "authorization.k8s.io/subjectaccessreviews",
+                "its kube-rbac-proxy sidecar's, not this binary's",
+            ),
+            (
+                "create",
+                "admissionregistration.k8s.io/validatingwebhookconfigurations",
+                "kube-apiserver authorizes an apply that creates as create; d8 apiserver as patch",
+            ),
+        ],
+    );
+}
