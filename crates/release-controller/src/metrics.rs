@@ -11,7 +11,9 @@
 //! - `d8_updating_is_failed{version}`: 1 while the intermediate releases up to the channel's
 //!   `version` cannot be read from the registry (step-by-step update), 0 once they can;
 //! - `d8_migrated_module_not_found{module}`: 1 for a module of `migratedModules` that no
-//!   ModuleSource offers.
+//!   ModuleSource offers;
+//! - `d8_migrated_module_not_downloaded{module}`: 1 for each module of `migratedModules` that a
+//!   ModuleSource offers but that has no Deployed ModuleRelease yet.
 //!
 //! Label values are release and module names (bounded by the objects in the cluster), never a
 //! registry address or credential.
@@ -34,6 +36,7 @@ pub struct Metrics {
     updating_is_failed: Family<Labels, Gauge>,
     release_channel: Family<Labels, Gauge>,
     migrated_module_not_found: Family<Labels, Gauge>,
+    migrated_module_not_downloaded: Family<Labels, Gauge>,
     /// The `d8_release_info` labels last written per release, to replace them.
     release_info_labels: Mutex<HashMap<String, Labels>>,
 }
@@ -65,6 +68,11 @@ impl Metrics {
             "d8_migrated_module_not_found",
             "1 for a migrated module that no ModuleSource offers.",
             self.migrated_module_not_found.clone(),
+        );
+        registry.register(
+            "d8_migrated_module_not_downloaded",
+            "1 for a migrated module a ModuleSource offers that is not downloaded (deployed) yet.",
+            self.migrated_module_not_downloaded.clone(),
         );
     }
 
@@ -130,6 +138,16 @@ impl Metrics {
         }
     }
 
+    /// The migrated modules offered but not downloaded now (refilled on every check).
+    pub(crate) fn set_migrated_modules_not_downloaded(&self, modules: &[String]) {
+        self.migrated_module_not_downloaded.clear();
+        for module in modules {
+            self.migrated_module_not_downloaded
+                .get_or_create(&vec![("module", module.clone())])
+                .set(1);
+        }
+    }
+
     /// The families in Prometheus text format (for tests and simple endpoints).
     pub fn encode(&self) -> String {
         let mut registry = Registry::default();
@@ -188,6 +206,18 @@ mod tests {
             "{text}"
         );
         metrics.set_updating(None);
+        metrics.set_migrated_modules_not_downloaded(&["echo".into()]);
+        assert!(
+            metrics
+                .encode()
+                .contains("d8_migrated_module_not_downloaded{module=\"echo\"} 1")
+        );
+        metrics.set_migrated_modules_not_downloaded(&[]);
+        assert!(
+            !metrics
+                .encode()
+                .contains("d8_migrated_module_not_downloaded{")
+        );
         metrics.set_migrated_module_not_found(None);
         let text = metrics.encode();
         assert!(!text.contains("d8_is_updating{"), "{text}");

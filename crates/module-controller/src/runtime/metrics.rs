@@ -17,17 +17,17 @@
 //!
 //! prometheus-client names a counter's sample `<name>_total`, so the `_total` counters are
 //! registered without it; `deckhouse_live_ticks` has no `_total` in Deckhouse and is encoded
-//! by [`LiveTicks`].
+//! by [`BareCounter`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
-use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 use super::queue::{Queues, Task, TaskKind};
@@ -37,24 +37,29 @@ type Labels = Vec<(&'static str, String)>;
 /// How often `deckhouse_live_ticks` grows (shell-operator's tick).
 pub const LIVE_TICK: Duration = Duration::from_secs(10);
 
-/// A counter exposed under its own name, as Go's client exposes `deckhouse_live_ticks`
-/// (`# TYPE deckhouse_live_ticks counter`, sample `deckhouse_live_ticks`, no `_total`).
+/// A counter exposed under its own name, as Go's client exposes Deckhouse's counters without
+/// `_total` (`# TYPE deckhouse_live_ticks counter`, sample `deckhouse_live_ticks`): prometheus-client
+/// would append `_total` to a [`Counter`]'s sample.
 #[derive(Clone, Debug, Default)]
-pub struct LiveTicks(Arc<AtomicU64>);
+pub struct BareCounter(Arc<AtomicU64>);
 
-impl LiveTicks {
-    /// One more tick.
-    pub fn tick(&self) {
+impl BareCounter {
+    /// One more.
+    pub fn inc(&self) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The ticks so far.
+    /// The count so far.
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }
 
-impl EncodeMetric for LiveTicks {
+impl TypedMetric for BareCounter {
+    const TYPE: MetricType = MetricType::Counter;
+}
+
+impl EncodeMetric for BareCounter {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         encoder.encode_gauge(&self.get())
     }
@@ -80,7 +85,7 @@ pub struct QueueMetrics {
     head: Family<Labels, Gauge>,
     oldest: Family<Labels, Gauge>,
     waited: Family<Labels, Counter<f64, AtomicU64>>,
-    live_ticks: LiveTicks,
+    live_ticks: BareCounter,
     module_run_errors: Family<Labels, Counter>,
     module_delete_errors: Family<Labels, Counter>,
     discover_errors: Counter,
@@ -156,7 +161,7 @@ impl QueueMetrics {
     }
 
     /// The live ticks (the runtime ticks them every [`LIVE_TICK`]).
-    pub fn live_ticks(&self) -> &LiveTicks {
+    pub fn live_ticks(&self) -> &BareCounter {
         &self.live_ticks
     }
 
@@ -254,8 +259,8 @@ mod tests {
     #[test]
     fn live_ticks_is_a_counter_named_as_deckhouse_names_it() {
         let m = QueueMetrics::default();
-        m.live_ticks().tick();
-        m.live_ticks().tick();
+        m.live_ticks().inc();
+        m.live_ticks().inc();
         let text = encode(&m);
         assert!(
             text.contains("# TYPE deckhouse_live_ticks counter\ndeckhouse_live_ticks 2\n"),

@@ -230,7 +230,7 @@ impl Runtime {
                     self.finish(&queue, &task, result);
                 }
                 () = self.queue_view.wake.notified() => {}
-                _ = ticks.tick() => self.queue_metrics.live_ticks().tick(),
+                _ = ticks.tick() => self.queue_metrics.live_ticks().inc(),
                 () = tokio::time::sleep(next) => {}
             }
         }
