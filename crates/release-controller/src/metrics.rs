@@ -12,6 +12,8 @@
 //!   `version` cannot be read from the registry (step-by-step update), 0 once they can;
 //! - `d8_migrated_module_not_found{module}`: 1 for a module of `migratedModules` that no
 //!   ModuleSource offers;
+//! - `deckhouse_registry_errors` (counter, no `_total` as in Deckhouse): +1 each time the
+//!   release channel could not be read from the registry (`D8DeckhouseHasNoAccessToRegistry`);
 //! - `d8_migrated_module_not_downloaded{module}`: 1 for each module of `migratedModules` that a
 //!   ModuleSource offers but that has no Deployed ModuleRelease yet.
 //!
@@ -19,7 +21,11 @@
 //! registry address or credential.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::{MetricType, TypedMetric};
 
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -27,6 +33,38 @@ use prometheus_client::registry::Registry;
 use release_plan::deploy::ReleaseInfo;
 
 type Labels = Vec<(&'static str, String)>;
+
+/// A counter exposed under its own name, as Go's client exposes Deckhouse's counters without
+/// `_total` (`# TYPE deckhouse_live_ticks counter`, sample `deckhouse_live_ticks`): prometheus-client
+/// would append `_total` to a `Counter`'s sample.
+#[derive(Clone, Debug, Default)]
+pub struct BareCounter(Arc<AtomicU64>);
+
+impl BareCounter {
+    /// One more.
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The count so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl TypedMetric for BareCounter {
+    const TYPE: MetricType = MetricType::Counter;
+}
+
+impl EncodeMetric for BareCounter {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&self.get())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Counter
+    }
+}
 
 /// Every metric family of the release engine.
 #[derive(Debug, Default)]
@@ -37,6 +75,7 @@ pub struct Metrics {
     release_channel: Family<Labels, Gauge>,
     migrated_module_not_found: Family<Labels, Gauge>,
     migrated_module_not_downloaded: Family<Labels, Gauge>,
+    registry_errors: BareCounter,
     /// The `d8_release_info` labels last written per release, to replace them.
     release_info_labels: Mutex<HashMap<String, Labels>>,
 }
@@ -74,6 +113,16 @@ impl Metrics {
             "1 for a migrated module a ModuleSource offers that is not downloaded (deployed) yet.",
             self.migrated_module_not_downloaded.clone(),
         );
+        registry.register(
+            "deckhouse_registry_errors",
+            "Times the release channel could not be read from the registry.",
+            self.registry_errors.clone(),
+        );
+    }
+
+    /// One more failed read of the release channel from the registry.
+    pub(crate) fn registry_error(&self) {
+        self.registry_errors.inc();
     }
 
     /// Replaces the `d8_release_info` series of `release`.

@@ -100,7 +100,13 @@ mod tests {
 
     #[test]
     fn ingress_nginx_value_as_the_hook_stores_it() {
-        let table: &[(&str, Vec<IngressController>, Option<&str>, Option<bool>)] = &[
+        type Case<'a> = (
+            &'a str,
+            Vec<IngressController>,
+            Option<&'a str>,
+            Option<bool>,
+        );
+        let table: &[Case<'_>] = &[
             ("no controllers", vec![], Some("0.33"), None),
             (
                 "every version set",

@@ -5,6 +5,7 @@
 mod common;
 mod image_address;
 mod ingress_nginx;
+mod registry_access;
 
 use std::sync::Arc;
 use std::time::Duration;
