@@ -30,7 +30,11 @@
 //!   module source cannot create the step-by-step releases from `actualVersion` (the deployed
 //!   one) because the registry lacks a minor version before `version` (Deckhouse's module source
 //!   controller; `DeckhouseModuleUpdatingFailedBrokenSequence`), cleared on the module's next
-//!   successful check.
+//!   successful check;
+//! - `d8_edition_not_found{module="deckhouse"}`: 1 while neither the controller's edition nor
+//!   the `deckhouse` ModuleConfig's `settings.license.edition` names a known edition (`ce`,
+//!   `be`, `ee`, `se`, `se-plus`, `fe`), else 0 (Deckhouse's `deckhouse` module hook, whose
+//!   metrics carry the `module` label; `DeckhouseEditionNotFound`).
 //!
 //! Label values are module names (a bounded set); families are cleared and refilled on every
 //! pass (Deckhouse expires the group) so that a module that left a state does not linger as a
@@ -76,6 +80,17 @@ impl UpdatingFailure {
     }
 }
 
+/// The editions Deckhouse knows.
+const EDITIONS: [&str; 6] = ["ce", "be", "ee", "se", "se-plus", "fe"];
+
+/// Whether the controller's `edition` or the `deckhouse` ModuleConfig's
+/// `settings.license.edition` names a known edition (case-insensitive), as Deckhouse's
+/// `check_deckhouse_edition` hook decides.
+pub fn edition_found(edition: &str, license_edition: Option<&str>) -> bool {
+    let known = |e: &str| EDITIONS.contains(&e.to_lowercase().as_str());
+    known(edition) || license_edition.is_some_and(known)
+}
+
 fn v_prefixed(version: &str) -> String {
     if version.starts_with('v') {
         version.to_owned()
@@ -117,6 +132,7 @@ pub struct Metrics {
     configuration_error: Family<Labels, Gauge>,
     update_policy_not_found: Family<Labels, BareCounter>,
     broken_sequence: Family<Labels, Gauge>,
+    edition_not_found: Family<Labels, Gauge>,
     /// The `d8_module_release_info` labels last written per release, to replace them.
     module_release_labels: Arc<Mutex<HashMap<String, Labels>>>,
     /// Per module: the `deckhouse_module_configuration_error` and
@@ -169,10 +185,22 @@ impl Metrics {
             self.update_policy_not_found.clone(),
         );
         registry.register(
+            "d8_edition_not_found",
+            "1 while no known Deckhouse edition is configured.",
+            self.edition_not_found.clone(),
+        );
+        registry.register(
             "d8_module_updating_broken_sequence",
             "1 while a module's step-by-step releases cannot be created (a minor version is missing).",
             self.broken_sequence.clone(),
         );
+    }
+
+    /// `d8_edition_not_found`: whether no known edition was found.
+    pub(crate) fn set_edition_not_found(&self, not_found: bool) {
+        self.edition_not_found
+            .get_or_create(&vec![("module", "deckhouse".to_owned())])
+            .set(i64::from(not_found));
     }
 
     /// Refills `d8_module_config_obsolete_version` with `(name, version, latest)`.
@@ -533,6 +561,38 @@ mod tests {
             !metrics
                 .encode()
                 .contains("d8_module_updating_broken_sequence{")
+        );
+    }
+
+    #[test]
+    fn editions_as_deckhouse_finds_them() {
+        for (edition, license, want) in [
+            ("ce", None, true),
+            ("EE", None, true),
+            ("se-plus", None, true),
+            ("", Some("fe"), true),
+            ("unknown", Some("Be"), true),
+            ("", None, false),
+            ("unknown", Some("pro"), false),
+        ] {
+            assert_eq!(
+                edition_found(edition, license),
+                want,
+                "{edition} {license:?}"
+            );
+        }
+        let metrics = Metrics::default();
+        metrics.set_edition_not_found(true);
+        assert!(
+            metrics
+                .encode()
+                .contains("d8_edition_not_found{module=\"deckhouse\"} 1")
+        );
+        metrics.set_edition_not_found(false);
+        assert!(
+            metrics
+                .encode()
+                .contains("d8_edition_not_found{module=\"deckhouse\"} 0")
         );
     }
 }

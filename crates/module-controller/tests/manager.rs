@@ -232,6 +232,13 @@ async fn scanning_enabling_and_updating_per_policy() {
         c.releases("echo").await.is_empty(),
         "no release for a disabled module"
     );
+    // The edition (`ee`) is known: DeckhouseEditionNotFound stays silent.
+    assert!(
+        c.manager
+            .metrics()
+            .encode()
+            .contains("d8_edition_not_found{module=\"deckhouse\"} 0")
+    );
 
     // Enabling installs the channel version at once (apply-now on the first release).
     c.config(

@@ -142,6 +142,16 @@ impl Manager {
                 .iter()
                 .map(|(name, c)| (name.as_str(), allowed_to_disable(c))),
         );
+        let license_edition = all_configs
+            .get("deckhouse")
+            .and_then(|c| c.spec.settings.as_ref())
+            .and_then(|s| s.pointer("/license/edition"))
+            .and_then(serde_json::Value::as_str);
+        self.metrics
+            .set_edition_not_found(!crate::metrics::edition_found(
+                &self.facts.edition,
+                license_edition,
+            ));
         // `bundle` and the experimental modules from the `deckhouse` ModuleConfig (the
         // `--bundle` flag is the default).
         let facts = self.facts.with_deckhouse_settings(
