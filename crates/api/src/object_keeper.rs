@@ -92,7 +92,7 @@ pub struct FollowObjectRef {
 pub struct ObjectKeeperStatus {
     /// Conditions (type `Active`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::schema::condition_list")]
+    #[schemars(schema_with = "crate::schema::standard_condition_list")]
     pub conditions: Vec<Condition>,
     /// Details, e.g. "Following object v1/ConfigMap/x" or "TTL expires at …".
     #[serde(default, skip_serializing_if = "Option::is_none")]

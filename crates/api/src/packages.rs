@@ -77,7 +77,7 @@ pub struct ApplicationSpec {
 pub struct ApplicationStatus {
     /// Conditions (`Installed`, `Ready`, …), keyed by type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::schema::condition_map")]
+    #[schemars(schema_with = "crate::schema::standard_condition_map")]
     pub conditions: Vec<Condition>,
     /// The installed version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -426,7 +426,7 @@ pub struct PackageRegistry {
 pub struct PackageRepositoryStatus {
     /// Conditions (`LastOperationScanFinished`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::schema::condition_list")]
+    #[schemars(schema_with = "crate::schema::standard_condition_list")]
     pub conditions: Vec<Condition>,
     /// Human-readable state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -527,7 +527,7 @@ pub struct PackageRepositoryOperationStatus {
     pub completion_time: Option<Time>,
     /// Conditions (`Completed`), keyed by type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::schema::condition_map")]
+    #[schemars(schema_with = "crate::schema::standard_condition_map")]
     pub conditions: Vec<Condition>,
     /// Packages seen by the operation.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -34,11 +34,6 @@ pub(crate) fn condition_map(generator: &mut SchemaGenerator) -> Schema {
     schema
 }
 
-/// `metav1.Condition` list without list-map keys (ObjectKeeper, PackageRepository).
-pub(crate) fn condition_list(generator: &mut SchemaGenerator) -> Schema {
-    list_of::<Condition>(generator)
-}
-
 /// A Module-style condition list merged by `type` with a strategic-merge patch.
 pub(crate) fn patch_merge_by_type<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     let mut schema = list_of::<T>(generator);
@@ -63,14 +58,25 @@ fn list_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "array", "items": items })
 }
 
-/// `metav1.Condition` list as controller-gen emits it for Deckhouse's package-system kinds:
-/// Kubernetes' standard constraints (status `True`/`False`/`Unknown`, CamelCase `reason`, a
-/// qualified-name `type`, lengths), keyed by `type`.
-pub(crate) fn standard_condition_map(_: &mut SchemaGenerator) -> Schema {
+/// `metav1.Condition` list as controller-gen emits it for Deckhouse's package-system kinds
+/// (Application, PackageRepositoryOperation, Module v1beta1): Kubernetes' standard constraints
+/// (status `True`/`False`/`Unknown`, CamelCase `reason`, a qualified-name `type`, lengths), keyed
+/// by `type`.
+pub(crate) fn standard_condition_map(generator: &mut SchemaGenerator) -> Schema {
+    let mut schema = standard_condition_list(generator);
+    schema.insert("x-kubernetes-list-type".into(), "map".into());
+    schema.insert(
+        "x-kubernetes-list-map-keys".into(),
+        serde_json::json!(["type"]),
+    );
+    schema
+}
+
+/// [`standard_condition_map`]'s constraints on a plain list, as Deckhouse's PackageRepository and
+/// ObjectKeeper declare it (no list-map keys).
+pub(crate) fn standard_condition_list(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "array",
-        "x-kubernetes-list-type": "map",
-        "x-kubernetes-list-map-keys": ["type"],
         "items": {
             "type": "object",
             "description": "One aspect of the object's current state.",

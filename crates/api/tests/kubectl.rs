@@ -321,3 +321,102 @@ spec:
     let auth = node.spec.backends[0].auth.as_ref().expect("auth kept");
     assert_eq!(auth.secret_ref, None);
 }
+
+/// A status patch through kubectl: (success, stderr).
+async fn patch_status(s: &Server, args: &[&str], conditions: &str) -> (bool, String) {
+    let patch = format!("{{\"status\":{{\"conditions\":{conditions}}}}}");
+    let mut all: Vec<&str> = vec!["patch"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--subresource=status", "--type=merge", "-p", &patch]);
+    let (ok, _, err) = s.kubectl(&all, None).await;
+    (ok, err)
+}
+
+const READY: &str = r#"{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2025-01-01T00:00:00Z"}"#;
+
+/// Status conditions of Application, PackageRepositoryOperation, PackageRepository and
+/// ObjectKeeper carry Kubernetes' standard constraints, as Deckhouse's CRDs declare them: a
+/// controller's condition (`True`, CamelCase reason, empty message) is stored; a status other than
+/// `True`/`False`/`Unknown`, a reason that is not CamelCase, or a missing message is refused.
+/// Application and PackageRepositoryOperation key them by `type` (a second condition of one type
+/// is refused); PackageRepository and ObjectKeeper, like Deckhouse's, do not.
+#[tokio::test]
+async fn status_conditions_carry_kubernetes_standard_constraints() {
+    let s = Server::start().await;
+    s.apply_ok(
+        "apiVersion: deckhouse.io/v1alpha1
+kind: Application
+metadata:
+  name: nginx
+  namespace: default
+spec:
+  packageName: nginx
+  packageVersion: v1.2.3
+---
+apiVersion: deckhouse.io/v1alpha1
+kind: PackageRepositoryOperation
+metadata:
+  name: main-scan
+spec:
+  packageRepositoryName: main
+  type: Update
+---
+apiVersion: deckhouse.io/v1alpha1
+kind: PackageRepository
+metadata:
+  name: main
+spec:
+  registry:
+    repo: registry.example.com/packages
+---
+apiVersion: deckhouse.io/v1alpha1
+kind: ObjectKeeper
+metadata:
+  name: keep-for-a-day
+spec:
+  mode: TTL
+  ttl: 24h
+",
+    )
+    .await;
+    let objects: [&[&str]; 4] = [
+        &["application", "nginx", "-n", "default"],
+        &["packagerepositoryoperation", "main-scan"],
+        &["packagerepository", "main"],
+        &["objectkeeper", "keep-for-a-day"],
+    ];
+    for object in objects {
+        let (ok, err) = patch_status(&s, object, &format!("[{READY}]")).await;
+        assert!(ok, "{object:?}: {err}");
+        for (bad, says) in [
+            (
+                READY.replace("\"True\"", "\"Yes\""),
+                "Unsupported value: \"Yes\"",
+            ),
+            (
+                READY.replace("Reconciled", "not camel case"),
+                "status.conditions[0].reason",
+            ),
+            (
+                READY.replace(",\"message\":\"\"", ""),
+                "status.conditions[0].message: Required value",
+            ),
+        ] {
+            let (ok, err) = patch_status(&s, object, &format!("[{bad}]")).await;
+            assert!(!ok, "{object:?} took {bad}");
+            assert!(err.contains(says), "{object:?}: {err}");
+        }
+    }
+    for (object, keyed) in [
+        (objects[0], true),
+        (objects[1], true),
+        (objects[2], false),
+        (objects[3], false),
+    ] {
+        let (ok, err) = patch_status(&s, object, &format!("[{READY},{READY}]")).await;
+        assert_eq!(ok, !keyed, "{object:?}: {err}");
+        if keyed {
+            assert!(err.contains("Duplicate value"), "{object:?}: {err}");
+        }
+    }
+}

@@ -7,6 +7,8 @@
 
 use serde_json::{Map, Value};
 
+mod list_type;
+
 /// One field-level problem, shaped like a Kubernetes `StatusCause`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cause {
@@ -277,6 +279,7 @@ impl Structural {
                 }
             })
             .collect();
+        causes.extend(list_type::duplicates(&self.raw, obj));
         causes.dedup();
         causes
     }

@@ -93,6 +93,26 @@ impl std::fmt::Debug for Manager {
     }
 }
 
+/// Why a module has no update policy to follow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoPolicy {
+    /// The ModuleUpdatePolicy its ModuleConfig names does not exist.
+    NotFound(String),
+    /// The policy holds its releases (`Ignore`) or cannot be read (the message).
+    Refused(String),
+}
+
+impl std::fmt::Display for NoPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotFound(name) => {
+                f.write_str(&api::module_release::message_policy_not_found(name))
+            }
+            Self::Refused(message) => f.write_str(message),
+        }
+    }
+}
+
 fn pp() -> PatchParams {
     PatchParams::default()
 }
@@ -329,8 +349,8 @@ impl Manager {
     }
 
     /// The policy of `module`: its ModuleConfig's `updatePolicy`, else the embedded one from the
-    /// `deckhouse` ModuleConfig. `Err` is the status message of a missing policy.
-    pub async fn policy_for(&self, module: &str) -> Result<Result<Policy, String>, Error> {
+    /// `deckhouse` ModuleConfig. `Err` says why there is none (its text is the status message).
+    pub async fn policy_for(&self, module: &str) -> Result<Result<Policy, NoPolicy>, Error> {
         let deckhouse: Option<ModuleConfig> = self.get_opt("deckhouse").await?;
         let settings = deckhouse.and_then(|d| d.spec.settings);
         let parsed =
@@ -341,19 +361,19 @@ impl Manager {
             .filter(|n| !n.is_empty())
         {
             let Some(policy) = self.get_opt::<ModuleUpdatePolicy>(&name).await? else {
-                return Ok(Err(api::module_release::message_policy_not_found(&name)));
+                return Ok(Err(NoPolicy::NotFound(name)));
             };
             if policy.spec.update.mode == api::update::UpdateMode::Ignore {
-                return Ok(Err(
-                    api::module_release::MESSAGE_DISABLED_BY_IGNORE_POLICY.to_string()
-                ));
+                return Ok(Err(NoPolicy::Refused(
+                    api::module_release::MESSAGE_DISABLED_BY_IGNORE_POLICY.to_string(),
+                )));
             }
             let mut windows = Vec::new();
             for w in &policy.spec.update.windows {
                 let days: Vec<&str> = w.days.iter().map(|d| d.as_str()).collect();
                 match Window::new(&w.from, &w.to, &days) {
                     Ok(w) => windows.push(w),
-                    Err(e) => return Ok(Err(e.to_string())),
+                    Err(e) => return Ok(Err(NoPolicy::Refused(e.to_string()))),
                 }
             }
             let mode = UpdateMode::parse_or(policy.spec.update.mode.as_str(), UpdateMode::Auto);
@@ -367,7 +387,7 @@ impl Manager {
         }
         let parsed = match parsed {
             Ok(p) => p,
-            Err(e) => return Ok(Err(e.to_string())),
+            Err(e) => return Ok(Err(NoPolicy::Refused(e.to_string()))),
         };
         let mode_set = settings
             .as_ref()
@@ -720,8 +740,8 @@ impl Manager {
         }
         let policy = match policy {
             Ok(p) => p,
-            Err(message) => {
-                entry.error = Some(message);
+            Err(no_policy) => {
+                entry.error = Some(no_policy.to_string());
                 return Ok(entry);
             }
         };
@@ -773,6 +793,8 @@ impl Manager {
         policy: &Policy,
         meta: &crate::registry::ReleaseMetadata,
     ) -> Result<Result<(), String>, Error> {
+        // Deckhouse expires the module's step-by-step failure on every check.
+        self.metrics.set_updating_failure(module, None);
         let checksum = checksum_label(&meta.digest);
         let existing = self.module_releases(module).await?;
         if existing
@@ -805,7 +827,12 @@ impl Manager {
                 };
                 match channel::step_by_step(&from, &meta.version, &tags) {
                     Ok(v) => v,
-                    Err(e) => return Ok(Err(e.to_string())),
+                    Err(e) => {
+                        let failure =
+                            crate::metrics::UpdatingFailure::of(&source.spec.registry.repo, &e);
+                        self.metrics.set_updating_failure(module, failure.as_ref());
+                        return Ok(Err(e.to_string()));
+                    }
                 }
             }
             Err(e) => return Ok(Err(e.to_string())),

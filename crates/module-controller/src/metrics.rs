@@ -15,20 +15,89 @@
 //!   groups by `module`);
 //! - `d8_module_release_info{name, …, module}`: `d8_release_info`'s labels (why a release waits)
 //!   and the module, 1 per Pending ModuleRelease the manager planned, replaced on every plan and
-//!   dropped when the release leaves Pending (the `ModuleRelease*` alerts).
+//!   dropped when the release leaves Pending (the `ModuleRelease*` alerts);
+//! - `d8_module_config_obsolete_version{name, version, latest}`: 1 per ModuleConfig (not
+//!   `global`) whose `spec.version` is set and older than its module's latest settings version
+//!   (Deckhouse's module config controller; `ModuleConfigObsoleteVersion`);
+//! - `deckhouse_module_configuration_error{module, version, error}`: 1 while the settings of a
+//!   module's ModuleConfig are refused by the release about to be installed (`version` the
+//!   release's, `error` the validator's message), 0 with `error=""` once a release's validation
+//!   passes (Deckhouse's module release controller; `D8DeckhouseModuleValidationError`);
+//! - `deckhouse_module_update_policy_not_found{version, module_release, module}` (counter, no
+//!   `_total` as in Deckhouse): +1 each time a Pending release cannot be processed because the
+//!   update policy its module names does not exist (`D8DeckhouseModuleUpdatePolicyNotFound`);
+//! - `d8_module_updating_broken_sequence{module, registry, actualVersion, version}`: 1 while a
+//!   module source cannot create the step-by-step releases from `actualVersion` (the deployed
+//!   one) because the registry lacks a minor version before `version` (Deckhouse's module source
+//!   controller; `DeckhouseModuleUpdatingFailedBrokenSequence`), cleared on the module's next
+//!   successful check;
+//! - `d8_edition_not_found{module="deckhouse"}`: 1 while neither the controller's edition nor
+//!   the `deckhouse` ModuleConfig's `settings.license.edition` names a known edition (`ce`,
+//!   `be`, `ee`, `se`, `se-plus`, `fe`), else 0 (Deckhouse's `deckhouse` module hook, whose
+//!   metrics carry the `module` label; `DeckhouseEditionNotFound`).
 //!
 //! Label values are module names (a bounded set); families are cleared and refilled on every
 //! pass (Deckhouse expires the group) so that a module that left a state does not linger as a
 //! stale series.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::runtime::metrics::BareCounter;
+
 type Labels = Vec<(&'static str, String)>;
+
+/// Why a module source could not create a module's releases step by step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpdatingFailure {
+    /// The registry lacks a minor version between the deployed `actual` and `version` (both
+    /// `v`-prefixed, as Deckhouse labels them).
+    BrokenSequence {
+        /// The registry (`spec.registry.repo` of the source).
+        registry: String,
+        /// The version the chain starts from.
+        actual: String,
+        /// The version that does not follow it.
+        version: String,
+    },
+}
+
+impl UpdatingFailure {
+    /// The failure the step-by-step planner's error means, if it is one of these.
+    pub fn of(registry: &str, error: &release_plan::Error) -> Option<Self> {
+        match error {
+            release_plan::Error::NotInSequence { actual, next } => Some(Self::BrokenSequence {
+                registry: registry.to_owned(),
+                actual: v_prefixed(actual),
+                version: v_prefixed(next),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The editions Deckhouse knows.
+const EDITIONS: [&str; 6] = ["ce", "be", "ee", "se", "se-plus", "fe"];
+
+/// Whether the controller's `edition` or the `deckhouse` ModuleConfig's
+/// `settings.license.edition` names a known edition (case-insensitive), as Deckhouse's
+/// `check_deckhouse_edition` hook decides.
+pub fn edition_found(edition: &str, license_edition: Option<&str>) -> bool {
+    let known = |e: &str| EDITIONS.contains(&e.to_lowercase().as_str());
+    known(edition) || license_edition.is_some_and(known)
+}
+
+fn v_prefixed(version: &str) -> String {
+    if version.starts_with('v') {
+        version.to_owned()
+    } else {
+        format!("v{version}")
+    }
+}
 
 /// A module's line of `deckhouse_mm_module_info`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,8 +128,16 @@ pub struct Metrics {
     module_release_info: Family<Labels, Gauge>,
     allowed_to_disable: Family<Labels, Gauge>,
     at_conflict: Family<Labels, Gauge>,
+    obsolete_version: Family<Labels, Gauge>,
+    configuration_error: Family<Labels, Gauge>,
+    update_policy_not_found: Family<Labels, BareCounter>,
+    broken_sequence: Family<Labels, Gauge>,
+    edition_not_found: Family<Labels, Gauge>,
     /// The `d8_module_release_info` labels last written per release, to replace them.
     module_release_labels: Arc<Mutex<HashMap<String, Labels>>>,
+    /// Per module: the `deckhouse_module_configuration_error` and
+    /// `d8_module_updating_broken_sequence` labels last written, to replace them.
+    per_module: Arc<Mutex<BTreeMap<(&'static str, String), Labels>>>,
 }
 
 impl Metrics {
@@ -92,6 +169,125 @@ impl Metrics {
             "1 per module several sources offer with none chosen.",
             self.at_conflict.clone(),
         );
+        registry.register(
+            "d8_module_config_obsolete_version",
+            "1 per ModuleConfig whose settings version is older than its module's latest.",
+            self.obsolete_version.clone(),
+        );
+        registry.register(
+            "deckhouse_module_configuration_error",
+            "1 while a module's settings are refused by the release to install, 0 once valid.",
+            self.configuration_error.clone(),
+        );
+        registry.register(
+            "deckhouse_module_update_policy_not_found",
+            "Times a module release waited for an update policy that does not exist.",
+            self.update_policy_not_found.clone(),
+        );
+        registry.register(
+            "d8_edition_not_found",
+            "1 while no known Deckhouse edition is configured.",
+            self.edition_not_found.clone(),
+        );
+        registry.register(
+            "d8_module_updating_broken_sequence",
+            "1 while a module's step-by-step releases cannot be created (a minor version is missing).",
+            self.broken_sequence.clone(),
+        );
+    }
+
+    /// `d8_edition_not_found`: whether no known edition was found.
+    pub(crate) fn set_edition_not_found(&self, not_found: bool) {
+        self.edition_not_found
+            .get_or_create(&vec![("module", "deckhouse".to_owned())])
+            .set(i64::from(not_found));
+    }
+
+    /// Refills `d8_module_config_obsolete_version` with `(name, version, latest)`.
+    pub(crate) fn set_obsolete_versions<'a>(
+        &self,
+        configs: impl IntoIterator<Item = (&'a str, i64, i64)>,
+    ) {
+        self.obsolete_version.clear();
+        for (name, version, latest) in configs {
+            self.obsolete_version
+                .get_or_create(&vec![
+                    ("name", name.to_owned()),
+                    ("version", version.to_string()),
+                    ("latest", latest.to_string()),
+                ])
+                .set(1);
+        }
+    }
+
+    /// Replaces the series `kind` holds for `module` with `labels` set to `value` (`None`: drops
+    /// it).
+    fn replace_per_module(
+        &self,
+        family: &Family<Labels, Gauge>,
+        kind: &'static str,
+        module: &str,
+        next: Option<(Labels, i64)>,
+    ) {
+        let mut last = self.per_module.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (kind, module.to_owned());
+        if let Some(previous) = last.remove(&key) {
+            family.remove(&previous);
+        }
+        if let Some((labels, value)) = next {
+            family.get_or_create(&labels).set(value);
+            last.insert(key, labels);
+        }
+    }
+
+    /// `deckhouse_module_configuration_error` of `module` after validating its settings
+    /// against release `version`: `Some(error)` when refused (1), `None` when valid (0,
+    /// `error=""`).
+    pub(crate) fn set_configuration_error(&self, module: &str, version: &str, error: Option<&str>) {
+        let labels = vec![
+            ("module", module.to_owned()),
+            ("version", version.to_owned()),
+            ("error", error.unwrap_or_default().to_owned()),
+        ];
+        self.replace_per_module(
+            &self.configuration_error,
+            "configuration_error",
+            module,
+            Some((labels, i64::from(error.is_some()))),
+        );
+    }
+
+    /// One more `deckhouse_module_update_policy_not_found` for `release` (of `module`, at
+    /// `version`).
+    pub(crate) fn count_update_policy_not_found(&self, release: &str, module: &str, version: &str) {
+        self.update_policy_not_found
+            .get_or_create(&vec![
+                ("version", version.to_owned()),
+                ("module_release", release.to_owned()),
+                ("module", module.to_owned()),
+            ])
+            .inc();
+    }
+
+    /// The step-by-step state of `module` after its source was checked: `Some` raises
+    /// `d8_module_updating_broken_sequence`, `None` clears it.
+    pub(crate) fn set_updating_failure(&self, module: &str, failure: Option<&UpdatingFailure>) {
+        let next = failure.map(|f| match f {
+            UpdatingFailure::BrokenSequence {
+                registry,
+                actual,
+                version,
+            } => (
+                vec![
+                    ("module", module.to_owned()),
+                    ("version", version.clone()),
+                    ("registry", registry.clone()),
+                    ("actualVersion", actual.clone()),
+                ],
+                1,
+            ),
+        });
+        self.replace_per_module(&self.broken_sequence, "broken_sequence", module, next);
     }
 
     /// Refills `d8_moduleconfig_allowed_to_disable` with `(module, allowed)` pairs.
@@ -263,5 +459,140 @@ mod tests {
         let text = metrics.encode();
         assert!(!text.contains("module=\"echo\""), "{text}");
         assert!(!text.contains("d8_module_at_conflict{"), "{text}");
+    }
+
+    #[test]
+    fn obsolete_versions_are_refilled() {
+        let metrics = Metrics::default();
+        metrics.set_obsolete_versions([("echo", 1, 2)]);
+        let text = metrics.encode();
+        assert!(
+            text.lines().any(|l| l
+                == "d8_module_config_obsolete_version{name=\"echo\",version=\"1\",latest=\"2\"} 1"),
+            "{text}"
+        );
+        metrics.set_obsolete_versions([]);
+        assert!(
+            !metrics
+                .encode()
+                .contains("d8_module_config_obsolete_version{")
+        );
+    }
+
+    #[test]
+    fn configuration_error_is_replaced_per_module() {
+        let metrics = Metrics::default();
+        metrics.set_configuration_error("echo", "1.2.0", Some("echo.replicas is required"));
+        let text = metrics.encode();
+        assert!(
+            text.lines().any(|l| l
+                == "deckhouse_module_configuration_error{module=\"echo\",version=\"1.2.0\",error=\"echo.replicas is required\"} 1"),
+            "{text}"
+        );
+        metrics.set_configuration_error("echo", "1.2.0", None);
+        let text = metrics.encode();
+        assert_eq!(
+            text.matches("deckhouse_module_configuration_error{")
+                .count(),
+            1,
+            "{text}"
+        );
+        assert!(
+            text.lines().any(|l| l
+                == "deckhouse_module_configuration_error{module=\"echo\",version=\"1.2.0\",error=\"\"} 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn update_policy_not_found_counts_without_total() {
+        let metrics = Metrics::default();
+        metrics.count_update_policy_not_found("echo-v1.2.0", "echo", "v1.2.0");
+        metrics.count_update_policy_not_found("echo-v1.2.0", "echo", "v1.2.0");
+        let text = metrics.encode();
+        assert!(
+            text.contains("# TYPE deckhouse_module_update_policy_not_found counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.lines().any(|l| l
+                == "deckhouse_module_update_policy_not_found{version=\"v1.2.0\",module_release=\"echo-v1.2.0\",module=\"echo\"} 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn updating_failures_from_the_planner() {
+        let broken = release_plan::Error::NotInSequence {
+            actual: "v1.0.1".into(),
+            next: "1.3.0".into(),
+        };
+        let table = [
+            (
+                broken,
+                Some(UpdatingFailure::BrokenSequence {
+                    registry: "r.example/m".into(),
+                    actual: "v1.0.1".into(),
+                    version: "v1.3.0".into(),
+                }),
+            ),
+            (release_plan::Error::NoMatchedTags, None),
+        ];
+        for (error, want) in table {
+            assert_eq!(UpdatingFailure::of("r.example/m", &error), want, "{error}");
+        }
+        let metrics = Metrics::default();
+        let failure = UpdatingFailure::of(
+            "r.example/m",
+            &release_plan::Error::NotInSequence {
+                actual: "v1.0.1".into(),
+                next: "v1.3.0".into(),
+            },
+        );
+        metrics.set_updating_failure("echo", failure.as_ref());
+        let text = metrics.encode();
+        assert!(
+            text.lines().any(|l| l
+                == "d8_module_updating_broken_sequence{module=\"echo\",version=\"v1.3.0\",registry=\"r.example/m\",actualVersion=\"v1.0.1\"} 1"),
+            "{text}"
+        );
+        metrics.set_updating_failure("echo", None);
+        assert!(
+            !metrics
+                .encode()
+                .contains("d8_module_updating_broken_sequence{")
+        );
+    }
+
+    #[test]
+    fn editions_as_deckhouse_finds_them() {
+        for (edition, license, want) in [
+            ("ce", None, true),
+            ("EE", None, true),
+            ("se-plus", None, true),
+            ("", Some("fe"), true),
+            ("unknown", Some("Be"), true),
+            ("", None, false),
+            ("unknown", Some("pro"), false),
+        ] {
+            assert_eq!(
+                edition_found(edition, license),
+                want,
+                "{edition} {license:?}"
+            );
+        }
+        let metrics = Metrics::default();
+        metrics.set_edition_not_found(true);
+        assert!(
+            metrics
+                .encode()
+                .contains("d8_edition_not_found{module=\"deckhouse\"} 1")
+        );
+        metrics.set_edition_not_found(false);
+        assert!(
+            metrics
+                .encode()
+                .contains("d8_edition_not_found{module=\"deckhouse\"} 0")
+        );
     }
 }

@@ -297,15 +297,18 @@ impl Runtime {
         let maintenance = spec.maintenance == Some(Maintenance::NoResourceReconciliation);
         let checked = files.settings.check(&spec);
         if let Some(reason) = checked.error {
+            self.queue_metrics.config_checked(module, false);
             return Err(Error::SettingsRejected { reason });
         }
         let definition = values::module_definition(&dir, &files.settings)?;
-        let mut module_values = values::next_module_values(
+        let module_values = values::next_module_values(
             self.values.module(module).as_ref(),
             definition,
             Some(&spec),
-        )
-        .map_err(values::values_error)?;
+        );
+        self.queue_metrics
+            .config_checked(module, module_values.is_ok());
+        let mut module_values = module_values.map_err(values::values_error)?;
         self.values.set_module(module_values.clone());
         self.start_hooks(module, &dir, &mut module_values).await?;
         self.run_phase(module, hooks::plan::Phase::BeforeHelm, &mut module_values)

@@ -232,6 +232,13 @@ async fn scanning_enabling_and_updating_per_policy() {
         c.releases("echo").await.is_empty(),
         "no release for a disabled module"
     );
+    // The edition (`ee`) is known: DeckhouseEditionNotFound stays silent.
+    assert!(
+        c.manager
+            .metrics()
+            .encode()
+            .contains("d8_edition_not_found{module=\"deckhouse\"} 0")
+    );
 
     // Enabling installs the channel version at once (apply-now on the first release).
     c.config(
@@ -294,6 +301,14 @@ async fn scanning_enabling_and_updating_per_policy() {
     assert_eq!(
         c.downloaded.active_version("echo").as_deref(),
         Some("1.0.1")
+    );
+    // Its settings are written for version 1 of a schema at version 2: ModuleConfigObsoleteVersion.
+    let metrics = c.manager.metrics().encode();
+    assert!(
+        metrics.contains(
+            "d8_module_config_obsolete_version{name=\"echo\",version=\"1\",latest=\"2\"} 1"
+        ),
+        "{metrics}"
     );
     let mc: ModuleConfig = Api::all(c.client.clone()).get("echo").await.unwrap();
     assert_eq!(
@@ -387,6 +402,12 @@ async fn scanning_enabling_and_updating_per_policy() {
         c.release("echo-v1.2.0").await.labels()["modules.deckhouse.io/update-policy"],
         "fast"
     );
+    // … and D8DeckhouseModuleValidationError reads why.
+    let metrics = c.manager.metrics().encode();
+    assert!(
+        metrics.contains("deckhouse_module_configuration_error{module=\"echo\",version=\"1.2.0\",error=\"spec.settings are not valid (version 1 converted to 2):  1 error occurred: * echo.replicas should be less than or equal to 2  \"} 1"),
+        "{metrics}"
+    );
     // Fixing the settings lets it through on the next pass (a merge patch: `count` removed).
     c.config("echo", json!({"enabled": true, "updatePolicy": "fast", "version": 2, "settings": {"count": null, "replicas": 2}})).await;
     c.pass().await;
@@ -395,6 +416,21 @@ async fn scanning_enabling_and_updating_per_policy() {
         Some("1.2.0")
     );
     assert_eq!(c.releases("echo").await[2].1, "Deployed");
+    // The error is cleared (0, no message), and the settings are at the latest version.
+    let metrics = c.manager.metrics().encode();
+    assert_eq!(
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("deckhouse_module_configuration_error{module=\"echo\""))
+            .collect::<Vec<_>>(),
+        vec![
+            "deckhouse_module_configuration_error{module=\"echo\",version=\"1.2.0\",error=\"\"} 0"
+        ]
+    );
+    assert!(
+        !metrics.contains("d8_module_config_obsolete_version{"),
+        "{metrics}"
+    );
 
     // Manual mode: a new version waits for the approval annotation.
     c.apply::<ModuleUpdatePolicy>(json!({
@@ -962,4 +998,109 @@ async fn autopatch_windows_canary_and_notification() {
         c.downloaded.active_version("parca").as_deref(),
         Some("2.1.0")
     );
+}
+
+#[tokio::test]
+async fn missing_policy_and_broken_sequence_are_reported() {
+    let c = cluster().await;
+    c.config(
+        "deckhouse",
+        json!({"version": 1, "settings": {"releaseChannel": "Stable", "update": {"mode": "Manual"}}}),
+    )
+    .await;
+    c.config("echo", json!({"enabled": true})).await;
+    c.config("hello", json!({"enabled": true})).await;
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("echo").as_deref(),
+        Some("1.0.1")
+    );
+    assert_eq!(
+        c.downloaded.active_version("hello").as_deref(),
+        Some("0.2.0")
+    );
+
+    // A Pending echo release whose module names a policy that does not exist: each pass
+    // counts it (D8DeckhouseModuleUpdatePolicyNotFound), until the policy appears.
+    c.publish("echo", "stable", "v1.1.0", 10).await;
+    c.pass().await;
+    assert_eq!(
+        c.release("echo-v1.1.0")
+            .await
+            .status
+            .unwrap()
+            .phase
+            .unwrap()
+            .as_str(),
+        "Pending"
+    );
+    c.config("echo", json!({"enabled": true, "updatePolicy": "gone"}))
+        .await;
+    let not_found = |c: &Cluster| {
+        c.manager
+            .metrics()
+            .encode()
+            .lines()
+            .find(|l| l.starts_with("deckhouse_module_update_policy_not_found{"))
+            .map(str::to_owned)
+    };
+    assert_eq!(not_found(&c), None);
+    c.pass().await;
+    assert_eq!(
+        c.release("echo-v1.1.0").await.status.unwrap().message,
+        "Update policy gone not found"
+    );
+    assert_eq!(
+        not_found(&c).as_deref(),
+        Some(
+            "deckhouse_module_update_policy_not_found{version=\"v1.1.0\",module_release=\"echo-v1.1.0\",module=\"echo\"} 1"
+        )
+    );
+    c.apply::<ModuleUpdatePolicy>(json!({
+        "apiVersion": "deckhouse.io/v1alpha2", "kind": "ModuleUpdatePolicy",
+        "metadata": {"name": "gone"}, "spec": {"releaseChannel": "Stable", "update": {"mode": "Manual"}}
+    }))
+    .await;
+    c.pass().await;
+    c.pass().await;
+    assert!(not_found(&c).unwrap().ends_with("} 1"), "no longer counted");
+
+    // hello's channel jumps from 0.2 to 0.4 with no 0.3 in the registry: the releases cannot be
+    // created step by step (DeckhouseModuleUpdatingFailedBrokenSequence) …
+    c.publish("hello", "stable", "v0.4.0", 10).await;
+    c.pass().await;
+    let broken = |c: &Cluster| {
+        c.manager
+            .metrics()
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("d8_module_updating_broken_sequence{"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        broken(&c),
+        vec![format!(
+            "d8_module_updating_broken_sequence{{module=\"hello\",version=\"v0.4.0\",registry=\"{}/{REPO}\",actualVersion=\"v0.2.0\"}} 1",
+            c.source.upstream.host()
+        )]
+    );
+    assert!(
+        !c.releases("hello")
+            .await
+            .iter()
+            .any(|r| r.0 == "hello-v0.4.0")
+    );
+    // … until 0.3 is published: the chain is created and the failure cleared.
+    let image = module_image(&c.source.layout, "hello", "v0.3.0", 10);
+    c.source
+        .push
+        .push_image(&format!("{REPO}/hello"), Some("v0.3.0"), &image)
+        .await
+        .unwrap();
+    c.pass().await;
+    let names: Vec<String> = c.releases("hello").await.into_iter().map(|r| r.0).collect();
+    assert!(names.contains(&"hello-v0.3.0".to_owned()), "{names:?}");
+    assert!(names.contains(&"hello-v0.4.0".to_owned()), "{names:?}");
+    assert_eq!(broken(&c), Vec::<String>::new());
 }

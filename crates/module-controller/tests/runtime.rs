@@ -518,6 +518,37 @@ async fn queues_run_modules_retry_failures_and_export_metrics() {
         view.render()
     );
     assert!(eventually(5, || async { c.releases().await.is_empty() }).await);
+    // Settings the schema refuses: every 5 s check counts a config values error
+    // (D8DeckhouseConfigInvalid) …
+    let config_errors = || {
+        let mut registry = prometheus_client::registry::Registry::default();
+        c.runtime.queue_metrics().register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("deckhouse_config_values_errors_total "))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_default()
+    };
+    let before = config_errors();
+    c.config(json!({"enabled": true, "version": 1, "settings": {"replicas": "many"}}))
+        .await;
+    assert!(
+        eventually(15, || async { config_errors() > before }).await,
+        "{}",
+        view.render()
+    );
+    // … until they are fixed: the module runs and the count stops.
+    c.config(json!({"enabled": true, "version": 1, "settings": {"replicas": 2}}))
+        .await;
+    assert!(
+        eventually(20, || async { cm.get_opt("echo").await.unwrap().is_some() }).await,
+        "{}",
+        view.render()
+    );
+    let settled = config_errors();
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    assert_eq!(config_errors(), settled);
     let _ = stop.send(());
     worker.await.unwrap();
 }

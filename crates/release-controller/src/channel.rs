@@ -93,7 +93,11 @@ impl Engine {
             return Ok(ChannelOutcome::DevMode);
         };
         let tag = channel.image_tag();
-        let digest = self.source.digest(tag).await?;
+        let digest = self
+            .source
+            .digest(tag)
+            .await
+            .inspect_err(|_| self.metrics.registry_error())?;
         {
             let cached = self
                 .channel_digest
@@ -106,7 +110,11 @@ impl Engine {
                 return Ok(ChannelOutcome::Unchanged);
             }
         }
-        let image = self.source.image(tag).await?;
+        let image = self
+            .source
+            .image(tag)
+            .await
+            .inspect_err(|_| self.metrics.registry_error())?;
         let metadata = image.metadata;
         let mut synced = Synced::default();
 

@@ -11,13 +11,21 @@
 //! - `d8_updating_is_failed{version}`: 1 while the intermediate releases up to the channel's
 //!   `version` cannot be read from the registry (step-by-step update), 0 once they can;
 //! - `d8_migrated_module_not_found{module}`: 1 for a module of `migratedModules` that no
-//!   ModuleSource offers.
+//!   ModuleSource offers;
+//! - `deckhouse_registry_errors` (counter, no `_total` as in Deckhouse): +1 each time the
+//!   release channel could not be read from the registry (`D8DeckhouseHasNoAccessToRegistry`);
+//! - `d8_migrated_module_not_downloaded{module}`: 1 for each module of `migratedModules` that a
+//!   ModuleSource offers but that has no Deployed ModuleRelease yet.
 //!
 //! Label values are release and module names (bounded by the objects in the cluster), never a
 //! registry address or credential.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::{MetricType, TypedMetric};
 
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -25,6 +33,38 @@ use prometheus_client::registry::Registry;
 use release_plan::deploy::ReleaseInfo;
 
 type Labels = Vec<(&'static str, String)>;
+
+/// A counter exposed under its own name, as Go's client exposes Deckhouse's counters without
+/// `_total` (`# TYPE deckhouse_live_ticks counter`, sample `deckhouse_live_ticks`): prometheus-client
+/// would append `_total` to a `Counter`'s sample.
+#[derive(Clone, Debug, Default)]
+pub struct BareCounter(Arc<AtomicU64>);
+
+impl BareCounter {
+    /// One more.
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The count so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl TypedMetric for BareCounter {
+    const TYPE: MetricType = MetricType::Counter;
+}
+
+impl EncodeMetric for BareCounter {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&self.get())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Counter
+    }
+}
 
 /// Every metric family of the release engine.
 #[derive(Debug, Default)]
@@ -34,6 +74,8 @@ pub struct Metrics {
     updating_is_failed: Family<Labels, Gauge>,
     release_channel: Family<Labels, Gauge>,
     migrated_module_not_found: Family<Labels, Gauge>,
+    migrated_module_not_downloaded: Family<Labels, Gauge>,
+    registry_errors: BareCounter,
     /// The `d8_release_info` labels last written per release, to replace them.
     release_info_labels: Mutex<HashMap<String, Labels>>,
 }
@@ -66,6 +108,21 @@ impl Metrics {
             "1 for a migrated module that no ModuleSource offers.",
             self.migrated_module_not_found.clone(),
         );
+        registry.register(
+            "d8_migrated_module_not_downloaded",
+            "1 for a migrated module a ModuleSource offers that is not downloaded (deployed) yet.",
+            self.migrated_module_not_downloaded.clone(),
+        );
+        registry.register(
+            "deckhouse_registry_errors",
+            "Times the release channel could not be read from the registry.",
+            self.registry_errors.clone(),
+        );
+    }
+
+    /// One more failed read of the release channel from the registry.
+    pub(crate) fn registry_error(&self) {
+        self.registry_errors.inc();
     }
 
     /// Replaces the `d8_release_info` series of `release`.
@@ -130,6 +187,16 @@ impl Metrics {
         }
     }
 
+    /// The migrated modules offered but not downloaded now (refilled on every check).
+    pub(crate) fn set_migrated_modules_not_downloaded(&self, modules: &[String]) {
+        self.migrated_module_not_downloaded.clear();
+        for module in modules {
+            self.migrated_module_not_downloaded
+                .get_or_create(&vec![("module", module.clone())])
+                .set(1);
+        }
+    }
+
     /// The families in Prometheus text format (for tests and simple endpoints).
     pub fn encode(&self) -> String {
         let mut registry = Registry::default();
@@ -188,6 +255,18 @@ mod tests {
             "{text}"
         );
         metrics.set_updating(None);
+        metrics.set_migrated_modules_not_downloaded(&["echo".into()]);
+        assert!(
+            metrics
+                .encode()
+                .contains("d8_migrated_module_not_downloaded{module=\"echo\"} 1")
+        );
+        metrics.set_migrated_modules_not_downloaded(&[]);
+        assert!(
+            !metrics
+                .encode()
+                .contains("d8_migrated_module_not_downloaded{")
+        );
         metrics.set_migrated_module_not_found(None);
         let text = metrics.encode();
         assert!(!text.contains("d8_is_updating{"), "{text}");

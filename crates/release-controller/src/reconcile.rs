@@ -19,7 +19,7 @@ use serde_json::json;
 use crate::Error;
 use crate::alerts::blocking_message;
 use crate::controller::{Engine, Outcome};
-use crate::requirements::{ClusterFacts, missing_migrated_module};
+use crate::requirements::{ClusterFacts, migrated_modules_not_downloaded, missing_migrated_module};
 use crate::settings::DeckhouseSettings;
 
 /// How soon a release that waits for something outside the controller is looked at again.
@@ -224,6 +224,11 @@ impl Engine {
         self.metrics.set_migrated_module_not_found(
             missing_migrated_module(&release.spec.spec.requirements, &facts).as_deref(),
         );
+        self.metrics
+            .set_migrated_modules_not_downloaded(&migrated_modules_not_downloaded(
+                &release.spec.spec.requirements,
+                &facts,
+            ));
         let disruption_reasons = self
             .checks
             .disruption_reasons(&release.spec.spec.disruptions, &facts);

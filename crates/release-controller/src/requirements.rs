@@ -13,17 +13,22 @@
 //!
 //! The decisions and messages are [`release_plan::requirements`]'; this module gathers facts.
 //! A `spec.disruptions` entry with a registered disruption function that returns a reason needs
-//! `disruption-approved` when `disruptionApprovalMode` is `Manual`.
+//! `disruption-approved` when `disruptionApprovalMode` is `Manual`. Registered by default, as in
+//! Deckhouse: `ingressNginx`, computed from the IngressNginxControllers
+//! ([`release_plan::disruption`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use api::module::Module;
+use api::module_config::ModuleConfig;
+use api::module_release::{ModuleRelease, ModuleReleasePhase};
 use api::module_source::ModuleSource;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client, ResourceExt};
 use release_plan::ReleaseVersion;
 use release_plan::deploy::{migrated_module_not_found_message, requirement_not_met_message};
+use release_plan::disruption::{self, IngressController};
 use release_plan::requirements::{
     self as checks, KUBERNETES_AUTOMATIC, ModuleConstraint, RequirementKey, SourceModule,
 };
@@ -49,6 +54,11 @@ pub struct ClusterFacts {
     pub disabled_by_module_manager: BTreeSet<String>,
     /// What the ModuleSources offer.
     pub source_modules: Vec<SourceModule>,
+    /// The `ingressNginx:hasDisruption` value the ingress-nginx module's hook would store, from
+    /// the IngressNginxControllers and its ModuleConfig's `defaultControllerVersion`.
+    pub ingress_nginx_has_disruption: Option<bool>,
+    /// Modules with a Deployed ModuleRelease.
+    pub deployed_modules: BTreeSet<String>,
 }
 
 impl ClusterFacts {
@@ -113,8 +123,76 @@ impl ClusterFacts {
                 });
             }
         }
+        let releases: Api<ModuleRelease> = Api::all(client.clone());
+        let releases = releases
+            .list(&Default::default())
+            .await
+            .map_err(|e| Error::kube("list ModuleReleases", e))?;
+        facts.deployed_modules = releases
+            .items
+            .iter()
+            .filter(|r| {
+                r.status.as_ref().and_then(|s| s.phase) == Some(ModuleReleasePhase::Deployed)
+            })
+            .map(|r| r.spec.module_name.clone())
+            .collect();
+        facts.ingress_nginx_has_disruption = disruption::ingress_nginx_has_disruption(
+            &ingress_controllers(client).await?,
+            ingress_default_version(client).await?.as_deref(),
+        );
         Ok(facts)
     }
+}
+
+/// The IngressNginxController resource (`deckhouse.io/v1`, cluster-scoped) of the ingress-nginx
+/// module.
+pub fn ingress_nginx_controller_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "deckhouse.io".into(),
+        version: "v1".into(),
+        api_version: "deckhouse.io/v1".into(),
+        kind: "IngressNginxController".into(),
+        plural: "ingressnginxcontrollers".into(),
+    }
+}
+
+/// The IngressNginxControllers (none when the kind is not installed).
+async fn ingress_controllers(client: &Client) -> Result<Vec<IngressController>, Error> {
+    let api: Api<kube::api::DynamicObject> =
+        Api::all_with(client.clone(), &ingress_nginx_controller_resource());
+    let list = match api.list(&Default::default()).await {
+        Ok(list) => list,
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Vec::new()),
+        Err(e) => return Err(Error::kube("list IngressNginxControllers", e)),
+    };
+    let text = |o: &kube::api::DynamicObject, field: &str| {
+        o.data["spec"][field].as_str().map(str::to_owned)
+    };
+    Ok(list
+        .items
+        .iter()
+        .map(|o| IngressController {
+            ingress_class: text(o, "ingressClass"),
+            controller_version: text(o, "controllerVersion"),
+        })
+        .collect())
+}
+
+/// `defaultControllerVersion` of the `ingress-nginx` ModuleConfig's settings.
+async fn ingress_default_version(client: &Client) -> Result<Option<String>, Error> {
+    let configs: Api<ModuleConfig> = Api::all(client.clone());
+    let config = configs
+        .get_opt("ingress-nginx")
+        .await
+        .map_err(|e| Error::kube("get ModuleConfig ingress-nginx", e))?;
+    Ok(config
+        .and_then(|c| c.spec.settings)
+        .and_then(|s| s.get("defaultControllerVersion").cloned())
+        .and_then(|v| match v {
+            serde_json::Value::String(s) => Some(s),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }))
 }
 
 /// A requirement check: the required value and the facts, `Err(reason)` when not met.
@@ -152,9 +230,14 @@ impl Checks {
         Self::default()
     }
 
-    /// The checks this crate knows: [`KUBERNETES_REQUIREMENT`].
+    /// The checks this crate knows: the requirement [`KUBERNETES_REQUIREMENT`] and the
+    /// disruption `ingressNginx` ([`disruption::ingress_nginx_disruption`]).
     pub fn with_defaults() -> Self {
-        Self::new().requirement(KUBERNETES_REQUIREMENT, kubernetes_check)
+        Self::new()
+            .requirement(KUBERNETES_REQUIREMENT, kubernetes_check)
+            .disruption(disruption::INGRESS_NGINX, |facts| {
+                disruption::ingress_nginx_disruption(facts.ingress_nginx_has_disruption)
+            })
     }
 
     /// Registers the requirement check of `key`.
@@ -268,6 +351,19 @@ pub fn missing_migrated_module(
         &facts.source_modules,
     )
     .err()
+}
+
+/// The modules of `migratedModules` offered by a ModuleSource but not deployed yet.
+pub fn migrated_modules_not_downloaded(
+    requirements: &BTreeMap<String, String>,
+    facts: &ClusterFacts,
+) -> Vec<String> {
+    checks::migrated_modules_not_downloaded(
+        requirements,
+        &facts.disabled_by_module_manager,
+        &facts.source_modules,
+        &facts.deployed_modules,
+    )
 }
 
 async fn configured_version(client: &Client) -> Result<Option<String>, Error> {

@@ -425,6 +425,13 @@ pub struct ReleaseInfo {
     pub release_queue_depth: Option<u64>,
     /// `majorReleaseDepth`.
     pub major_release_depth: u64,
+    /// `majorReleaseName` is the release's name (else `nil`): a module release the task
+    /// calculator found major (Deckhouse's module release controller; its DeckhouseRelease
+    /// controller never sets it).
+    pub major_release: bool,
+    /// `fromToName` is the release's name (else `nil`): a module release processed as the
+    /// endpoint of update constraints.
+    pub from_to: bool,
 }
 
 impl ReleaseInfo {
@@ -433,8 +440,11 @@ impl ReleaseInfo {
     /// comes before the checks, and a forced release skips them.
     pub fn of(input: &Input<'_>, plan: &Plan, notification_failed: bool) -> Option<Self> {
         let depth = input.task.queue_depth.unwrap_or_default();
+        let module = input.settings.kind == ReleaseKind::Module;
         let mut info = Self {
             major_release_depth: depth.major_release_depth(),
+            major_release: module && input.task.is_major,
+            from_to: module && input.task.is_from_to,
             ..Self::default()
         };
         match plan {
@@ -474,10 +484,14 @@ impl ReleaseInfo {
                     .map_or_else(|| "nil".to_owned(), |d| d.to_string()),
             ),
             ("majorReleaseDepth", self.major_release_depth.to_string()),
-            ("majorReleaseName", "nil".to_owned()),
-            ("fromToName", "nil".to_owned()),
+            ("majorReleaseName", name_or_nil(self.major_release, name)),
+            ("fromToName", name_or_nil(self.from_to, name)),
         ]
     }
+}
+
+fn name_or_nil(set: bool, name: &str) -> String {
+    if set { name } else { "nil" }.to_owned()
 }
 
 /// Everything the deploy-time decision depends on.

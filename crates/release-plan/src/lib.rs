@@ -12,6 +12,7 @@
 //!   release notification webhook body;
 //! - [`canary`]: canary waves, bit-compatible with Deckhouse's Go murmur3;
 //! - [`cleanup`]: which outdated releases to supersede, skip or delete;
+//! - [`disruption`]: the disruption checks Deckhouse registers (`ingressNginx`);
 //! - [`requirements`]: the requirement checks of a platform release (Deckhouse version of the
 //!   enabled modules, `autoK8sVersion`, `migratedModules`, registered keys), with Deckhouse's
 //!   messages and Masterminds-compatible version constraints.
@@ -31,6 +32,7 @@ pub mod canary;
 pub mod channel;
 pub mod cleanup;
 pub mod deploy;
+pub mod disruption;
 mod error;
 pub mod requirements;
 pub mod task;

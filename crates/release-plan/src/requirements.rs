@@ -225,6 +225,28 @@ pub fn migrated_modules(
     Ok(())
 }
 
+/// The modules of `migratedModules` that a ModuleSource offers (without an error) but that
+/// have no Deployed ModuleRelease yet (`deployed` names the modules that have one), in the
+/// listed order; the controller raises `d8_migrated_module_not_downloaded{module}` for each.
+/// Modules disabled by the module manager are left out, as in [`migrated_modules`].
+pub fn migrated_modules_not_downloaded(
+    requirements: &BTreeMap<String, String>,
+    disabled_by_module_manager: &BTreeSet<String>,
+    sources: &[SourceModule],
+    deployed: &BTreeSet<String>,
+) -> Vec<String> {
+    let Some(list) = requirements.get(MIGRATED_MODULES) else {
+        return Vec::new();
+    };
+    list.split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty() && !disabled_by_module_manager.contains(*m))
+        .filter(|m| sources.iter().any(|s| s.module == *m && !s.has_error))
+        .filter(|m| !deployed.contains(*m))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// A version constraint as Go's Masterminds semver (v3) reads it: `||` alternatives of
 /// comparators separated by spaces or commas, hyphen ranges (`1.2 - 1.4`), wildcards (`1.x`,
 /// `*`), a `v` prefix, missing parts as wildcards (`1.2` = `1.2.x`).

@@ -142,6 +142,16 @@ impl Manager {
                 .iter()
                 .map(|(name, c)| (name.as_str(), allowed_to_disable(c))),
         );
+        let license_edition = all_configs
+            .get("deckhouse")
+            .and_then(|c| c.spec.settings.as_ref())
+            .and_then(|s| s.pointer("/license/edition"))
+            .and_then(serde_json::Value::as_str);
+        self.metrics
+            .set_edition_not_found(!crate::metrics::edition_found(
+                &self.facts.edition,
+                license_edition,
+            ));
         // `bundle` and the experimental modules from the `deckhouse` ModuleConfig (the
         // `--bundle` flag is the default).
         let facts = self.facts.with_deckhouse_settings(
@@ -176,6 +186,7 @@ impl Manager {
         self.metrics.set_module_info(&infos);
         let now = self.now();
         let mut conflicts = Vec::new();
+        let mut obsolete_versions = Vec::new();
         for module in &all {
             let name = module.name_any();
             let config = all_configs.get(&name);
@@ -291,6 +302,11 @@ impl Manager {
                 self.sync_settings_definition(&name, settings).await?;
             }
             if let Some(config) = config {
+                if let Some(settings) = &settings
+                    && let Some(obsolete) = obsolete_version(config, settings.latest())
+                {
+                    obsolete_versions.push((name.clone(), obsolete, settings.latest()));
+                }
                 let status = match settings {
                     Some(s) => s.status(&config.spec),
                     None => api::module_config::ModuleConfigStatus::default(),
@@ -315,6 +331,11 @@ impl Manager {
         }
         self.metrics
             .set_at_conflict(conflicts.iter().map(String::as_str));
+        self.metrics.set_obsolete_versions(
+            obsolete_versions
+                .iter()
+                .map(|(name, version, latest)| (name.as_str(), *version, *latest)),
+        );
         // ModuleConfigs of unknown modules.
         let known: BTreeSet<String> = all.iter().map(ResourceExt::name_any).collect();
         for (name, config) in &all_configs {
@@ -365,6 +386,13 @@ fn config_status_patch(status: &api::module_config::ModuleConfigStatus) -> serde
 
 /// `d8_moduleconfig_allowed_to_disable`: the ModuleConfig carries the allow-disabling annotation
 /// (any value, as Deckhouse's webhook checks its presence) while it still enables the module.
+/// The settings version of `config` when it is set and older than `latest` (Deckhouse fires
+/// `ModuleConfigObsoleteVersion` for it; never for `global`).
+fn obsolete_version(config: &ModuleConfig, latest: i64) -> Option<i64> {
+    let version = config.spec.version.filter(|v| *v > 0)?;
+    (config.name_any() != "global" && version < latest).then_some(version)
+}
+
 fn allowed_to_disable(config: &ModuleConfig) -> bool {
     config
         .annotations()
@@ -375,6 +403,26 @@ fn allowed_to_disable(config: &ModuleConfig) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn obsolete_version_is_a_set_version_below_the_latest() {
+        for (name, version, latest, want) in [
+            ("echo", Some(1), 2, Some(1)),
+            ("echo", Some(2), 2, None),
+            ("echo", Some(3), 2, None),
+            ("echo", None, 2, None),
+            ("echo", Some(0), 2, None),
+            ("global", Some(1), 2, None),
+        ] {
+            let mut config = ModuleConfig::new(name, Default::default());
+            config.spec.version = version;
+            assert_eq!(
+                obsolete_version(&config, latest),
+                want,
+                "{name} {version:?} {latest}"
+            );
+        }
+    }
 
     #[test]
     fn allowed_to_disable_needs_the_annotation_and_an_enabled_module() {

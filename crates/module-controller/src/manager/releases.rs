@@ -126,7 +126,15 @@ impl Manager {
             let name = release.name_any();
             let policy = match self.policy_for(module).await? {
                 Ok(p) => p,
-                Err(message) => {
+                Err(no_policy) => {
+                    if let super::NoPolicy::NotFound(_) = no_policy {
+                        self.metrics.count_update_policy_not_found(
+                            &name,
+                            module,
+                            &format!("v{}", release.spec.version),
+                        );
+                    }
+                    let message = no_policy.to_string();
                     self.set_release_status(
                         &name,
                         ModuleReleasePhase::Pending,
@@ -436,8 +444,15 @@ impl Manager {
         )
         .await
         {
-            Ok(i) => i,
+            Ok(i) => {
+                self.metrics.set_configuration_error(module, &version, None);
+                i
+            }
             Err(e) => {
+                if let Error::SettingsRejected { reason } = &e {
+                    self.metrics
+                        .set_configuration_error(module, &version, Some(reason));
+                }
                 tracing::warn!(release = %name, error = %e, "module release not applied");
                 self.set_release_status(
                     &name,

@@ -610,6 +610,8 @@ impl Runtime {
         }
         self.hooks.forget_errors(module);
         self.values.forget(module);
+        // A deleted module's settings no longer count as a configuration error.
+        self.queue_metrics.config_checked(module, true);
         Ok(())
     }
 

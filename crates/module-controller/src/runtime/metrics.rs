@@ -13,18 +13,23 @@
 //! - `deckhouse_module_hook_errors_total{module, hook, binding}` and
 //!   `deckhouse_module_hook_allowed_errors_total{…}`, `deckhouse_global_hook_errors_total{hook,
 //!   binding}` and `deckhouse_global_hook_allowed_errors_total{…}` (counters): a hook that
-//!   failed, the `allowed` ones with `allowFailure: true`.
+//!   failed, the `allowed` ones with `allowFailure: true`;
+//! - `deckhouse_config_values_errors_total` (counter): +1 every [`CONFIG_CHECK`] while the
+//!   settings of a ModuleConfig (or `global`) are refused, as addon-operator counts while its
+//!   configuration is invalid (`D8DeckhouseConfigInvalid`);
+//! - `deckhouse_kubernetes_client_watch_errors_total{error_type}` (counter): a `kubernetes`
+//!   binding's watch failed and is restarted (shell-operator's `error_type`: `expired` for a
+//!   410 from the API server, `unexpected-eof`, else `fail`; `D8DeckhouseWatchErrorOccurred`).
 //!
 //! prometheus-client names a counter's sample `<name>_total`, so the `_total` counters are
 //! registered without it; `deckhouse_live_ticks` has no `_total` in Deckhouse and is encoded
-//! by [`LiveTicks`].
+//! by [`BareCounter`].
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
-use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -34,35 +39,13 @@ use super::queue::{Queues, Task, TaskKind};
 
 type Labels = Vec<(&'static str, String)>;
 
+/// How often addon-operator checks whether its configuration is valid.
+pub const CONFIG_CHECK: Duration = Duration::from_secs(5);
+
 /// How often `deckhouse_live_ticks` grows (shell-operator's tick).
 pub const LIVE_TICK: Duration = Duration::from_secs(10);
 
-/// A counter exposed under its own name, as Go's client exposes `deckhouse_live_ticks`
-/// (`# TYPE deckhouse_live_ticks counter`, sample `deckhouse_live_ticks`, no `_total`).
-#[derive(Clone, Debug, Default)]
-pub struct LiveTicks(Arc<AtomicU64>);
-
-impl LiveTicks {
-    /// One more tick.
-    pub fn tick(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The ticks so far.
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-impl EncodeMetric for LiveTicks {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        encoder.encode_gauge(&self.get())
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Counter
-    }
-}
+pub use release_controller::metrics::BareCounter;
 
 /// How a hook's failure counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +63,7 @@ pub struct QueueMetrics {
     head: Family<Labels, Gauge>,
     oldest: Family<Labels, Gauge>,
     waited: Family<Labels, Counter<f64, AtomicU64>>,
-    live_ticks: LiveTicks,
+    live_ticks: BareCounter,
     module_run_errors: Family<Labels, Counter>,
     module_delete_errors: Family<Labels, Counter>,
     discover_errors: Counter,
@@ -88,6 +71,35 @@ pub struct QueueMetrics {
     module_hook_allowed_errors: Family<Labels, Counter>,
     global_hook_errors: Family<Labels, Counter>,
     global_hook_allowed_errors: Family<Labels, Counter>,
+    watch_errors: Family<Labels, Counter>,
+    config_values_errors: Counter,
+    /// The ModuleConfigs (`global` included) whose settings are refused now.
+    invalid_configs: Arc<Mutex<BTreeSet<String>>>,
+}
+
+/// shell-operator's `error_type` of a failed watch: `expired` (410 Gone or Expired from the API
+/// server), `unexpected-eof` (the stream broke mid-event), `fail` otherwise.
+pub fn watch_error_type(error: &kube::runtime::watcher::Error) -> &'static str {
+    use kube::runtime::watcher::Error as W;
+    let expired = |status: &kube::core::Status| {
+        status.code == 410 || status.reason == "Expired" || status.reason == "Gone"
+    };
+    match error {
+        W::WatchError(status) if expired(status) => "expired",
+        W::InitialListFailed(kube::Error::Api(status))
+        | W::WatchStartFailed(kube::Error::Api(status))
+        | W::WatchFailed(kube::Error::Api(status))
+            if expired(status) =>
+        {
+            "expired"
+        }
+        W::WatchFailed(kube::Error::ReadEvents(e))
+            if e.kind() == std::io::ErrorKind::UnexpectedEof =>
+        {
+            "unexpected-eof"
+        }
+        _ => "fail",
+    }
 }
 
 impl QueueMetrics {
@@ -153,10 +165,20 @@ impl QueueMetrics {
             "Failed runs of global hooks with allowFailure: true.",
             self.global_hook_allowed_errors.clone(),
         );
+        registry.register(
+            "deckhouse_config_values_errors",
+            "Configuration checks that found refused ModuleConfig settings (every 5 s).",
+            self.config_values_errors.clone(),
+        );
+        registry.register(
+            "deckhouse_kubernetes_client_watch_errors",
+            "Failed watches of kubernetes bindings, by error_type.",
+            self.watch_errors.clone(),
+        );
     }
 
     /// The live ticks (the runtime ticks them every [`LIVE_TICK`]).
-    pub fn live_ticks(&self) -> &LiveTicks {
+    pub fn live_ticks(&self) -> &BareCounter {
         &self.live_ticks
     }
 
@@ -216,6 +238,38 @@ impl QueueMetrics {
         }
     }
 
+    /// Records whether the settings of ModuleConfig `name` were accepted when last read.
+    pub(crate) fn config_checked(&self, name: &str, valid: bool) {
+        let mut invalid = self
+            .invalid_configs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if valid {
+            invalid.remove(name);
+        } else {
+            invalid.insert(name.to_owned());
+        }
+    }
+
+    /// The periodic configuration check: one more config values error while any settings are
+    /// refused.
+    pub(crate) fn check_config(&self) {
+        let invalid = self
+            .invalid_configs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if !invalid.is_empty() {
+            self.config_values_errors.inc();
+        }
+    }
+
+    /// Counts a failed watch of a `kubernetes` binding.
+    pub(crate) fn watch_failed(&self, error: &kube::runtime::watcher::Error) {
+        self.watch_errors
+            .get_or_create(&vec![("error_type", watch_error_type(error).to_owned())])
+            .inc();
+    }
+
     /// Counts a failed hook run; `module` is `None` for a global hook.
     pub(crate) fn hook_failed(
         &self,
@@ -254,8 +308,8 @@ mod tests {
     #[test]
     fn live_ticks_is_a_counter_named_as_deckhouse_names_it() {
         let m = QueueMetrics::default();
-        m.live_ticks().tick();
-        m.live_ticks().tick();
+        m.live_ticks().inc();
+        m.live_ticks().inc();
         let text = encode(&m);
         assert!(
             text.contains("# TYPE deckhouse_live_ticks counter\ndeckhouse_live_ticks 2\n"),
@@ -302,5 +356,84 @@ mod tests {
         for line in lines {
             assert!(text.lines().any(|l| l == line), "{line}\n{text}");
         }
+    }
+
+    #[test]
+    fn watch_errors_by_shell_operator_error_type() {
+        use kube::runtime::watcher::Error as W;
+        let status = |code: u16, reason: &str| kube::core::Status {
+            code,
+            reason: reason.into(),
+            ..Default::default()
+        };
+        let table: Vec<(W, &str)> = vec![
+            (W::WatchError(Box::new(status(410, "Expired"))), "expired"),
+            (W::WatchError(Box::new(status(0, "Gone"))), "expired"),
+            (
+                W::WatchStartFailed(kube::Error::Api(Box::new(status(410, "Gone")))),
+                "expired",
+            ),
+            (
+                W::WatchError(Box::new(status(500, "InternalError"))),
+                "fail",
+            ),
+            (
+                W::WatchFailed(kube::Error::ReadEvents(std::io::Error::from(
+                    std::io::ErrorKind::UnexpectedEof,
+                ))),
+                "unexpected-eof",
+            ),
+            (
+                W::WatchFailed(kube::Error::ReadEvents(std::io::Error::from(
+                    std::io::ErrorKind::ConnectionReset,
+                ))),
+                "fail",
+            ),
+            (W::NoResourceVersion, "fail"),
+        ];
+        for (error, want) in &table {
+            assert_eq!(watch_error_type(error), *want, "{error}");
+        }
+        let m = QueueMetrics::default();
+        m.watch_failed(&table[0].0);
+        m.watch_failed(&table[3].0);
+        m.watch_failed(&table[6].0);
+        let mut registry = Registry::default();
+        m.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "deckhouse_kubernetes_client_watch_errors_total{error_type=\"expired\"} 1",
+            "deckhouse_kubernetes_client_watch_errors_total{error_type=\"fail\"} 2",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+    }
+
+    #[test]
+    fn config_values_errors_grow_while_settings_are_refused() {
+        let m = QueueMetrics::default();
+        let count = |m: &QueueMetrics| {
+            let mut registry = Registry::default();
+            m.register(&mut registry);
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+            text.lines()
+                .find_map(|l| l.strip_prefix("deckhouse_config_values_errors_total "))
+                .map(str::to_owned)
+        };
+        m.check_config();
+        assert_eq!(count(&m).as_deref(), Some("0"));
+        m.config_checked("echo", false);
+        m.config_checked("global", false);
+        m.check_config();
+        m.check_config();
+        assert_eq!(count(&m).as_deref(), Some("2"));
+        m.config_checked("echo", true);
+        m.check_config();
+        assert_eq!(count(&m).as_deref(), Some("3"), "global is still refused");
+        m.config_checked("global", true);
+        m.check_config();
+        assert_eq!(count(&m).as_deref(), Some("3"));
     }
 }

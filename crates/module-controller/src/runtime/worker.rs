@@ -192,6 +192,10 @@ impl Runtime {
             Instant::now() + super::metrics::LIVE_TICK,
             super::metrics::LIVE_TICK,
         );
+        let mut config_checks = tokio::time::interval_at(
+            Instant::now() + super::metrics::CONFIG_CHECK,
+            super::metrics::CONFIG_CHECK,
+        );
         tracing::info!("module runtime started");
         loop {
             let now = self.queue_view.epoch.elapsed();
@@ -230,7 +234,8 @@ impl Runtime {
                     self.finish(&queue, &task, result);
                 }
                 () = self.queue_view.wake.notified() => {}
-                _ = ticks.tick() => self.queue_metrics.live_ticks().tick(),
+                _ = ticks.tick() => self.queue_metrics.live_ticks().inc(),
+                _ = config_checks.tick() => self.queue_metrics.check_config(),
                 () = tokio::time::sleep(next) => {}
             }
         }
@@ -371,8 +376,9 @@ impl Runtime {
                 config.as_ref(),
                 &facts,
             ),
-        }
-        .map_err(super::values::values_error)?;
+        };
+        self.queue_metrics.config_checked("global", global.is_ok());
+        let global = global.map_err(super::values::values_error)?;
         self.values.set_global(global);
         Ok((on, off))
     }

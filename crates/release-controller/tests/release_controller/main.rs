@@ -4,6 +4,8 @@
 
 mod common;
 mod image_address;
+mod ingress_nginx;
+mod registry_access;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -866,6 +868,35 @@ async fn requirements_read_modules_sources_and_the_cluster_configuration() {
         metrics.contains("d8_migrated_module_not_found{module=\"broken\"} 1"),
         "{metrics}"
     );
+    // `moved` is offered but has no Deployed ModuleRelease yet (DeckhouseMigratedModuleNotDownloaded).
+    assert!(
+        metrics.contains("d8_migrated_module_not_downloaded{module=\"moved\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("d8_migrated_module_not_downloaded{module=\"broken\"}"),
+        "{metrics}"
+    );
+    // `moved` is downloaded once it has a Deployed ModuleRelease.
+    let releases: Api<api::module_release::ModuleRelease> = Api::all(c.client.clone());
+    let release = serde_json::from_value(json!({
+        "apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleRelease",
+        "metadata": {"name": "moved-v1.0.0", "labels": {"module": "moved", "source": "deckhouse"}},
+        "spec": {"moduleName": "moved", "version": "1.0.0"},
+    }))
+    .unwrap();
+    releases
+        .create(&PostParams::default(), &release)
+        .await
+        .unwrap();
+    releases
+        .patch_status(
+            "moved-v1.0.0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Deployed"}})),
+        )
+        .await
+        .unwrap();
 
     // The module allows the new versions, the source pulls the migrated module: applied.
     modules
@@ -892,6 +923,14 @@ async fn requirements_read_modules_sources_and_the_cluster_configuration() {
     let metrics = c.engine.metrics().encode();
     assert!(
         !metrics.contains("d8_migrated_module_not_found{"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("d8_migrated_module_not_downloaded{module=\"moved\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("d8_migrated_module_not_downloaded{module=\"broken\"} 1"),
         "{metrics}"
     );
     assert!(

@@ -752,4 +752,42 @@ fn release_info_labels_follow_the_plan() {
             ("fromToName", "nil".to_owned()),
         ]
     );
+
+    // A major or from-to module release names itself (D8ModuleOutdatedByMajorVersion); a
+    // platform release never does, as in Deckhouse.
+    for (kind, is_major, is_from_to, want) in [
+        (Module, true, false, ("echo-v2.0.0", "nil")),
+        (Module, false, true, ("nil", "echo-v2.0.0")),
+        (Module, false, false, ("nil", "nil")),
+        (Deckhouse, true, true, ("nil", "nil")),
+    ] {
+        let task = Task {
+            is_major,
+            is_from_to,
+            ..minor.clone()
+        };
+        let settings = Settings {
+            kind,
+            ..settings(Auto)
+        };
+        let state = release();
+        let input = Input {
+            settings: &settings,
+            release: &state,
+            task: &task,
+            now: now(),
+            pod_ready: true,
+            requirement_failures: none,
+            disruption_reasons: none,
+        };
+        let labels = ReleaseInfo::of(&input, &plan(&input).unwrap(), false)
+            .unwrap()
+            .labels("echo-v2.0.0");
+        let get = |key: &str| labels.iter().find(|(k, _)| *k == key).unwrap().1.clone();
+        assert_eq!(
+            (get("majorReleaseName"), get("fromToName")),
+            (want.0.to_owned(), want.1.to_owned()),
+            "{kind:?} {is_major} {is_from_to}"
+        );
+    }
 }

@@ -316,3 +316,39 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn migrated_modules_offered_but_not_deployed_are_not_downloaded() {
+    let requirements = |list: &str| -> BTreeMap<String, String> {
+        [(MIGRATED_MODULES.to_owned(), list.to_owned())].into()
+    };
+    let source = |module: &str, has_error: bool| SourceModule {
+        source: "deckhouse".into(),
+        module: module.into(),
+        has_error,
+    };
+    let sources = vec![
+        source("echo", false),
+        source("fresh", false),
+        source("broken", true),
+        source("off", false),
+    ];
+    let disabled: BTreeSet<String> = ["off".to_owned()].into();
+    let deployed: BTreeSet<String> = ["echo".to_owned()].into();
+    let cases: &[(Option<&str>, &[&str])] = &[
+        (None, &[]),
+        (Some("echo"), &[]),
+        (Some("fresh, echo"), &["fresh"]),
+        (Some("missing,broken"), &[]),
+        (Some("off"), &[]),
+        (Some("fresh,off,missing"), &["fresh"]),
+    ];
+    for (list, want) in cases {
+        let reqs = list.map(requirements).unwrap_or_default();
+        assert_eq!(
+            migrated_modules_not_downloaded(&reqs, &disabled, &sources, &deployed),
+            want.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(),
+            "{list:?}"
+        );
+    }
+}

@@ -95,6 +95,7 @@ impl Runtime {
         let request = plan::watch_request(binding);
         let (name, hook_name, keep) = (module.to_owned(), hook.to_owned(), binding.clone());
         let config = watcher::Config::default().labels(selector);
+        let metrics = self.queue_metrics.clone();
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(watcher(namespaces, config).default_backoff());
             let mut relisted: BTreeSet<String> = BTreeSet::new();
@@ -121,7 +122,10 @@ impl Runtime {
                             next.remove(&n.name_any());
                             next
                         }
-                        Err(_) => continue,
+                        Err(e) => {
+                            metrics.watch_failed(&e);
+                            continue;
+                        }
                     }
                 };
                 let current = shared.read().map(|s| s.clone()).unwrap_or_default();
@@ -251,6 +255,7 @@ impl Runtime {
             let hook_name = hook.clone();
             let binding_name = binding.name.clone();
             let keep = binding.clone();
+            let metrics = self.queue_metrics.clone();
             let task = tokio::spawn(async move {
                 let mut first = Some(first_tx);
                 let mut listed: Vec<Value> = Vec::new();
@@ -260,6 +265,7 @@ impl Runtime {
                     let event = match event {
                         Ok(e) => e,
                         Err(e) => {
+                            metrics.watch_failed(&e);
                             tracing::warn!(module = %name, hook = %hook_name, binding = %binding_name, error = %e, "watch failed, retrying");
                             continue;
                         }
