@@ -85,11 +85,11 @@ async fn watch_under_load(
     for v in 1..=probes {
         let t = Instant::now();
         let want = format!("p{v}");
-        let write = api.patch(
-            "probe",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"v": want}})),
+        let (pp, patch) = (
+            PatchParams::default(),
+            Patch::Merge(json!({"data": {"v": want}})),
         );
+        let write = api.patch("probe", &pp, &patch);
         let seen = async {
             loop {
                 if let Some(Ok(WatchEvent::Modified(o))) = watch.next().await
@@ -127,6 +127,24 @@ async fn count(api: &Api<ConfigMap>) -> usize {
     page.items.len() + page.metadata.remaining_item_count.unwrap_or(0) as usize
 }
 
+/// The floor of every commit: `n` writes of 4 KiB, each followed by fdatasync, in `dir`.
+fn fsync_latency(dir: &std::path::Path, n: usize) -> Vec<Duration> {
+    use std::io::Write as _;
+    let mut f = std::fs::File::create(dir.join("fsync-probe")).unwrap();
+    let mut lat: Vec<Duration> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            f.write_all(&[7u8; 4096]).unwrap();
+            f.sync_data().unwrap();
+            t.elapsed()
+        })
+        .collect();
+    drop(f);
+    let _ = std::fs::remove_file(dir.join("fsync-probe"));
+    lat.sort();
+    lat
+}
+
 /// Fills the namespace up to `n` objects with 16 clients.
 async fn fill(api: &Api<ConfigMap>, n: usize) {
     let have = count(api).await;
@@ -140,6 +158,26 @@ async fn fill(api: &Api<ConfigMap>, n: usize) {
         }
     })
     .await;
+}
+
+/// Times one list of everything as bytes (the server's work and the transfer, no decoding by
+/// the client); returns (bytes, time).
+async fn raw_list(client: &kube::Client) -> (usize, Duration) {
+    use http_body_util::BodyExt as _;
+    let t = Instant::now();
+    let req = http::Request::get("/api/v1/namespaces/default/configmaps")
+        .body(kube::client::Body::empty())
+        .unwrap();
+    let body = client
+        .send(req)
+        .await
+        .unwrap()
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes();
+    (body.len(), t.elapsed())
 }
 
 /// Times one list of everything and one paged list (pages of 500); returns (objects, one, paged).
@@ -213,7 +251,7 @@ async fn main() {
             .unwrap(),
     )
     .unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
 
     // Watch latency: one watcher, sequential updates, time from acknowledged write to event.
     let rv = api
@@ -296,6 +334,7 @@ async fn main() {
     // Fill to n objects, then list them.
     fill(&api, n).await;
     let (listed, one, pages) = time_lists(&api).await;
+    let (bytes, raw) = raw_list(&client).await;
     let t = Instant::now();
     let sel = api
         .list(&ListParams::default().labels("bench=no"))
@@ -305,6 +344,11 @@ async fn main() {
     println!(
         "list:      {listed:>6} objects in one request: {:>7.1} ms",
         one.as_secs_f64() * 1e3
+    );
+    println!(
+        "list:      {listed:>6} objects in one request, bytes only ({:.1} MiB, not decoded): {:>7.1} ms",
+        bytes as f64 / 1048576.0,
+        ms(raw)
     );
     println!(
         "list:      {listed:>6} objects in pages of 500: {:>7.1} ms",
@@ -322,6 +366,17 @@ async fn main() {
         p(0.5).as_secs_f64() * 1e3,
         p(0.99).as_secs_f64() * 1e3
     );
+    let fsync = {
+        let d = dir.path().to_path_buf();
+        tokio::task::spawn_blocking(move || fsync_latency(&d, 100))
+            .await
+            .unwrap()
+    };
+    println!(
+        "disk:      4 KiB write + fdatasync p50 {:.2} ms, p99 {:.2} ms (100; the floor of a commit)",
+        ms(quantile(&fsync, 0.5)),
+        ms(quantile(&fsync, 0.99)),
+    );
     let (event, ack, rate) = watch_under_load(&api, 200, 16).await;
     println!(
         "watch:     under load (16 clients updating, {rate:.0}/s): write ack p50 {:.2} ms, p99 {:.2} ms; write-to-event p50 {:.2} ms, p99 {:.2} ms (200 probes)",
@@ -331,13 +386,13 @@ async fn main() {
         ms(quantile(&event, 0.99)),
     );
     if let Ok(sizes) = std::env::var("BENCH_SCALE") {
-        scale(&api, &sizes, dir.path()).await;
+        scale(&api, &client, &sizes, dir.path()).await;
     }
     server.shutdown().await;
 }
 
 /// The scale row: memory, database size, list and watch latency as the store grows.
-async fn scale(api: &Api<ConfigMap>, sizes: &str, data: &std::path::Path) {
+async fn scale(api: &Api<ConfigMap>, client: &kube::Client, sizes: &str, data: &std::path::Path) {
     let sizes: Vec<usize> = match sizes {
         "1" | "" => vec![10_000, 50_000, 100_000],
         s => s.split(',').filter_map(|n| n.trim().parse().ok()).collect(),
@@ -354,7 +409,7 @@ async fn scale(api: &Api<ConfigMap>, sizes: &str, data: &std::path::Path) {
             .unwrap_or(0)
     };
     println!(
-        "scale:     objects | fill/s | RSS MiB | KiB/object (RSS, db) | list one | list paged | watch p50/p99 (sequential)"
+        "scale:     objects | fill/s | RSS MiB | KiB/object (RSS, db) | list one | list bytes only | list paged | watch p50/p99 (sequential)"
     );
     let mut prev: Option<(usize, u64, Duration)> = None;
     for n in sizes {
@@ -364,13 +419,15 @@ async fn scale(api: &Api<ConfigMap>, sizes: &str, data: &std::path::Path) {
         let fill_rate = n.saturating_sub(have) as f64 / t.elapsed().as_secs_f64();
         let rss = rss_kib();
         let (listed, one, paged) = time_lists(api).await;
+        let (_, raw) = raw_list(client).await;
         let (event, _, _) = watch_under_load(api, 100, 0).await;
         println!(
-            "scale:     {listed:>7} | {fill_rate:>6.0} | {:>7.1} | {:>5.2}, {:>5.2} | {:>7.1} ms | {:>7.1} ms | {:.2}/{:.2} ms",
+            "scale:     {listed:>7} | {fill_rate:>6.0} | {:>7.1} | {:>5.2}, {:>5.2} | {:>7.1} ms | {:>7.1} ms | {:>7.1} ms | {:.2}/{:.2} ms",
             rss as f64 / 1024.0,
             rss as f64 / listed as f64,
             db_bytes() as f64 / 1024.0 / listed as f64,
             ms(one),
+            ms(raw),
             ms(paged),
             ms(quantile(&event, 0.5)),
             ms(quantile(&event, 0.99)),
