@@ -388,42 +388,52 @@ impl Core {
         let desired = def.api_version(version);
         let mut items = Vec::new();
         let mut last_key = String::new();
-        let listed = self
-            .store
-            .list(&pfx, from, at, limit.is_some() && !filtered, |k, item| {
-                let item = if filtered {
-                    let obj = item.value()?;
-                    if !(q.labels.matches(&obj) && q.fields.matches(&obj)) {
-                        return Ok(true);
-                    }
-                    Item::Value(obj)
-                } else {
-                    item
-                };
-                if limit.is_some_and(|l| items.len() >= l) {
-                    return Ok(false);
+        // A consistent list's later pages know from the token how many objects follow.
+        let known = cont
+            .as_ref()
+            .and_then(|c| c.remaining)
+            .filter(|_| at.is_some() && !filtered);
+        let count_rest = limit.is_some() && !filtered && known.is_none();
+        let listed = self.store.list(&pfx, from, at, count_rest, |k, item| {
+            let item = if filtered {
+                let obj = item.value()?;
+                if !(q.labels.matches(&obj) && q.fields.matches(&obj)) {
+                    return Ok(true);
                 }
-                last_key = k.to_string();
-                items.push(item.servable(&desired, &def.kind)?);
-                Ok(true)
-            });
+                Item::Value(obj)
+            } else {
+                item
+            };
+            if limit.is_some_and(|l| items.len() >= l) {
+                return Ok(false);
+            }
+            last_key = k.to_string();
+            items.push(item.servable(&desired, &def.kind)?);
+            Ok(true)
+        });
         let listed = match listed {
             Ok(l) => l,
             Err(ListError::TooOld) => {
                 let mut e = ApiError::expired(list::TOO_OLD);
-                e.continue_token = Some(list::encode_continue(&pfx, from, None));
+                e.continue_token = Some(list::encode_continue(&pfx, from, None, None));
                 return Err(e);
             }
             Err(ListError::Other(e)) => return Err(e),
         };
         let more = listed.rest > 0;
-        let continue_token =
-            more.then(|| list::encode_continue(&pfx, &format!("{last_key}\u{0}"), Some(listed.rv)));
+        let remaining = (more && !filtered).then(|| match known {
+            Some(n) => n.saturating_sub(items.len() as u64),
+            None => listed.rest,
+        });
+        let continue_token = more.then(|| {
+            let from = format!("{last_key}\u{0}");
+            list::encode_continue(&pfx, &from, Some(listed.rv), remaining)
+        });
         Ok(Page {
             items: self.convert_items(def, version, items)?,
             resource_version: listed.rv,
             continue_token,
-            remaining: (more && !filtered).then_some(listed.rest),
+            remaining,
         })
     }
 

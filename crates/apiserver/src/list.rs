@@ -21,6 +21,8 @@ pub(crate) struct Continue {
     /// The first key of the next page (inclusive), a full storage key.
     pub(crate) from: String,
     pub(crate) rv: Option<u64>,
+    /// How many objects the list had after the previous page, when the token carries it.
+    pub(crate) remaining: Option<u64>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -28,17 +30,27 @@ struct Token {
     v: String,
     rv: i64,
     start: String,
+    /// The objects after the previous page in the snapshot, so that later pages of a
+    /// consistent list need not count them again (kube-apiserver's decoder ignores it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    n: Option<u64>,
 }
 
 /// The token of the page from key `from` on in a list under `prefix` read at `rv` (`None`: at
 /// the latest revision). Like kube-apiserver's: base64url of `{"v","rv","start"}`, `start` being
 /// the key after the last one returned (that key and a NUL), relative to the list's prefix.
-pub(crate) fn encode_continue(prefix: &str, from: &str, rv: Option<u64>) -> String {
+pub(crate) fn encode_continue(
+    prefix: &str,
+    from: &str,
+    rv: Option<u64>,
+    remaining: Option<u64>,
+) -> String {
     let start = from.strip_prefix(prefix).unwrap_or(from).to_string();
     let token = Token {
         v: TOKEN_VERSION.into(),
         rv: rv.map_or(-1, |v| i64::try_from(v).unwrap_or(i64::MAX)),
         start,
+        n: remaining.filter(|_| rv.is_some()),
     };
     let json = serde_json::to_vec(&token).unwrap_or_default();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
@@ -75,6 +87,7 @@ pub(crate) fn decode_continue(prefix: &str, token: &str) -> Result<Continue, Api
     Ok(Continue {
         from: format!("{prefix}{start}"),
         rv: u64::try_from(t.rv).ok(),
+        remaining: t.n,
     })
 }
 
