@@ -68,3 +68,15 @@ namespace={{ .namespace }},apiGroup=apps,apiVersion=v1,resource=deployments,subr
     {{- toYaml .root.Values.kubeRbacProxy.resources | nindent 4 }}
   {{- include "d8.securityContext" . | nindent 2 }}
 {{- end -}}
+
+{{- /* The keys of a webhook certificate Secret a webhook reads: not the CA's key, which only
+`d8 controller` (its keeper) uses. */}}
+{{- define "d8.webhookCertificateItems" -}}
+items:
+  - key: tls.crt
+    path: tls.crt
+  - key: tls.key
+    path: tls.key
+  - key: ca.crt
+    path: ca.crt
+{{- end -}}

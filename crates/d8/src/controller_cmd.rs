@@ -24,6 +24,9 @@ use crate::release_cmd;
 /// The Lease of the platform controller.
 const LEASE: &str = "deckhouse-leader-election";
 
+/// A failed pass of the webhook certificate keeper is tried again after this long.
+const WEBHOOK_CERTIFICATE_RETRY: Duration = Duration::from_secs(10);
+
 /// Flags of `d8 controller`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -92,6 +95,22 @@ pub(crate) struct Args {
     /// CNIMigration exists).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     cni_migration_interval: Duration,
+    /// A Secret of webhook certificates the leader keeps, `SECRET=SERVICE[,SERVICE…]`
+    /// (repeatable): a CA and a serving certificate for the Services' DNS names, renewed before
+    /// expiry, the CA injected as `caBundle` where a webhook configuration or CRD conversion
+    /// calls one of the Services.
+    #[arg(long = "webhook-certificate", value_name = "SECRET=SERVICE[,SERVICE…]")]
+    webhook_certificates: Vec<webhook::keeper::Target>,
+    /// The Service (one of a `--webhook-certificate`'s) that converts our CRDs serving several
+    /// versions: their `spec.conversion` is pointed at its `/convert`.
+    #[arg(long, requires = "webhook_certificates")]
+    crd_conversion_service: Option<String>,
+    /// Namespace of the webhook certificates' Secrets and Services.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "d8-system")]
+    webhook_namespace: String,
+    /// Time between two checks of the webhook certificates.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    webhook_certificate_interval: Duration,
     /// Tests and demos: every controller's clock starts at this instant (RFC 3339, e.g.
     /// `2025-03-03T08:30:00Z`) and runs on at real speed — update windows, canary and
     /// notification delays, ObjectKeeper TTLs and condition times all read it.
@@ -131,6 +150,17 @@ pub(crate) struct Utilities {
     pub(crate) packages: package_controller::controller::Options,
     /// The detect-cni-migration job's settings (when the manager does not run here).
     pub(crate) cni_components: utilities::cni::components::Options,
+    /// The webhook certificates kept, when the chart's webhooks run.
+    pub(crate) webhook_certificates: Option<WebhookCertificates>,
+}
+
+/// What the webhook certificate keeper keeps, and how often it looks.
+#[derive(Debug)]
+pub(crate) struct WebhookCertificates {
+    namespace: String,
+    targets: Vec<webhook::keeper::Target>,
+    conversion_service: Option<String>,
+    interval: Duration,
 }
 
 fn utilities_options(args: &Args, clock: &Arc<dyn release_controller::Clock>) -> Utilities {
@@ -165,6 +195,14 @@ fn utilities_options(args: &Args, clock: &Arc<dyn release_controller::Clock>) ->
             interval: args.cni_migration_interval,
             ..Default::default()
         },
+        webhook_certificates: (!args.webhook_certificates.is_empty()).then(|| {
+            WebhookCertificates {
+                namespace: args.webhook_namespace.clone(),
+                targets: args.webhook_certificates.clone(),
+                conversion_service: args.crd_conversion_service.clone(),
+                interval: args.webhook_certificate_interval,
+            }
+        }),
     }
 }
 
@@ -364,12 +402,14 @@ pub(crate) async fn lead(
 }
 
 /// The ObjectKeeper controller, the documentation controller (when it runs here), the CNI
-/// migration's job here, and the package controller (repository scans and Applications).
+/// migration's job here, the package controller (repository scans and Applications) and the
+/// webhook certificate keeper (with its interval, when it runs).
 type UtilityControllers = (
     utilities::object_keeper::Controller,
     Option<utilities::documentation::Controller>,
     CniMigration,
     package_controller::controller::Controller,
+    Option<(webhook::keeper::Keeper, Duration)>,
 );
 
 /// What `d8 controller` does for CNI migrations: run the manager itself (one machine), or
@@ -411,7 +451,16 @@ fn utility_controllers(client: &Client, options: Utilities) -> anyhow::Result<Ut
     };
     let packages =
         package_controller::controller::Controller::new(client.clone(), options.packages);
-    Ok((keepers, documentation, cni, packages))
+    let certificates = options.webhook_certificates.map(|o| {
+        let keeper = webhook::keeper::Keeper::new(
+            client.clone(),
+            o.namespace,
+            o.targets,
+            o.conversion_service,
+        );
+        (keeper, o.interval)
+    });
+    Ok((keepers, documentation, cni, packages, certificates))
 }
 
 async fn elect_and_run(
@@ -485,6 +534,17 @@ async fn elect_and_run(
             let stopped = until_stopped(stopped.clone());
             async move { utilities.2.run(stopped).await }
         }));
+        if utilities.4.is_some() {
+            let utilities = utilities.clone();
+            let stopped = until_stopped(stopped.clone());
+            tasks.push(tokio::spawn(async move {
+                if let Some((keeper, interval)) = &utilities.4 {
+                    keeper
+                        .run(*interval, WEBHOOK_CERTIFICATE_RETRY, stopped)
+                        .await
+                }
+            }));
+        }
         if utilities.1.is_some() {
             let utilities = utilities.clone();
             let stopped = until_stopped(stopped.clone());

@@ -2,6 +2,8 @@
 //! command line and hands over; each subcommand lives in its own module.
 
 mod apiserver_cmd;
+#[cfg(test)]
+mod chart_args;
 mod controller_cmd;
 mod image_cmd;
 mod kube_client;

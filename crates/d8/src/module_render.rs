@@ -125,6 +125,26 @@ fn render(args: &RenderArgs) -> Outcome {
         .map_err(|_| err("rendering template failed".into()))?
 }
 
+/// The chart in `dir` rendered as `d8 module render DIR --release-name NAME -n NAMESPACE --set …`
+/// prints it (tests of the platform's chart against the binary's own parsers).
+#[cfg(test)]
+pub(crate) fn render_dir(dir: &Path, name: &str, namespace: &str, set: &[&str]) -> Outcome {
+    render(&RenderArgs {
+        chart: dir.to_path_buf(),
+        values: Vec::new(),
+        set: set.iter().map(|s| s.to_string()).collect(),
+        set_string: Vec::new(),
+        set_json: Vec::new(),
+        set_file: Vec::new(),
+        release_name: name.into(),
+        namespace: namespace.into(),
+        kube_version: None,
+        api_versions: Vec::new(),
+        include_crds: false,
+        show_only: Vec::new(),
+    })
+}
+
 enum Files {
     Dir(Vec<(String, Vec<u8>)>),
     Archive(Vec<u8>),

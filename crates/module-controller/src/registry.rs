@@ -118,6 +118,22 @@ impl ModuleRegistry {
         }
     }
 
+    /// Whether the registry pages the tag list of `R` (Deckhouse's pagination probe): a
+    /// listing limited to one tag differs from the full one.
+    pub async fn pages_tags(&self) -> Result<bool, Error> {
+        let all = self
+            .remote
+            .all_tags("")
+            .await
+            .map_err(|e| Error::registry("list all tags", e))?;
+        let page = self
+            .remote
+            .tags("", Some(1), None)
+            .await
+            .map_err(|e| Error::registry("list tags with limit", e))?;
+        Ok(all.len() != page.tags.len())
+    }
+
     /// The registry of a ModuleSource's `spec.registry`.
     pub fn from_source(
         client: &registry_client::Client,

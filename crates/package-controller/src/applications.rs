@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::application::{self as decide, Blocked, Facts, Outcome};
+use crate::bookkeeping;
 use crate::install::Installer;
 use crate::registry::PackageImages;
 
@@ -67,6 +68,12 @@ impl Applications {
             registries,
             schemas: Mutex::default(),
         }
+    }
+
+    /// Notified when a package hook run between passes (kubernetes, schedule) changed an
+    /// Application's values: a pass releases it again.
+    pub fn wake(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.installer.wake()
     }
 
     /// The running Deckhouse version, for versions' `requirements.deckhouse`.
@@ -217,6 +224,11 @@ impl Applications {
             available: &available,
             channel_version: channel_version.as_deref(),
         };
+        if let Some(apv) = target.filter(|t| !crate::versions::is_draft(t))
+            && let Some(ap) = world.packages.iter().find(|p| p.name_any() == *package)
+        {
+            self.link(app, apv, ap).await?;
+        }
         let mut new_status = status.clone();
         let judged = channel
             .and_then(|_| decide::judge(app, installed.as_deref(), facts))
@@ -269,6 +281,59 @@ impl Applications {
             .await
             .map_err(|e| Error::kube(format!("patch Application {name} status"), e))?;
         }
+        Ok(())
+    }
+
+    /// Deckhouse's links once the version is found: the Application owned by its version
+    /// and package (stale version references replaced) and its `registry-spec-changed`
+    /// annotation removed — the registry is read again below (the version's schema and, when
+    /// it is not installed yet, its bundle).
+    async fn link(
+        &self,
+        app: &Application,
+        apv: &ApplicationPackageVersion,
+        ap: &ApplicationPackage,
+    ) -> Result<(), Error> {
+        use kube::Resource;
+        let owner = |api_version: &str, kind: &str, name: String, uid: Option<String>| {
+            bookkeeping::application_owner(api_version, kind, &name, &uid.unwrap_or_default())
+        };
+        let version = owner(
+            &ApplicationPackageVersion::api_version(&()),
+            &ApplicationPackageVersion::kind(&()),
+            apv.name_any(),
+            apv.metadata.uid.clone(),
+        );
+        let package = owner(
+            &ApplicationPackage::api_version(&()),
+            &ApplicationPackage::kind(&()),
+            ap.name_any(),
+            ap.metadata.uid.clone(),
+        );
+        let existing = app.metadata.owner_references.clone().unwrap_or_default();
+        let owners = bookkeeping::application_owners(&existing, version, package);
+        let changed = app
+            .annotations()
+            .contains_key(bookkeeping::ANNOTATION_SPEC_CHANGED);
+        if owners == existing && !changed {
+            return Ok(());
+        }
+        if changed && let Ok(mut m) = self.schemas.lock() {
+            m.remove(&apv.name_any());
+        }
+        let mut meta = json!({"ownerReferences": owners});
+        if changed {
+            meta["annotations"] = json!({bookkeeping::ANNOTATION_SPEC_CHANGED: null});
+        }
+        let name = app.name_any();
+        Api::<Application>::namespaced(self.client.clone(), &app.namespace().unwrap_or_default())
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": meta})),
+            )
+            .await
+            .map_err(|e| Error::kube(format!("link Application {name}"), e))?;
         Ok(())
     }
 

@@ -4,21 +4,25 @@
 //! ApplicationPackageVersions, then reconciles every Application. A pass runs on every change to those kinds (debounced) and when
 //! the next scan is due.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use api::packages::{
-    Application, ApplicationPackageVersion, PackageRepository, PackageRepositoryOperation,
-    PackageRepositoryOperationSpec, UpdateOperation,
+    Application, ApplicationPackage, ApplicationPackageVersion, PackageRepository,
+    PackageRepositoryOperation, PackageRepositoryOperationSpec, UpdateOperation,
 };
 use futures_util::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{ListParams, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
+use serde_json::json;
 
 use crate::Error;
 use crate::applications::Applications;
+use crate::bookkeeping;
 use crate::operation;
+use crate::registry::PackageImages;
 use crate::repository::{self, Operations, Schedule};
 use crate::scan::{LABEL_OPERATION_TYPE, LABEL_REPOSITORY, LABEL_TRIGGER, Scanner, owner};
 use crate::versions;
@@ -117,6 +121,7 @@ impl Controller {
             futures_util::stream::select(repos, apvs),
         );
         tokio::pin!(events);
+        let wake = self.applications.wake();
         loop {
             let wait = match self.pass().await {
                 Ok(next) => next,
@@ -130,6 +135,7 @@ impl Controller {
             tokio::select! {
                 _ = &mut stopped => return,
                 _ = &mut sleep => {}
+                _ = wake.notified() => {}
                 event = events.next() => match event {
                     None => return,
                     Some(ok) => {
@@ -163,6 +169,7 @@ impl Controller {
                     .map_err(|e| Error::kube("get PackageRepositoryOperation", e))?;
             }
         }
+        self.keep_books().await?;
         let apvs: Api<ApplicationPackageVersion> = Api::all(self.client.clone());
         let list = apvs
             .list(&ListParams::default())
@@ -178,6 +185,158 @@ impl Controller {
             next = next.min(self.options.retry);
         }
         Ok(next)
+    }
+
+    /// Deckhouse's bookkeeping ([`bookkeeping`]): registry spec checksums (and the
+    /// Applications told of a change), the 10 newest operations of each repository kept, gone
+    /// repositories removed from the packages' `availableRepositories`.
+    async fn keep_books(&self) -> Result<(), Error> {
+        let repos = Api::<PackageRepository>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::kube("list PackageRepositories", e))?
+            .items;
+        let live: BTreeSet<String> = repos
+            .iter()
+            .filter(|r| r.metadata.deletion_timestamp.is_none())
+            .map(|r| r.name_any())
+            .collect();
+        for repo in repos.iter().filter(|r| live.contains(&r.name_any())) {
+            self.registry_checksum(repo).await?;
+        }
+        let ops: Api<PackageRepositoryOperation> = Api::all(self.client.clone());
+        let all = ops
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::kube("list PackageRepositoryOperations", e))?
+            .items;
+        let mut by_repo: BTreeMap<&str, Vec<(String, Option<Time>)>> = BTreeMap::new();
+        let mut completed: BTreeSet<&str> = BTreeSet::new();
+        for op in &all {
+            let repo = op.spec.package_repository_name.as_str();
+            by_repo
+                .entry(repo)
+                .or_default()
+                .push((op.name_any(), op.metadata.creation_timestamp.clone()));
+            if operation::next_step(&op.status.clone().unwrap_or_default()) == operation::Step::Done
+            {
+                completed.insert(repo);
+            }
+        }
+        for (repo, list) in by_repo.iter().filter(|(r, _)| completed.contains(*r)) {
+            for name in bookkeeping::operations_to_delete(list) {
+                match ops.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {
+                        tracing::info!(repository = %repo, operation = %name, "old operation deleted")
+                    }
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(Error::kube("delete PackageRepositoryOperation", e)),
+                }
+            }
+        }
+        let packages: Api<ApplicationPackage> = Api::all(self.client.clone());
+        let list = packages
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::kube("list ApplicationPackages", e))?;
+        for p in list.items {
+            let available = p.status.clone().unwrap_or_default().available_repositories;
+            let kept = bookkeeping::available_repositories(&available, |r| live.contains(r));
+            if kept == available {
+                continue;
+            }
+            packages
+                .patch_status(
+                    &p.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"availableRepositories": kept}})),
+                )
+                .await
+                .map_err(|e| Error::kube("update ApplicationPackage status", e))?;
+            tracing::info!(package = %p.name_any(), repositories = ?kept, "gone repository removed from the package");
+        }
+        Ok(())
+    }
+
+    /// Records in `status.partialScanAvailable` whether the repository's registry pages tag
+    /// lists (a registry that cannot be reached is left for the scan to report).
+    async fn probe_pagination(&self, repo: &PackageRepository) -> Result<(), Error> {
+        let name = repo.name_any();
+        let pages = match PackageImages::new(&self.registries, &repo.spec.registry) {
+            Ok(images) => images.pages_tags().await,
+            Err(e) => Err(e),
+        };
+        let pages = match pages {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(repository = %name, error = %e, "pagination support not checked");
+                return Ok(());
+            }
+        };
+        let known = repo
+            .status
+            .as_ref()
+            .and_then(|s| s.partial_scan_available)
+            .unwrap_or(false);
+        if pages == known {
+            return Ok(());
+        }
+        Api::<PackageRepository>::all(self.client.clone())
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"partialScanAvailable": pages}})),
+            )
+            .await
+            .map_err(|e| Error::kube("update PackageRepository partialScanAvailable", e))?;
+        Ok(())
+    }
+
+    /// Records the repository's registry spec checksum; when it changed, annotates its
+    /// Applications `registry-spec-changed` first.
+    async fn registry_checksum(&self, repo: &PackageRepository) -> Result<(), Error> {
+        let name = repo.name_any();
+        let sum = match bookkeeping::checksum(repo.annotations(), &repo.spec.registry) {
+            bookkeeping::Checksum::Same => return Ok(()),
+            bookkeeping::Checksum::Record(sum) => sum,
+            bookkeeping::Checksum::Changed(sum) => {
+                let apps = Api::<Application>::all(self.client.clone())
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| Error::kube("list Applications", e))?;
+                let now = jiff::Timestamp::now()
+                    .strftime("%Y-%m-%dT%H:%M:%SZ")
+                    .to_string();
+                for app in apps
+                    .items
+                    .iter()
+                    .filter(|a| crate::application::repository(a) == name)
+                {
+                    let api: Api<Application> =
+                        Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default());
+                    let patch = json!({"metadata": {"annotations": {bookkeeping::ANNOTATION_SPEC_CHANGED: now}}});
+                    if let Err(e) = api
+                        .patch(
+                            &app.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(patch),
+                        )
+                        .await
+                    {
+                        tracing::warn!(application = %app.name_any(), error = %e, "registry-spec-changed not set");
+                        continue;
+                    }
+                    tracing::info!(repository = %name, application = %app.name_any(), "registry settings changed: application reconciled");
+                }
+                sum
+            }
+        };
+        let patch = json!({"metadata": {"annotations": {bookkeeping::ANNOTATION_CHECKSUM: sum}}});
+        Api::<PackageRepository>::all(self.client.clone())
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(|e| Error::kube("record the registry spec checksum", e))?;
+        Ok(())
     }
 
     /// Creates the automatic operations that are due; returns when the next one is.
@@ -221,6 +380,7 @@ impl Controller {
             match repository::schedule(interval, state) {
                 Schedule::Wait(d) => next = next.min(d),
                 Schedule::Create { full_scan } => {
+                    self.probe_pagination(&repo).await?;
                     let op = PackageRepositoryOperation {
                         metadata: ObjectMeta {
                             name: Some(repository::operation_name(&name, now.as_second())),

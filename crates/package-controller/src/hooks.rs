@@ -1,16 +1,25 @@
 //! Package hooks, run as the module runtime runs module hooks — the same runner
 //! (`module-hooks`: shell, Python and module-sdk hooks, their `--config`, binding contexts and
-//! outputs) and the same Kubernetes operations ([`kube_ops::execute`]) — scoped to the
-//! Application: a hook sees `{global: {}, <camelCasePackage>: <values>}`, may patch only its
-//! package's values, and its Kubernetes operations must name objects in the Application's
-//! namespace, or the hook fails and nothing else it asked for is done.
+//! outputs), the same snapshots ([`module_hooks::Monitor`]) and the same Kubernetes operations
+//! ([`kube_ops::execute`]) — scoped to the Application: a hook sees
+//! `{global: {}, <camelCasePackage>: <values>}` and the Application in `APPLICATION_NAME` and
+//! `APPLICATION_NAMESPACE` (module-sdk's application hooks read them), may patch only its
+//! package's values, watches only the Application's namespace, and its Kubernetes operations
+//! must name objects there, or the hook fails and nothing else it asked for is done.
 //!
-//! The helm bindings run: `beforeHelm` (its values are the chart's), `afterHelm`, and
-//! `afterDeleteHelm` once the release is removed.
+//! Every binding runs: `onStartup` when the controller first installs the Application (and
+//! after it restarts, or when the version changes), `kubernetes` (Synchronization, then
+//! events) and `schedule` from then on, `beforeHelm`/`afterHelm` around each
+//! release, `afterDeleteHelm` once the release is removed. What the hooks patch is compacted
+//! and kept in the Application's namespace ([`stored`]) and replayed over its settings; a
+//! hook run between passes that changes it wakes the controller, which releases again.
+
+mod instance;
+pub mod stored;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use module_controller::runtime::apply::Applier;
 use module_controller::runtime::hooks::kube_ops;
@@ -20,24 +29,62 @@ use module_hooks::{BindingContext, Hook, KubeOperation, ModuleRef, Runner};
 use module_plan::values::ValuesPatch;
 use module_plan::values::{Operation, compact};
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 use crate::Error;
+use instance::{Instance, Shared};
+
+/// The environment variables a package hook finds its Application in (module-sdk's
+/// `EnvApplicationName` / `EnvApplicationNamespace`).
+pub const ENV_APPLICATION_NAME: &str = "APPLICATION_NAME";
+/// See [`ENV_APPLICATION_NAME`].
+pub const ENV_APPLICATION_NAMESPACE: &str = "APPLICATION_NAMESPACE";
+
+/// An installed Application, as its hooks know it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The package it installs.
+    pub package: String,
+}
+
+impl AppRef {
+    fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The package's values key (`camelCase` of its name).
+    fn values_key(&self) -> String {
+        module_plan::definition::camel_case(&self.package)
+    }
+}
 
 /// Runs packages' hooks.
 pub struct PackageHooks {
-    runner: Runner,
-    applier: Applier,
-    /// Per Application (`<namespace>/<name>`): the values patches its hooks made, compacted,
-    /// replayed over its settings at each pass — as addon-operator keeps a module's.
-    patches: Mutex<HashMap<String, Vec<Operation>>>,
-    /// The hooks of each bundle directory, configured once (a bundle never changes on disk).
-    discovered: Mutex<HashMap<PathBuf, Vec<Hook>>>,
+    inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for PackageHooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PackageHooks").finish_non_exhaustive()
     }
+}
+
+pub(crate) struct Inner {
+    client: kube::Client,
+    applier: Applier,
+    /// Per Application (`<namespace>/<name>`): the values patches its hooks made, compacted
+    /// (read from [`stored`] the first time).
+    patches: Mutex<HashMap<String, Vec<Operation>>>,
+    /// The hooks of each bundle directory, configured once (a bundle never changes on disk).
+    discovered: Mutex<HashMap<PathBuf, Vec<Hook>>>,
+    /// Per Application: its hooks' bindings, running.
+    instances: Mutex<HashMap<String, Instance>>,
+    /// Told when a hook run between passes changed an Application's values.
+    wake: Arc<Notify>,
 }
 
 /// Why a hook's Kubernetes operation may not be carried out for an Application in
@@ -111,41 +158,141 @@ pub fn replayed(key: &str, settings: &Value, stored: &[Operation]) -> Result<Val
     Ok(out.get(key).cloned().unwrap_or_else(|| json!({})))
 }
 
-impl PackageHooks {
-    /// Hooks acting through `client`.
-    pub fn new(client: kube::Client) -> Self {
-        Self {
-            runner: Runner::new(Default::default(), None),
-            applier: Applier::new(client),
-            patches: Mutex::default(),
-            discovered: Mutex::default(),
-        }
-    }
+/// The runner of Application `app`'s hooks: its name and namespace in their environment.
+pub fn runner_for(app: &AppRef) -> Runner {
+    Runner::new(
+        module_hooks::RunnerOptions {
+            env: vec![
+                (ENV_APPLICATION_NAME.to_owned(), app.name.clone()),
+                (ENV_APPLICATION_NAMESPACE.to_owned(), app.namespace.clone()),
+            ],
+            ..Default::default()
+        },
+        None,
+    )
+}
 
-    /// The values of Application `app` (`<namespace>/<name>`) of `package`: its `settings`
-    /// with what its hooks patched so far.
-    pub fn values(&self, app: &str, package: &str, settings: &Value) -> Result<Value, Error> {
-        let stored = self
-            .patches
-            .lock()
-            .ok()
-            .and_then(|p| p.get(app).cloned())
-            .unwrap_or_default();
-        let key = module_plan::definition::camel_case(package);
-        replayed(&key, settings, &stored)
+impl Inner {
+    /// The values of `app`: its `settings` with what its hooks patched so far.
+    async fn values(&self, app: &AppRef, settings: &Value) -> Result<Value, Error> {
+        let key = app.key();
+        let cached = self.patches.lock().ok().and_then(|p| p.get(&key).cloned());
+        let stored = match cached {
+            Some(s) => s,
+            None => {
+                let s = stored::load(&self.client, &app.namespace, &app.name).await?;
+                if let Ok(mut p) = self.patches.lock() {
+                    p.insert(key, s.clone());
+                }
+                s
+            }
+        };
+        replayed(&app.values_key(), settings, &stored)
             .map_err(|e| Error::Install(format!("the values package hooks patched: {e}")))
     }
 
-    /// Forgets what the hooks of Application `app` patched (it is gone).
-    pub fn forget(&self, app: &str) {
-        if let Ok(mut p) = self.patches.lock() {
-            p.remove(app);
+    /// Adds a hook's patch to what `app`'s hooks patched and keeps it; `true` when that
+    /// changed.
+    async fn remember(&self, app: &AppRef, ops: &[Operation]) -> Result<bool, Error> {
+        if ops.is_empty() {
+            return Ok(false);
         }
+        let changed = {
+            let Ok(mut p) = self.patches.lock() else {
+                return Ok(false);
+            };
+            let stored = p.entry(app.key()).or_default();
+            let next = compact(stored, ops);
+            if next == *stored {
+                None
+            } else {
+                *stored = next.clone();
+                Some(next)
+            }
+        };
+        match changed {
+            Some(next) => {
+                stored::save(&self.client, &app.namespace, &app.name, &next).await?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Runs hook `index` of `shared` with `contexts` and carries out its outputs; returns the
+    /// values it leaves and whether what the hooks patched changed.
+    async fn run_hook(
+        &self,
+        shared: &Shared,
+        index: usize,
+        contexts: Vec<BindingContext>,
+        values: Value,
+    ) -> Result<(Value, bool), Error> {
+        let app = &shared.app;
+        let hook = &shared.hooks[index];
+        let failed = |e: String| Error::Install(plan::hook_failure(false, &hook.name, &e));
+        let key = app.values_key();
+        let doc = json!({"global": {}, key.as_str(): values});
+        let contexts = module_hooks::context::compact_groups(contexts);
+        let binding = contexts
+            .first()
+            .map(|c| c.binding.clone())
+            .unwrap_or_default();
+        let output = match shared.runner.run(hook, &contexts, &doc, &doc).await {
+            Ok(o) => o,
+            Err(e) if module_hooks::retry::allow_failure(&hook.config, &contexts) => {
+                tracing::warn!(namespace = %app.namespace, application = %app.name, hook = %hook.name, error = %e, "package hook failed, allowFailure: go on");
+                return Ok((values, false));
+            }
+            Err(e) => return Err(failed(e.to_string())),
+        };
+        if let Some(why) = output
+            .kube_operations
+            .iter()
+            .find_map(|op| op_out_of_scope(op, &app.namespace))
+        {
+            return Err(failed(why));
+        }
+        for op in &output.kube_operations {
+            kube_ops::execute(&self.applier, op)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+        }
+        let (next, ops) = patched_values(&key, &values, &output.values_patch).map_err(failed)?;
+        let changed = self.remember(app, &ops).await?;
+        tracing::info!(namespace = %app.namespace, application = %app.name, hook = %hook.name, binding, "package hook ran");
+        Ok((next, changed))
+    }
+
+    /// Runs the hooks of `shared` bound to `phase`, in order, with `values`; returns the
+    /// values they leave.
+    async fn run_phase(
+        &self,
+        shared: &Shared,
+        phase: Phase,
+        values: Value,
+    ) -> Result<Value, Error> {
+        let _one = shared.lock.lock().await;
+        let mut values = values;
+        for i in plan::hooks_for(&shared.hooks, phase) {
+            let context = match phase {
+                Phase::OnStartup => BindingContext::on_startup(),
+                other => BindingContext::helm(other.binding()),
+            };
+            let contexts = vec![shared.with_snapshots(i, context)];
+            values = self.run_hook(shared, i, contexts, values).await?.0;
+        }
+        Ok(values)
     }
 
     /// The hooks of the bundle of `package` in `dir` (its `hooks/`), configured; named
     /// `<package>/hooks/…` whatever version directory holds them, as a downloaded module's are.
-    pub async fn discover(&self, package: &str, dir: &Path) -> Result<Vec<Hook>, Error> {
+    async fn discover(
+        &self,
+        runner: &Runner,
+        package: &str,
+        dir: &Path,
+    ) -> Result<Vec<Hook>, Error> {
         if let Some(hooks) = self
             .discovered
             .lock()
@@ -156,8 +303,7 @@ impl PackageHooks {
         }
         let mut found = ModuleRef::new(package, dir);
         found.dir_name = package.to_owned();
-        let hooks = self
-            .runner
+        let hooks = runner
             .discover_module(&found)
             .await
             .map_err(|e| Error::Install(format!("package hooks: {e}")))?;
@@ -166,58 +312,110 @@ impl PackageHooks {
         }
         Ok(hooks)
     }
+}
 
-    /// Runs the hooks bound to `phase`, in order, for Application `app`
-    /// (`<namespace>/<name>`) with the package's `values`; returns the values they leave (their
-    /// patches are kept for the next passes).
+impl PackageHooks {
+    /// Hooks acting through `client`.
+    pub fn new(client: kube::Client) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                applier: Applier::new(client.clone()),
+                client,
+                patches: Mutex::default(),
+                discovered: Mutex::default(),
+                instances: Mutex::default(),
+                wake: Arc::new(Notify::new()),
+            }),
+        }
+    }
+
+    /// Notified when a hook run between passes (kubernetes, schedule) changed an
+    /// Application's values: a pass should release it again.
+    pub fn wake(&self) -> Arc<Notify> {
+        self.inner.wake.clone()
+    }
+
+    /// The values of `app`: its `settings` with what its hooks patched so far.
+    pub async fn values(&self, app: &AppRef, settings: &Value) -> Result<Value, Error> {
+        self.inner.values(app, settings).await
+    }
+
+    /// Starts the hooks of `app`'s bundle in `dir` unless they run already: `onStartup`, the
+    /// kubernetes bindings' Synchronization, then their events and the schedules between
+    /// passes. A new bundle (another version) stops the old one's first. `settings` are what
+    /// the hooks run between passes see.
+    pub async fn start(&self, app: &AppRef, dir: &Path, settings: &Value) -> Result<(), Error> {
+        let key = app.key();
+        if let Ok(instances) = self.inner.instances.lock()
+            && let Some(running) = instances.get(&key)
+            && running.dir == dir
+        {
+            running.shared.set_settings(settings);
+            return Ok(());
+        }
+        self.stop(app);
+        let runner = runner_for(app);
+        let hooks = self.inner.discover(&runner, &app.package, dir).await?;
+        let started = instance::start(&self.inner, app, runner, hooks, dir, settings).await?;
+        if let Ok(mut instances) = self.inner.instances.lock() {
+            instances.insert(key, started);
+        }
+        Ok(())
+    }
+
+    /// Stops `app`'s bindings (watches, schedules).
+    pub fn stop(&self, app: &AppRef) {
+        let gone = self
+            .inner
+            .instances
+            .lock()
+            .ok()
+            .and_then(|mut i| i.remove(&app.key()));
+        drop(gone);
+    }
+
+    /// Runs `app`'s hooks bound to the helm `phase` with `values`; returns the values they
+    /// leave (their patches are kept).
     pub async fn run_phase(
         &self,
-        hooks: &[Hook],
+        app: &AppRef,
         phase: Phase,
-        app: &str,
-        package: &str,
         values: Value,
     ) -> Result<Value, Error> {
-        let namespace = app.split_once('/').map_or(app, |(ns, _)| ns);
-        let key = module_plan::definition::camel_case(package);
-        let mut values = values;
-        for i in plan::hooks_for(hooks, phase) {
-            let hook = &hooks[i];
-            let failed = |e: String| Error::Install(plan::hook_failure(false, &hook.name, &e));
-            let doc = json!({"global": {}, key.as_str(): values});
-            let contexts = [BindingContext::helm(phase.binding())];
-            let output = match self.runner.run(hook, &contexts, &doc, &doc).await {
-                Ok(o) => o,
-                Err(e) if module_hooks::retry::allow_failure(&hook.config, &contexts) => {
-                    tracing::warn!(namespace, hook = %hook.name, error = %e, "package hook failed, allowFailure: go on");
-                    continue;
-                }
-                Err(e) => return Err(failed(e.to_string())),
-            };
-            if let Some(why) = output
-                .kube_operations
-                .iter()
-                .find_map(|op| op_out_of_scope(op, namespace))
-            {
-                return Err(failed(why));
-            }
-            for op in &output.kube_operations {
-                kube_ops::execute(&self.applier, op)
-                    .await
-                    .map_err(|e| failed(e.to_string()))?;
-            }
-            let (next, ops) =
-                patched_values(&key, &values, &output.values_patch).map_err(failed)?;
-            if !ops.is_empty()
-                && let Ok(mut p) = self.patches.lock()
-            {
-                let stored = p.entry(app.to_owned()).or_default();
-                *stored = compact(stored, &ops);
-            }
-            values = next;
-            tracing::info!(namespace, hook = %hook.name, binding = phase.binding(), "package hook ran");
+        let shared = self
+            .inner
+            .instances
+            .lock()
+            .ok()
+            .and_then(|i| i.get(&app.key()).map(|r| r.shared.clone()));
+        match shared {
+            Some(shared) => self.inner.run_phase(&shared, phase, values).await,
+            None => Ok(values),
         }
-        Ok(values)
+    }
+
+    /// Runs the `afterDeleteHelm` hooks of `app`'s bundle in `dir` with `values`.
+    pub async fn after_delete(
+        &self,
+        app: &AppRef,
+        dir: &Path,
+        values: Value,
+    ) -> Result<Value, Error> {
+        let runner = runner_for(app);
+        let hooks = self.inner.discover(&runner, &app.package, dir).await?;
+        let shared = Shared::new(app.clone(), runner, hooks, &values);
+        self.inner
+            .run_phase(&shared, Phase::AfterDeleteHelm, values)
+            .await
+    }
+
+    /// Forgets what `app`'s hooks patched (it is gone) and stops its bindings.
+    pub async fn forget(&self, app: &AppRef) -> Result<(), Error> {
+        self.stop(app);
+        if let Ok(mut p) = self.inner.patches.lock() {
+            p.remove(&app.key());
+        }
+        stored::delete(&self.inner.client, &app.namespace, &app.name).await
     }
 }
 

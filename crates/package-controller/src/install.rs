@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::application::{out_of_scope, urls};
-use crate::hooks::PackageHooks;
+use crate::hooks::{AppRef, PackageHooks};
 use crate::registry::PackageImages;
 use module_controller::runtime::hooks::plan::Phase;
 
@@ -70,6 +70,11 @@ impl Installer {
         }
     }
 
+    /// Notified when a hook run between passes changed an Application's values.
+    pub fn wake(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.hooks.wake()
+    }
+
     /// The bundle of `package` `version` from repository `repo`, when it was downloaded.
     pub fn cached(&self, repo: &str, package: &str, version: &str) -> Option<PathBuf> {
         let dir = self
@@ -118,17 +123,21 @@ impl Installer {
         dir: &Path,
         settings: &Value,
     ) -> Result<Installed, Error> {
-        let hooks = self.hooks.discover(package, dir).await?;
-        let app = format!("{namespace}/{name}");
-        let values = self.hooks.values(&app, package, settings)?;
+        let app = AppRef {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            package: package.to_owned(),
+        };
+        self.hooks.start(&app, dir, settings).await?;
+        let values = self.hooks.values(&app, settings).await?;
         let values = self
             .hooks
-            .run_phase(&hooks, Phase::BeforeHelm, &app, package, values)
+            .run_phase(&app, Phase::BeforeHelm, values)
             .await?;
         let mut out = self.release(namespace, name, package, dir, &values).await?;
         let after = self
             .hooks
-            .run_phase(&hooks, Phase::AfterHelm, &app, package, values.clone())
+            .run_phase(&app, Phase::AfterHelm, values.clone())
             .await?;
         if after != values {
             tracing::info!(
@@ -221,6 +230,12 @@ impl Installer {
         package: &str,
         bundle: Option<&Path>,
     ) -> Result<usize, Error> {
+        let app = AppRef {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            package: package.to_owned(),
+        };
+        self.hooks.stop(&app);
         let history = self.applier.history(namespace, name).await?;
         let values = module_controller::runtime::release::last(&history)
             .and_then(|r| r.config.get(module_plan::definition::camel_case(package)))
@@ -229,14 +244,10 @@ impl Installer {
         let deleted = deploy::uninstall(&self.applier, target(namespace, name))
             .await?
             .unwrap_or(0);
-        let app = format!("{namespace}/{name}");
         if let Some(dir) = bundle {
-            let hooks = self.hooks.discover(package, dir).await?;
-            self.hooks
-                .run_phase(&hooks, Phase::AfterDeleteHelm, &app, package, values)
-                .await?;
+            self.hooks.after_delete(&app, dir, values).await?;
         }
-        self.hooks.forget(&app);
+        self.hooks.forget(&app).await?;
         tracing::info!(
             namespace,
             application = name,

@@ -12,7 +12,9 @@
 //! - [`application`]: what an Application may do and the status it shows (pure);
 //! - [`install`]: an Application's release, through the module runtime's release install;
 //! - [`hooks`]: package hooks, through the module runtime's hook runner, scoped to the
-//!   Application;
+//!   Application — every binding, their values kept in the Application's namespace;
+//! - [`bookkeeping`]: Deckhouse's bookkeeping — registry spec checksums, owner references,
+//!   old operations, gone repositories (pure);
 //! - [`controller`]: the loop `d8 controller` runs under the platform's Lease.
 //!
 //! Decisions are pure functions with table tests; the API and registries are reached only from
@@ -20,6 +22,7 @@
 
 pub mod application;
 pub mod applications;
+pub mod bookkeeping;
 pub mod compat;
 pub mod controller;
 mod error;

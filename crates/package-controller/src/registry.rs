@@ -69,6 +69,12 @@ impl PackageImages {
         Ok(self.inner.modules().await?)
     }
 
+    /// Whether the registry pages the tag list of `R` (Deckhouse's probe for
+    /// `partialScanAvailable`): a listing limited to one tag differs from the full one.
+    pub async fn pages_tags(&self) -> Result<bool, Error> {
+        Ok(self.inner.pages_tags().await?)
+    }
+
     /// The semver tags of `R/<package>/version`, lowest first.
     pub async fn versions(&self, package: &str) -> Result<Vec<String>, Error> {
         let tags = self.inner.versions(&format!("{package}/version")).await?;

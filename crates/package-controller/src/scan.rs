@@ -130,14 +130,34 @@ impl Scanner {
         if !labels.contains_key(LABEL_REPOSITORY) {
             patch.insert(LABEL_REPOSITORY, op.spec.package_repository_name.clone());
         }
-        if patch.is_empty() {
+        // An operation created by hand is owned by its repository too (deleted with it).
+        let kind = PackageRepository::kind(&());
+        let mut owners = None;
+        let refs = op.metadata.owner_references.clone().unwrap_or_default();
+        if !refs.iter().any(|r| r.kind == kind) {
+            let repos: Api<PackageRepository> = Api::all(self.client.clone());
+            if let Some(repo) = repos
+                .get_opt(&op.spec.package_repository_name)
+                .await
+                .map_err(|e| Error::kube("get PackageRepository", e))?
+            {
+                let mut refs = refs;
+                refs.push(owner(&repo));
+                owners = Some(refs);
+            }
+        }
+        if patch.is_empty() && owners.is_none() {
             return Ok(());
+        }
+        let mut meta = json!({"labels": patch});
+        if let Some(owners) = owners {
+            meta["ownerReferences"] = json!(owners);
         }
         let api: Api<PackageRepositoryOperation> = Api::all(self.client.clone());
         api.patch(
             &op.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": patch}})),
+            &Patch::Merge(json!({"metadata": meta})),
         )
         .await
         .map_err(|e| Error::kube("label PackageRepositoryOperation", e))?;

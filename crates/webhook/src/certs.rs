@@ -132,11 +132,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CertError + '_ {
     }
 }
 
-/// Reads a certificate file (its first certificate); `None` when missing or not a certificate.
-fn found(path: &Path) -> Option<Found> {
+/// Reads a PEM certificate (its first one); `None` when it is not a certificate.
+fn found(pem: &[u8]) -> Option<Found> {
     use x509_parser::extensions::GeneralName;
-    let pem = std::fs::read(path).ok()?;
-    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).ok()?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem).ok()?;
     let cert = pem.parse_x509().ok()?;
     let not_after = u64::try_from(cert.validity().not_after.timestamp()).ok()?;
     let names = match cert.subject_alternative_name() {
@@ -166,6 +165,54 @@ fn found(path: &Path) -> Option<Found> {
     })
 }
 
+/// The four PEM texts of a CA and its serving certificate, wherever they are kept (files in a
+/// directory, keys of a Secret). Empty text stands for a missing one.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Pems {
+    /// The CA's certificate ([`CA_CERT`]).
+    pub ca_crt: String,
+    /// The CA's key ([`CA_KEY`]).
+    pub ca_key: String,
+    /// The serving certificate, then the CA ([`TLS_CERT`]).
+    pub tls_crt: String,
+    /// The serving key ([`TLS_KEY`]).
+    pub tls_key: String,
+}
+
+impl std::fmt::Debug for Pems {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pems")
+            .field("ca_crt", &self.ca_crt)
+            .field("tls_crt", &self.tls_crt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Makes or renews what [`plan`] decides for `names` at `now`: `current` with a new serving
+/// certificate, or with a new CA and serving certificate, or as it is.
+pub fn renew(
+    current: &Pems,
+    names: &[String],
+    now: SystemTime,
+) -> Result<(Pems, Renewal), CertError> {
+    let ca_usable = KeyPair::from_pem(&current.ca_key).is_ok();
+    let ca = found(current.ca_crt.as_bytes()).filter(|_| ca_usable);
+    let serving = found(current.tls_crt.as_bytes()).filter(|_| !current.tls_key.is_empty());
+    let renewal = plan(ca.as_ref(), serving.as_ref(), names, now);
+    let mut next = current.clone();
+    if renewal == Renewal::All {
+        let (ca_crt, ca_key) = new_ca(now)?;
+        next.ca_crt = ca_crt;
+        next.ca_key = ca_key;
+    }
+    if renewal != Renewal::Keep {
+        let (tls_crt, tls_key) = new_serving(&next.ca_crt, &next.ca_key, names, now)?;
+        next.tls_crt = tls_crt;
+        next.tls_key = tls_key;
+    }
+    Ok((next, renewal))
+}
+
 /// Writes `data` to `path` with mode `0600`, atomically (a reader sees the old or the new file).
 fn write_private(path: &Path, data: &str) -> Result<(), CertError> {
     use std::io::Write as _;
@@ -189,7 +236,8 @@ fn validity(params: &mut CertificateParams, now: SystemTime, lifetime: Duration)
     params.not_after = (now + lifetime).into();
 }
 
-fn new_ca(dir: &Path, now: SystemTime) -> Result<(), CertError> {
+/// A new CA: (certificate, key).
+fn new_ca(now: SystemTime) -> Result<(String, String), CertError> {
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::default();
     params
@@ -203,14 +251,17 @@ fn new_ca(dir: &Path, now: SystemTime) -> Result<(), CertError> {
     ];
     validity(&mut params, now, CA_VALIDITY);
     let cert = params.self_signed(&key)?;
-    write_private(&dir.join(CA_KEY), &key.serialize_pem())?;
-    write_private(&dir.join(CA_CERT), &cert.pem())
+    Ok((cert.pem(), key.serialize_pem()))
 }
 
-fn new_serving(dir: &Path, names: &[String], now: SystemTime) -> Result<(), CertError> {
-    let ca_pem = std::fs::read_to_string(dir.join(CA_CERT)).map_err(io(&dir.join(CA_CERT)))?;
-    let ca_key = std::fs::read_to_string(dir.join(CA_KEY)).map_err(io(&dir.join(CA_KEY)))?;
-    let issuer = Issuer::from_ca_cert_pem(&ca_pem, KeyPair::from_pem(&ca_key)?)?;
+/// A new serving certificate for `names` signed by the CA: (chain, key).
+fn new_serving(
+    ca_pem: &str,
+    ca_key: &str,
+    names: &[String],
+    now: SystemTime,
+) -> Result<(String, String), CertError> {
+    let issuer = Issuer::from_ca_cert_pem(ca_pem, KeyPair::from_pem(ca_key)?)?;
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::new(names.to_vec())?;
     params.distinguished_name.push(
@@ -224,9 +275,7 @@ fn new_serving(dir: &Path, names: &[String], now: SystemTime) -> Result<(), Cert
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     validity(&mut params, now, SERVING_VALIDITY);
     let cert = params.signed_by(&key, &issuer)?;
-    // The key first: a reload that sees the new certificate finds its key in place.
-    write_private(&dir.join(TLS_KEY), &key.serialize_pem())?;
-    write_private(&dir.join(TLS_CERT), &format!("{}{ca_pem}", cert.pem()))
+    Ok((format!("{}{ca_pem}", cert.pem()), key.serialize_pem()))
 }
 
 /// Makes or renews the CA and the serving certificate for `names` (DNS names or IP addresses)
@@ -242,21 +291,25 @@ pub fn ensure(
         .mode(0o700)
         .create(dir)
         .map_err(io(dir))?;
-    let ca_usable = std::fs::read_to_string(dir.join(CA_KEY))
-        .ok()
-        .is_some_and(|k| KeyPair::from_pem(&k).is_ok());
-    let ca = found(&dir.join(CA_CERT)).filter(|_| ca_usable);
-    let serving = found(&dir.join(TLS_CERT)).filter(|_| dir.join(TLS_KEY).exists());
-    let renewal = plan(ca.as_ref(), serving.as_ref(), names, now);
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    let current = Pems {
+        ca_crt: read(CA_CERT),
+        ca_key: read(CA_KEY),
+        tls_crt: read(TLS_CERT),
+        tls_key: read(TLS_KEY),
+    };
+    let (next, renewal) = renew(&current, names, now)?;
     if renewal == Renewal::All {
-        new_ca(dir, now)?;
+        write_private(&dir.join(CA_KEY), &next.ca_key)?;
+        write_private(&dir.join(CA_CERT), &next.ca_crt)?;
     }
     if renewal != Renewal::Keep {
-        new_serving(dir, names, now)?;
+        // The key first: a reload that sees the new certificate finds its key in place.
+        write_private(&dir.join(TLS_KEY), &next.tls_key)?;
+        write_private(&dir.join(TLS_CERT), &next.tls_crt)?;
     }
-    let ca_pem = std::fs::read_to_string(dir.join(CA_CERT)).map_err(io(&dir.join(CA_CERT)))?;
     Ok(ServingCertificate {
-        ca_pem,
+        ca_pem: next.ca_crt,
         cert_file: dir.join(TLS_CERT),
         key_file: dir.join(TLS_KEY),
         renewal,

@@ -9,10 +9,11 @@
 //!
 //! Stages: [`tls`] (certificate files → rustls) → [`service`] (path → review → answer), with the
 //! facts behind [`Facts`]. Around it: [`certs`] (a private CA and serving certificate kept in a
-//! directory, renewed before expiry) and [`registration`] (the ValidatingWebhookConfiguration
+//! directory, renewed before expiry; [`keeper`] keeps the chart's in Secrets from `d8 controller`) and [`registration`] (the ValidatingWebhookConfiguration
 //! and CRD conversions that point an API server at it) — what `d8 up` uses to run it.
 
 pub mod certs;
+pub mod keeper;
 pub mod registration;
 pub mod service;
 pub mod tls;

@@ -39,7 +39,9 @@ fn exists(admin: &Path, args: &[&str]) -> bool {
 #[tokio::test]
 async fn the_migration_manager_and_agents_exist_while_a_cni_migration_does() {
     testkit::install_crypto();
-    let apiserver = Apiserver::start(&[]).await;
+    let requests_dir = tempfile::tempdir().unwrap();
+    let requests = requests_dir.path().join("requests.jsonl");
+    let (apiserver, deckhouse) = crate::rbac::deckhouse_apiserver(&[], &requests).await;
     let admin = apiserver.admin();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -59,7 +61,7 @@ async fn the_migration_manager_and_agents_exist_while_a_cni_migration_does() {
         "mc-flannel.yaml",
         "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleConfig\nmetadata:\n  name: cni-flannel\nspec:\n  enabled: true\n  version: 1\n",
     );
-    let _controller = controller(&admin, d);
+    let _controller = controller(&deckhouse, d);
     let manager_exists = |admin: &Path| {
         exists(
             admin,
@@ -140,6 +142,7 @@ async fn the_migration_manager_and_agents_exist_while_a_cni_migration_does() {
         exists(&admin, &["deployment", "deckhouse", "-n", "d8-system"]),
         "the platform's own Deployment stays"
     );
+    crate::rbac::assert_deckhouse_calls("cni_detect", &requests).await;
 }
 
 const LOOPBACK: &str = r#"{"cniVersion":"0.3.1","name":"lo","type":"loopback"}"#;

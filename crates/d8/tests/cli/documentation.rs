@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use testkit::process::{Service, free_port};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::{Apiserver, kubectl, kubectl_ok};
+use crate::{kubectl, kubectl_ok};
 
 /// What the builder received: `(path, body)`.
 type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
@@ -150,7 +150,9 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 #[tokio::test]
 async fn module_docs_reach_the_builder_on_install_and_update_and_failures_are_retried() {
     testkit::install_crypto();
-    let apiserver = Apiserver::start(&[]).await;
+    let requests_dir = tempfile::tempdir().unwrap();
+    let requests = requests_dir.path().join("requests.jsonl");
+    let (apiserver, deckhouse) = crate::rbac::deckhouse_apiserver(&[], &requests).await;
     let admin = apiserver.admin();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -174,7 +176,7 @@ async fn module_docs_reach_the_builder_on_install_and_update_and_failures_are_re
     command
         .arg("controller")
         .arg("--kubeconfig")
-        .arg(&admin)
+        .arg(&deckhouse)
         .args(["--identity", "test-controller", "--without-release-engine"])
         .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
         .arg("--downloaded-modules-dir")
@@ -241,11 +243,14 @@ async fn module_docs_reach_the_builder_on_install_and_update_and_failures_are_re
         status(&admin, "{.status.result} {.status.conditions[0].version}") == "Rendered v1.1.0"
     })
     .await;
-    let got = received.lock().unwrap();
-    let (_, tar) = got
-        .iter()
-        .rev()
-        .find(|(p, _)| p == "/api/v1/doc/echo/v1.1.0")
-        .unwrap();
-    assert!(contains(tar, b"echo docs, second version"));
+    {
+        let got = received.lock().unwrap();
+        let (_, tar) = got
+            .iter()
+            .rev()
+            .find(|(p, _)| p == "/api/v1/doc/echo/v1.1.0")
+            .unwrap();
+        assert!(contains(tar, b"echo docs, second version"));
+    }
+    crate::rbac::assert_deckhouse_calls("documentation", &requests).await;
 }

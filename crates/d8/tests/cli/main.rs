@@ -23,6 +23,7 @@ mod release;
 mod storage;
 mod up;
 mod walkthrough;
+mod webhook_certs;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

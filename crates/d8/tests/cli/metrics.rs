@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use testkit::process::{Service, free_port};
 
-use crate::{Apiserver, kubectl_ok};
+use crate::kubectl_ok;
 
 /// The bearer token in a kubeconfig `d8 apiserver` wrote.
 fn token(kubeconfig: &Path) -> String {
@@ -55,12 +55,17 @@ subjects: [{kind: User, name: prometheus}]
 #[tokio::test]
 async fn secure_metrics_answer_only_reviewed_and_allowed_tokens() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let apiserver = Apiserver::start_with(&[
-        "--user".into(),
-        "prometheus".into(),
-        "--user".into(),
-        "nobody".into(),
-    ])
+    let requests_dir = tempfile::tempdir().unwrap();
+    let requests = requests_dir.path().join("requests.jsonl");
+    let (apiserver, deckhouse) = crate::rbac::deckhouse_apiserver(
+        &[
+            "--user".into(),
+            "prometheus".into(),
+            "--user".into(),
+            "nobody".into(),
+        ],
+        &requests,
+    )
     .await;
     let admin = apiserver.admin();
     let dir = tempfile::tempdir().unwrap();
@@ -73,7 +78,7 @@ async fn secure_metrics_answer_only_reviewed_and_allowed_tokens() {
     command
         .arg("controller")
         .arg("--kubeconfig")
-        .arg(&admin)
+        .arg(&deckhouse)
         .args(["--identity", "metrics-test", "--without-release-engine"])
         .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
         .arg(format!("--secure-metrics-address={secure}"))
@@ -129,4 +134,5 @@ async fn secure_metrics_answer_only_reviewed_and_allowed_tokens() {
     assert_eq!(get(&client, &queues, Some(&prometheus)).await.0, 404);
     // The probes' path needs no token.
     assert_eq!(get(&client, &format!("{base}/healthz"), None).await.0, 200);
+    crate::rbac::assert_deckhouse_calls("metrics", &requests).await;
 }

@@ -180,7 +180,9 @@ fn uuid_in_a_late_wave(version: &str, waves: u64) -> String {
 
 #[tokio::test]
 async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
-    let stage = Stage::start().await;
+    let requests_dir = tempfile::tempdir().unwrap();
+    let requests = requests_dir.path().join("requests.jsonl");
+    let stage = Stage::start_with(&crate::rbac::apiserver_flags(&["deckhouse"], &requests)).await;
     let Stage {
         admin,
         upstream,
@@ -190,6 +192,10 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
         ..
     } = &stage;
     let host = upstream.host();
+    crate::rbac::apply_chart_rbac(admin);
+    let deckhouse = stage
+        .apiserver
+        .kubeconfig("system-serviceaccount-d8-system-deckhouse");
 
     for version in ["v1.66.0", "v1.67.0", "v1.68.0"] {
         publish_version(push, layout, version).await;
@@ -223,7 +229,7 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
     command
         .arg("controller")
         .arg("--kubeconfig")
-        .arg(admin)
+        .arg(&deckhouse)
         .args(["--identity", "release-test"])
         .arg(format!("--metrics-address={metrics_address}"))
         .arg("--downloaded-modules-dir")
@@ -438,6 +444,7 @@ async fn release_list_explains_each_wait_and_approve_and_apply_now_deploy() {
     assert!(list.starts_with("Running version: v1.68.0\n"), "{list}");
     let superseded = row(&list, "v1.67.0").unwrap();
     assert!(superseded.contains("Superseded"), "{list}");
+    crate::rbac::assert_deckhouse_calls("release", &requests).await;
 }
 
 /// Starts `d8 controller` for the release engine with its clock started at `clock_start`.

@@ -68,7 +68,7 @@ fn certificates_are_made_private_kept_and_renewed_before_expiry() {
     }
     // The pair loads as the server loads it.
     crate::CertificateFiles::load(&first.cert_file, &first.key_file).unwrap();
-    let serving = found(&first.cert_file).unwrap();
+    let serving = found(&std::fs::read(&first.cert_file).unwrap()).unwrap();
     assert_eq!(serving.names, names);
 
     // A restart keeps them.
@@ -81,7 +81,12 @@ fn certificates_are_made_private_kept_and_renewed_before_expiry() {
     let renewed = ensure(&pki, &names, late).unwrap();
     assert_eq!(renewed.renewal, Renewal::Serving);
     assert_eq!(renewed.ca_pem, first.ca_pem);
-    assert!(found(&renewed.cert_file).unwrap().not_after > serving.not_after);
+    assert!(
+        found(&std::fs::read(&renewed.cert_file).unwrap())
+            .unwrap()
+            .not_after
+            > serving.not_after
+    );
 
     // Near the CA's end: everything new.
     let later = now + CA_VALIDITY - DAY * 100;
