@@ -815,7 +815,57 @@ fn user_info(user: &User) -> crate::webhook::UserInfo {
 
 /// Serializes one watch event line.
 pub(crate) fn event_line(type_: &str, object: &Value) -> Bytes {
-    let mut s = json!({"type": type_, "object": object}).to_string();
-    s.push('\n');
-    Bytes::from(s)
+    // Written around the object instead of copying it into a wrapper `Value`; the keys in the
+    // order serde_json writes a map.
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(b"{\"object\":");
+    // Writing a `Value` into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, object);
+    out.extend_from_slice(b",\"type\":");
+    let _ = serde_json::to_writer(&mut out, type_);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lists and watch lines written around stored JSON read as the wrapper objects would.
+    #[test]
+    fn written_around_objects_as_serde_json_would() {
+        let obj =
+            json!({"metadata": {"name": "a \"quoted\" name", "labels": {"z": "1", "a": "2"}}});
+        let line = event_line("MODIFIED", &obj);
+        let want = format!("{}\n", json!({"type": "MODIFIED", "object": obj}));
+        assert_eq!(std::str::from_utf8(&line).unwrap(), want);
+
+        let (reg, _) = crate::resources::Registry::build([]);
+        let def = reg.get("", "configmaps").unwrap();
+        let page = Page {
+            items: vec![
+                Item::Raw(
+                    br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#.to_vec(),
+                ),
+                Item::Value(
+                    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}),
+                ),
+            ],
+            resource_version: 7,
+            continue_token: Some("tok".into()),
+            remaining: Some(3),
+        };
+        let body: Value = serde_json::from_slice(&list_json(&def, "v1", &page).unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "apiVersion": "v1", "kind": "ConfigMapList",
+                "metadata": {"resourceVersion": "7", "continue": "tok", "remainingItemCount": 3},
+                "items": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}},
+                    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}},
+                ],
+            })
+        );
+    }
 }
