@@ -2,8 +2,11 @@
 //! of the resources an encryption provider config names are sealed before they are stored
 //! ([`Sealer`]).
 //!
-//! Writes are serialized: read the current object, decide, commit, then publish the change to
-//! the watch hub while still holding the write lock, so watchers see changes in commit order.
+//! Writes are decided one after another (read the current object, decide, write) into one open
+//! transaction, which the first of them to reach the commit commits for all (group commit); the
+//! batch's changes are published to the watch hub after its commit, under the lock that orders
+//! commits, so watchers see changes in revision order. Lists read a snapshot, at an earlier
+//! revision by undoing the hub's retained changes.
 
 use crate::encryption::Sealer;
 use crate::error::{ApiError, Error};
