@@ -5,13 +5,14 @@
 
 use crate::error::ApiError;
 use crate::fields::Shape;
+use crate::list::{self, Item};
 use crate::managed;
 use crate::meta;
 use crate::patch::{self, PatchType};
 use crate::resources::{self, Registry, ResourceDef};
 use crate::schema::Cause;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::{Change, Committed, Key, Store, prefix};
+use crate::store::{Change, Committed, Key, ListError, Store, prefix};
 use crate::validate::{Attributes, Converter, GroupVersionKind, Objects, Operation, Validator};
 use crate::watch::EventType;
 use crate::webhook::{Attributes as HookAttributes, UserInfo};
@@ -90,9 +91,18 @@ pub(crate) enum Deleted {
 /// A page of a list.
 #[derive(Debug)]
 pub(crate) struct Page {
-    pub(crate) items: Vec<Value>,
+    pub(crate) items: Vec<Item>,
     pub(crate) resource_version: u64,
     pub(crate) continue_token: Option<String>,
+    /// `metadata.remainingItemCount`: objects after this page (only for unfiltered lists).
+    pub(crate) remaining: Option<u64>,
+}
+
+impl Page {
+    /// The objects, decoded.
+    pub(crate) fn values(self) -> Result<Vec<Value>, ApiError> {
+        self.items.into_iter().map(Item::value).collect()
+    }
 }
 
 /// Query of a list.
@@ -351,7 +361,10 @@ impl Core {
         self.convert(def, version, obj)
     }
 
-    /// Lists objects, filtered and paginated.
+    /// Lists objects, filtered and paginated as kube-apiserver does: every page of a list is
+    /// read at the revision of its first one while the watch history reaches back to it (else
+    /// 410 Expired, with a token that continues at the latest revision), and
+    /// `remainingItemCount` is given when no selector filters the list.
     pub(crate) fn list(
         &self,
         def: &ResourceDef,
@@ -364,54 +377,89 @@ impl Core {
             Some("")
         };
         let pfx = prefix(&def.group, &def.plural, ns);
-        let (token_rv, after) = match &q.continue_token {
-            Some(t) => {
-                let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-                    .decode(t)
-                    .map_err(|_| ApiError::bad_request("invalid continue token"))?;
-                let v: Value = serde_json::from_slice(&raw)
-                    .map_err(|_| ApiError::bad_request("invalid continue token"))?;
-                let after = v
-                    .get("after")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
-                if !after.starts_with(&pfx) {
-                    return Err(ApiError::bad_request(
-                        "continue token does not belong to this list",
-                    ));
-                }
-                (v.get("rv").and_then(Value::as_u64), Some(after))
-            }
-            None => (None, None),
+        let cont = match &q.continue_token {
+            Some(t) => Some(list::decode_continue(&pfx, t)?),
+            None => None,
         };
+        let from = cont.as_ref().map_or(pfx.as_str(), |c| c.from.as_str());
+        let at = cont.as_ref().and_then(|c| c.rv);
         let limit = q.limit.filter(|l| *l > 0);
+        let filtered = !(q.labels.is_empty() && q.fields.is_empty());
+        let desired = def.api_version(version);
         let mut items = Vec::new();
         let mut last_key = String::new();
-        let mut more = false;
-        let rv = self.store.scan(&pfx, after.as_deref(), |k, obj| {
-            if !(q.labels.matches(&obj) && q.fields.matches(&obj)) {
-                return true;
-            }
+        // A consistent list's later pages know from the token how many objects follow.
+        let known = cont
+            .as_ref()
+            .and_then(|c| c.remaining)
+            .filter(|_| at.is_some() && !filtered);
+        let count_rest = limit.is_some() && !filtered && known.is_none();
+        let listed = self.store.list(&pfx, from, at, count_rest, |k, item| {
+            let item = if filtered {
+                let obj = item.value()?;
+                if !(q.labels.matches(&obj) && q.fields.matches(&obj)) {
+                    return Ok(true);
+                }
+                Item::Value(obj)
+            } else {
+                item
+            };
             if limit.is_some_and(|l| items.len() >= l) {
-                more = true;
-                return false;
+                return Ok(false);
             }
             last_key = k.to_string();
-            items.push(obj);
-            true
-        })?;
-        // Later pages report the revision of the first one: a watch from it sees every change.
-        let rv = token_rv.unwrap_or(rv);
+            items.push(item.servable(&desired, &def.kind)?);
+            Ok(true)
+        });
+        let listed = match listed {
+            Ok(l) => l,
+            Err(ListError::TooOld) => {
+                let mut e = ApiError::expired(list::TOO_OLD);
+                e.continue_token = Some(list::encode_continue(&pfx, from, None, None));
+                return Err(e);
+            }
+            Err(ListError::Other(e)) => return Err(e),
+        };
+        let more = listed.rest > 0;
+        let remaining = (more && !filtered).then(|| match known {
+            Some(n) => n.saturating_sub(items.len() as u64),
+            None => listed.rest,
+        });
         let continue_token = more.then(|| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .encode(json!({"rv": rv, "after": last_key}).to_string())
+            let from = format!("{last_key}\u{0}");
+            list::encode_continue(&pfx, &from, Some(listed.rv), remaining)
         });
         Ok(Page {
-            items: self.convert_all(def, version, items)?,
-            resource_version: rv,
+            items: self.convert_items(def, version, items)?,
+            resource_version: listed.rv,
             continue_token,
+            remaining,
         })
+    }
+
+    /// Converts the decoded items to the served version (one webhook call for all of them);
+    /// stored JSON already in that version stays as it is.
+    fn convert_items(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        mut items: Vec<Item>,
+    ) -> Result<Vec<Item>, ApiError> {
+        let mut at = Vec::new();
+        let mut values = Vec::new();
+        for (i, item) in items.iter_mut().enumerate() {
+            if let Item::Value(v) = item {
+                at.push(i);
+                values.push(std::mem::take(v));
+            }
+        }
+        if values.is_empty() {
+            return Ok(items);
+        }
+        for (i, v) in at.into_iter().zip(self.convert_all(def, version, values)?) {
+            items[i] = Item::Value(v);
+        }
+        Ok(items)
     }
 
     /// Schema, metadata, built-in rules and the hook: the checks of every write.

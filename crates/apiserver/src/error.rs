@@ -77,6 +77,8 @@ pub struct ApiError {
     pub message: String,
     /// `details` of the Status, if any.
     pub details: Option<Value>,
+    /// `metadata.continue` of the Status: where an expired list may continue, inconsistently.
+    pub continue_token: Option<String>,
 }
 
 impl std::fmt::Display for ApiError {
@@ -98,6 +100,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            continue_token: None,
         }
     }
 
@@ -261,6 +264,9 @@ impl ApiError {
         });
         if let Some(d) = &self.details {
             s["details"] = d.clone();
+        }
+        if let Some(c) = &self.continue_token {
+            s["metadata"]["continue"] = Value::String(c.clone());
         }
         s
     }

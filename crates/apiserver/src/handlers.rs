@@ -1,8 +1,11 @@
 //! HTTP: authentication, authorization, routing and the Kubernetes wire formats, on axum.
 
 use crate::auth::{Access, Attributes, Identity, User};
-use crate::core::{Core, DeleteOpts, Deleted, FieldValidation, ListQuery, Propagation, WriteOpts};
+use crate::core::{
+    Core, DeleteOpts, Deleted, FieldValidation, ListQuery, Page, Propagation, WriteOpts,
+};
 use crate::error::ApiError;
+use crate::list::Item;
 use crate::patch::PatchType;
 use crate::path::{self, ResourcePath, Target};
 use crate::rbac::{Policy, Subject};
@@ -112,7 +115,7 @@ impl AppState {
                 let Some(def) = reg.get(RBAC, plural) else {
                     return Ok(Vec::new());
                 };
-                Ok(core.list(&def, "v1", &ListQuery::default())?.items)
+                core.list(&def, "v1", &ListQuery::default())?.values()
             };
             Ok(Policy {
                 cluster_roles: all("clusterroles")?,
@@ -192,13 +195,56 @@ pub(crate) fn router(state: Arc<AppState>) -> axum::Router {
 }
 
 fn json_response(code: u16, body: &Value) -> Response {
-    let mut r = Response::new(Body::from(body.to_string()));
+    json_bytes(code, body.to_string().into_bytes())
+}
+
+fn json_bytes(code: u16, body: Vec<u8>) -> Response {
+    let mut r = Response::new(Body::from(body));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     r
+}
+
+/// The JSON of a list: its items written as they are (stored JSON mostly), not re-encoded.
+fn list_json(def: &ResourceDef, version: &str, page: &Page) -> Result<Vec<u8>, ApiError> {
+    let mut meta = json!({"resourceVersion": page.resource_version.to_string()});
+    if let Some(c) = &page.continue_token {
+        meta["continue"] = json!(c);
+    }
+    if let Some(n) = page.remaining {
+        meta["remainingItemCount"] = json!(n);
+    }
+    let size: usize = page
+        .items
+        .iter()
+        .map(|i| match i {
+            Item::Raw(b) => b.len() + 1,
+            Item::Value(_) => 512,
+        })
+        .sum();
+    let mut out = Vec::with_capacity(size + 256);
+    // Keys in the order serde_json writes a map, as the other responses.
+    out.extend_from_slice(b"{\"apiVersion\":");
+    let enc = |out: &mut Vec<u8>, v: &Value| {
+        serde_json::to_writer(out, v).map_err(|e| ApiError::internal(e.to_string()))
+    };
+    enc(&mut out, &json!(def.api_version(version)))?;
+    out.extend_from_slice(b",\"items\":[");
+    for (i, item) in page.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        item.write_json(&mut out)?;
+    }
+    out.extend_from_slice(b"],\"kind\":");
+    enc(&mut out, &json!(def.list_kind))?;
+    out.extend_from_slice(b",\"metadata\":");
+    enc(&mut out, &meta)?;
+    out.push(b'}');
+    Ok(out)
 }
 
 fn error_response(e: &ApiError) -> Response {
@@ -514,28 +560,22 @@ async fn resource(
             let d = def.clone();
             let page = blocking(move || core.list(&d, &version, &lq)).await?;
             if table {
+                let (rv, cont) = (page.resource_version, page.continue_token.clone());
                 return Ok(json_response(
                     200,
                     &table::table(
                         &def,
                         &rp.version,
-                        &page.items,
-                        Some(page.resource_version),
-                        page.continue_token.as_deref(),
+                        &page.values()?,
+                        Some(rv),
+                        cont.as_deref(),
                         &include,
                     ),
                 ));
             }
-            let mut meta = json!({"resourceVersion": page.resource_version.to_string()});
-            if let Some(c) = page.continue_token {
-                meta["continue"] = json!(c);
-            }
-            Ok(json_response(
-                200,
-                &json!({
-                    "kind": def.list_kind, "apiVersion": def.api_version(&rp.version), "metadata": meta, "items": page.items,
-                }),
-            ))
+            let v = rp.version.clone();
+            let body = blocking(move || list_json(&def, &v, &page)).await?;
+            Ok(json_bytes(200, body))
         }
         "watch" => crate::watch_http::watch(st, def, rp.version.clone(), lq, &q).await,
         "create" => {
@@ -643,7 +683,7 @@ async fn resource(
                 lq.limit = None;
                 let page = core.list(&d, &version, &lq)?;
                 let mut out = Vec::new();
-                for o in page.items {
+                for o in page.values()? {
                     let n = o
                         .pointer("/metadata/name")
                         .and_then(Value::as_str)
@@ -775,7 +815,57 @@ fn user_info(user: &User) -> crate::webhook::UserInfo {
 
 /// Serializes one watch event line.
 pub(crate) fn event_line(type_: &str, object: &Value) -> Bytes {
-    let mut s = json!({"type": type_, "object": object}).to_string();
-    s.push('\n');
-    Bytes::from(s)
+    // Written around the object instead of copying it into a wrapper `Value`; the keys in the
+    // order serde_json writes a map.
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(b"{\"object\":");
+    // Writing a `Value` into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, object);
+    out.extend_from_slice(b",\"type\":");
+    let _ = serde_json::to_writer(&mut out, type_);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lists and watch lines written around stored JSON read as the wrapper objects would.
+    #[test]
+    fn written_around_objects_as_serde_json_would() {
+        let obj =
+            json!({"metadata": {"name": "a \"quoted\" name", "labels": {"z": "1", "a": "2"}}});
+        let line = event_line("MODIFIED", &obj);
+        let want = format!("{}\n", json!({"type": "MODIFIED", "object": obj}));
+        assert_eq!(std::str::from_utf8(&line).unwrap(), want);
+
+        let (reg, _) = crate::resources::Registry::build([]);
+        let def = reg.get("", "configmaps").unwrap();
+        let page = Page {
+            items: vec![
+                Item::Raw(
+                    br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#.to_vec(),
+                ),
+                Item::Value(
+                    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}),
+                ),
+            ],
+            resource_version: 7,
+            continue_token: Some("tok".into()),
+            remaining: Some(3),
+        };
+        let body: Value = serde_json::from_slice(&list_json(&def, "v1", &page).unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "apiVersion": "v1", "kind": "ConfigMapList",
+                "metadata": {"resourceVersion": "7", "continue": "tok", "remainingItemCount": 3},
+                "items": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}},
+                    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}},
+                ],
+            })
+        );
+    }
 }

@@ -22,6 +22,7 @@ mod error;
 mod fields;
 mod gc;
 mod handlers;
+mod list;
 mod managed;
 mod meta;
 mod patch;

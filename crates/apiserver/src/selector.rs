@@ -106,6 +106,11 @@ impl LabelSelector {
         Ok(Self(reqs))
     }
 
+    /// Whether the selector selects everything.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Whether an object (its `metadata.labels`) satisfies every requirement.
     pub(crate) fn matches(&self, obj: &Value) -> bool {
         let labels = obj.pointer("/metadata/labels");
@@ -145,6 +150,11 @@ impl FieldSelector {
             terms.push((path, eq, value.trim().to_string()));
         }
         Ok(Self(terms))
+    }
+
+    /// Whether the selector selects everything.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// The value required for `metadata.name`, if the selector pins it (used by watches).

@@ -2,14 +2,19 @@
 //! of the resources an encryption provider config names are sealed before they are stored
 //! ([`Sealer`]).
 //!
-//! Writes are serialized: read the current object, decide, commit, then publish the change to
-//! the watch hub while still holding the write lock, so watchers see changes in commit order.
+//! Writes are decided one after another (read the current object, decide, write) into one open
+//! transaction, which the first of them to reach the commit commits for all (group commit); the
+//! batch's changes are published to the watch hub after its commit, under the lock that orders
+//! commits, so watchers see changes in revision order. Lists read a snapshot, at an earlier
+//! revision by undoing the hub's retained changes.
 
 use crate::encryption::Sealer;
 use crate::error::{ApiError, Error};
+use crate::list::{Item, undo};
 use crate::watch::{Event, EventType, Hub};
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde_json::Value;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -80,20 +85,91 @@ pub(crate) struct Committed {
 }
 
 /// The object store.
-#[derive(Debug)]
 pub(crate) struct Store {
     db: redb::Database,
-    write_lock: Mutex<()>,
+    /// The transaction collecting concurrent writes (see [`Store::mutate`]).
+    open: Mutex<Open>,
+    /// Which batches are committed (or failed); held by the writer committing one.
+    settled: Mutex<Settled>,
     hub: Hub,
     sealer: Sealer,
 }
 
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("hub", &self.hub)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The open write transaction: the changes of one batch, decided one after another.
+#[derive(Default)]
+struct Open {
+    txn: Option<redb::WriteTransaction>,
+    /// The number of the batch the open transaction belongs to.
+    batch: u64,
+    /// The revision of the last change decided (committed or in the open transaction).
+    rv: u64,
+    /// The batch's changes, published in order once it is committed.
+    events: Vec<Event>,
+}
+
+/// How many failed batches are remembered for their members to read.
+const FAILED_KEPT: usize = 64;
+
+/// The outcome of the batches committed so far.
+#[derive(Default)]
+struct Settled {
+    /// Every batch up to this number is committed or has failed.
+    through: u64,
+    /// Recently failed batches, with the reason.
+    failed: VecDeque<(u64, String)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What [`Store::list`] found.
+#[derive(Debug)]
+pub(crate) struct Listed {
+    /// The revision listed.
+    pub(crate) rv: u64,
+    /// How many objects were left: after `visit` stopped, all of them when counted, else one.
+    pub(crate) rest: u64,
+}
+
+/// Why [`Store::list`] failed.
+#[derive(Debug)]
+pub(crate) enum ListError {
+    /// The revision asked for is older than the history.
+    TooOld,
+    Other(ApiError),
+}
+
+impl From<Error> for ListError {
+    fn from(e: Error) -> Self {
+        Self::Other(e.into())
+    }
+}
+
+impl From<ApiError> for ListError {
+    fn from(e: ApiError) -> Self {
+        Self::Other(e)
+    }
+}
+
+/// The group and resource of a database key.
+fn group_plural(k: &str) -> (&str, &str) {
+    let mut it = k.splitn(3, '/');
+    (it.next().unwrap_or_default(), it.next().unwrap_or_default())
+}
+
 /// Decodes what is stored under the database key `k`.
 fn decode(sealer: &Sealer, k: &str, stored: &[u8]) -> Result<Value, Error> {
-    let (group, plural) = Key::decode(k)
-        .map(|key| (key.group, key.plural))
-        .unwrap_or_default();
-    let plain = sealer.open(&group, &plural, k, stored)?;
+    let (group, plural) = group_plural(k);
+    let plain = sealer.open(group, plural, k, stored)?;
     serde_json::from_slice(&plain).map_err(|source| Error::Corrupt {
         key: k.to_string(),
         source,
@@ -124,7 +200,12 @@ impl Store {
         };
         Ok(Self {
             db,
-            write_lock: Mutex::new(()),
+            // Batch 0 counts as settled: the first one to commit is batch 1.
+            open: Mutex::new(Open {
+                batch: 1,
+                ..Open::default()
+            }),
+            settled: Mutex::new(Settled::default()),
             hub: Hub::new(current, history),
             sealer,
         })
@@ -167,13 +248,7 @@ impl Store {
         after: Option<&str>,
         mut visit: impl FnMut(&str, Value) -> bool,
     ) -> Result<u64, Error> {
-        let r = self.db.begin_read().map_err(Error::db)?;
-        let meta = r.open_table(META).map_err(Error::db)?;
-        let rv = meta
-            .get(RV)
-            .map_err(Error::db)?
-            .map(|g| g.value())
-            .unwrap_or(0);
+        let (r, rv) = self.read()?;
         let t = r.open_table(OBJECTS).map_err(Error::db)?;
         let start = after.unwrap_or(prefix);
         for item in t.range(start..).map_err(Error::db)? {
@@ -193,79 +268,269 @@ impl Store {
         Ok(rv)
     }
 
+    /// Visits the objects whose key starts with `prefix`, from key `from` on (inclusive), in key
+    /// order, as they were at revision `at` (`None`: the latest), until `visit` returns false;
+    /// then, with `count_rest`, counts the objects not visited. Objects are given as stored
+    /// (JSON) when read from the snapshot, or decoded when the history had to restore them.
+    /// Returns the revision listed and the count of the rest.
+    pub(crate) fn list(
+        &self,
+        prefix: &str,
+        from: &str,
+        at: Option<u64>,
+        count_rest: bool,
+        mut visit: impl FnMut(&str, Item) -> Result<bool, ApiError>,
+    ) -> Result<Listed, ListError> {
+        let (r, rv) = match at {
+            // All committed changes are published under the `settled` lock: the history
+            // holds every change up to the snapshot.
+            Some(_) => {
+                let _settled = lock(&self.settled);
+                self.read()?
+            }
+            None => self.read()?,
+        };
+        let (rv, mut restored) = match at {
+            Some(at) if at < rv => {
+                let events = self.hub.between(at, rv).map_err(|_| ListError::TooOld)?;
+                (at, undo(prefix, from, &events).into_iter().peekable())
+            }
+            _ => (rv, BTreeMap::new().into_iter().peekable()),
+        };
+        let t = r.open_table(OBJECTS).map_err(Error::db)?;
+        let mut rest = 0u64;
+        let mut going = true;
+        let mut give = |k: &str, item: Option<Item>, going: &mut bool| -> Result<bool, ApiError> {
+            // Returns whether to go on scanning.
+            let Some(item) = item else { return Ok(true) };
+            if *going {
+                *going = visit(k, item)?;
+                if *going {
+                    return Ok(true);
+                }
+            }
+            rest += 1;
+            Ok(count_rest)
+        };
+        'scan: for entry in t.range(from..).map_err(Error::db)? {
+            let (k, v) = entry.map_err(Error::db)?;
+            let k = k.value();
+            if !k.starts_with(prefix) {
+                break;
+            }
+            while let Some((rk, _)) = restored.peek().filter(|(rk, _)| rk.as_str() < k) {
+                let rk = rk.clone();
+                let item = restored.next().and_then(|(_, o)| o).map(Item::Value);
+                if !give(&rk, item, &mut going)? {
+                    break 'scan;
+                }
+            }
+            let item = if restored.peek().is_some_and(|(rk, _)| rk == k) {
+                restored.next().and_then(|(_, o)| o).map(Item::Value)
+            } else if going {
+                Some(Item::Raw(self.open_raw(k, v.value())?))
+            } else {
+                // Counted only.
+                Some(Item::Raw(Vec::new()))
+            };
+            if !give(k, item, &mut going)? {
+                break;
+            }
+        }
+        if going || count_rest {
+            for (rk, o) in restored {
+                if !give(&rk, o.map(Item::Value), &mut going)? {
+                    break;
+                }
+            }
+        }
+        Ok(Listed { rv, rest })
+    }
+
+    /// A snapshot of the committed state, and its revision.
+    fn read(&self) -> Result<(redb::ReadTransaction, u64), Error> {
+        let r = self.db.begin_read().map_err(Error::db)?;
+        let meta = r.open_table(META).map_err(Error::db)?;
+        let rv = meta
+            .get(RV)
+            .map_err(Error::db)?
+            .map(|g| g.value())
+            .unwrap_or(0);
+        Ok((r, rv))
+    }
+
+    /// The JSON of what is stored under the database key `k`.
+    fn open_raw(&self, k: &str, stored: &[u8]) -> Result<Vec<u8>, Error> {
+        let (group, plural) = group_plural(k);
+        self.sealer.open(group, plural, k, stored)
+    }
+
     /// Reads-decides-writes one object atomically, then publishes the change.
+    ///
+    /// Group commit: concurrent writes are decided one after another in one open transaction
+    /// (each sees the changes decided before it), and the first of them to reach the commit
+    /// commits them all with one fsync; the others only wait for that commit. Revisions are
+    /// given in decision order and events published in that order after the commit. A write
+    /// that fails its own decision fails alone; a failed commit fails every write of its
+    /// batch, and only those.
     pub(crate) fn mutate(
         &self,
         key: &Key,
         decide: impl FnOnce(Option<Value>) -> Result<Change, ApiError>,
     ) -> Result<Committed, ApiError> {
-        let _guard = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
         let k = key.encode();
-        let txn = self.db.begin_write().map_err(Error::db)?;
-        let (event, object, old) = {
-            let mut t = txn.open_table(OBJECTS).map_err(Error::db)?;
-            let mut meta = txn.open_table(META).map_err(Error::db)?;
-            let current: Option<Value> = match t.get(k.as_str()).map_err(Error::db)? {
-                Some(g) => Some(decode(&self.sealer, &k, g.value())?),
-                None => None,
+        let (batch, outcome) = {
+            let mut open = lock(&self.open);
+            let txn = match open.txn.take() {
+                Some(t) => t,
+                None => {
+                    // Waits while the previous batch commits.
+                    let t = self.db.begin_write().map_err(Error::db)?;
+                    open.rv = read_rv(&t)?;
+                    t
+                }
             };
-            let rv = meta
-                .get(RV)
-                .map_err(Error::db)?
-                .map(|g| g.value())
-                .unwrap_or(0)
-                + 1;
-            match decide(current.clone())? {
-                Change::Unchanged => {
-                    return Ok(Committed {
-                        object: current.unwrap_or(Value::Null),
-                        event: None,
-                    });
+            let next = open.rv + 1;
+            let outcome = self.apply(&txn, key, &k, next, decide);
+            let dirty = !open.events.is_empty();
+            match outcome {
+                Ok((committed, Some(event))) => {
+                    open.rv = next;
+                    open.events.push(event);
+                    open.txn = Some(txn);
+                    (open.batch, Ok(committed))
                 }
-                Change::Put(mut obj) => {
-                    set_rv(&mut obj, rv);
-                    let bytes =
-                        serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))?;
-                    let bytes = self.sealer.seal(&key.group, &key.plural, &k, bytes);
-                    t.insert(k.as_str(), bytes.as_slice()).map_err(Error::db)?;
-                    meta.insert(RV, rv).map_err(Error::db)?;
-                    let ty = if current.is_some() {
-                        EventType::Modified
-                    } else {
-                        EventType::Added
-                    };
-                    (ty, obj, current)
+                Ok((committed, None)) if dirty => {
+                    open.txn = Some(txn);
+                    (open.batch, Ok(committed))
                 }
-                Change::Delete => {
-                    let Some(mut last) = current.clone() else {
-                        return Err(ApiError::not_found(&key.group, &key.plural, &key.name));
-                    };
-                    t.remove(k.as_str()).map_err(Error::db)?;
-                    meta.insert(RV, rv).map_err(Error::db)?;
-                    set_rv(&mut last, rv);
-                    (EventType::Deleted, last, current)
+                Err(e) if dirty => {
+                    open.txn = Some(txn);
+                    (open.batch, Err(e))
+                }
+                // Nothing to commit, and the decision saw only committed state.
+                other => {
+                    txn.abort().map_err(Error::db)?;
+                    return other.map(|(c, _)| c);
                 }
             }
         };
-        txn.commit().map_err(Error::db)?;
-        let rv = object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        self.hub.publish(Event {
+        // A decision that saw uncommitted changes waits for them to be committed.
+        self.settle(batch)?;
+        outcome
+    }
+
+    /// Reads the current object in `txn`, decides, and writes the change at revision `rv`.
+    fn apply(
+        &self,
+        txn: &redb::WriteTransaction,
+        key: &Key,
+        k: &str,
+        rv: u64,
+        decide: impl FnOnce(Option<Value>) -> Result<Change, ApiError>,
+    ) -> Result<(Committed, Option<Event>), ApiError> {
+        let mut t = txn.open_table(OBJECTS).map_err(Error::db)?;
+        let current: Option<Value> = match t.get(k).map_err(Error::db)? {
+            Some(g) => Some(decode(&self.sealer, k, g.value())?),
+            None => None,
+        };
+        let (type_, object, old) = match decide(current.clone())? {
+            Change::Unchanged => {
+                let object = current.unwrap_or(Value::Null);
+                return Ok((
+                    Committed {
+                        object,
+                        event: None,
+                    },
+                    None,
+                ));
+            }
+            Change::Put(mut obj) => {
+                set_rv(&mut obj, rv);
+                let bytes =
+                    serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))?;
+                let bytes = self.sealer.seal(&key.group, &key.plural, k, bytes);
+                t.insert(k, bytes.as_slice()).map_err(Error::db)?;
+                let ty = if current.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
+                (ty, obj, current)
+            }
+            Change::Delete => {
+                let Some(mut last) = current.clone() else {
+                    return Err(ApiError::not_found(&key.group, &key.plural, &key.name));
+                };
+                t.remove(k).map_err(Error::db)?;
+                set_rv(&mut last, rv);
+                (EventType::Deleted, last, current)
+            }
+        };
+        let mut meta = txn.open_table(META).map_err(Error::db)?;
+        meta.insert(RV, rv).map_err(Error::db)?;
+        let event = Event {
             rv,
-            type_: event,
+            type_,
             resource: format!("{}/{}", key.group, key.plural),
             namespace: key.namespace.clone(),
             object: object.clone(),
             old,
-        });
-        Ok(Committed {
-            object,
-            event: Some(event),
-        })
+        };
+        Ok((
+            Committed {
+                object,
+                event: Some(type_),
+            },
+            Some(event),
+        ))
     }
+
+    /// Returns once `batch` is committed (committing it if nobody has yet), or its failure.
+    fn settle(&self, batch: u64) -> Result<(), ApiError> {
+        let mut settled = lock(&self.settled);
+        if settled.through < batch {
+            // Batches are committed in order under this lock: `batch` is still the open one.
+            let (txn, events) = {
+                let mut open = lock(&self.open);
+                open.batch += 1;
+                (open.txn.take(), std::mem::take(&mut open.events))
+            };
+            let result = match txn {
+                Some(t) => t.commit().map_err(|e| e.to_string()),
+                None => Err("the write transaction was lost".to_string()),
+            };
+            settled.through = batch;
+            match result {
+                Ok(()) => {
+                    for ev in events {
+                        self.hub.publish(ev);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, writes = events.len(), "commit failed");
+                    settled.failed.push_back((batch, e));
+                    if settled.failed.len() > FAILED_KEPT {
+                        settled.failed.pop_front();
+                    }
+                }
+            }
+        }
+        match settled.failed.iter().find(|(b, _)| *b == batch) {
+            Some((_, e)) => Err(Error::db(e).into()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The revision last committed, as `txn` sees it.
+fn read_rv(txn: &redb::WriteTransaction) -> Result<u64, Error> {
+    let meta = txn.open_table(META).map_err(Error::db)?;
+    Ok(meta
+        .get(RV)
+        .map_err(Error::db)?
+        .map(|g| g.value())
+        .unwrap_or(0))
 }
 
 /// Opens or creates the database file, readable by its owner only.
@@ -357,5 +622,115 @@ mod tests {
             Key::decode("/configmaps/a/2"),
             Some(Key::new("", "configmaps", "a", "2"))
         );
+    }
+
+    /// Writes queued while a batch is open share its commit: a write whose own decision fails
+    /// fails alone, the others get consecutive revisions in decision order, one fsync.
+    #[test]
+    fn a_failed_write_in_a_batch_fails_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let s = std::sync::Arc::new(Store::open(&path, 100, Sealer::default()).unwrap());
+        let (_, mut rx) = s.hub().subscribe(0).unwrap();
+        // Hold the commit back until every write has been decided into the open batch.
+        let held = lock(&s.settled);
+        let decided = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let writers: Vec<_> = (0..8)
+            .map(|i| {
+                let (s, d) = (s.clone(), decided.clone());
+                let h = std::thread::spawn(move || {
+                    let key = Key::new("", "configmaps", "ns", &format!("cm-{i}"));
+                    s.mutate(&key, |_| {
+                        d.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        if i == 3 {
+                            Err(ApiError::bad_request("invalid object"))
+                        } else {
+                            Ok(Change::Put(
+                                json!({"metadata": {"name": format!("cm-{i}")}}),
+                            ))
+                        }
+                    })
+                });
+                // One at a time, so decision order is known.
+                while decided.load(std::sync::atomic::Ordering::SeqCst) <= i {
+                    std::thread::yield_now();
+                }
+                h
+            })
+            .collect();
+        assert_eq!(lock(&s.open).events.len(), 7);
+        drop(held);
+        let results: Vec<_> = writers.into_iter().map(|h| h.join().unwrap()).collect();
+        let mut rvs = Vec::new();
+        for (i, r) in results.iter().enumerate() {
+            match r {
+                Err(e) => {
+                    assert_eq!(i, 3);
+                    assert_eq!(e.message, "invalid object");
+                }
+                Ok(c) => rvs.push(c.object["metadata"]["resourceVersion"].clone()),
+            }
+        }
+        assert_eq!(
+            rvs,
+            (1..=7).map(|v| json!(v.to_string())).collect::<Vec<_>>()
+        );
+        assert_eq!(lock(&s.settled).through, 1, "one commit for the batch");
+        let events: Vec<_> = (0..7).map(|_| rx.try_recv().unwrap()).collect();
+        assert_eq!(
+            events.iter().map(|e| e.rv).collect::<Vec<_>>(),
+            (1..=7).collect::<Vec<_>>()
+        );
+        assert_eq!(events[3].object["metadata"]["name"], "cm-4");
+        drop(s);
+        let s = Store::open(&path, 10, Sealer::default()).unwrap();
+        assert_eq!(s.revision().unwrap(), 7);
+        assert_eq!(
+            s.get(&Key::new("", "configmaps", "ns", "cm-3")).unwrap(),
+            None
+        );
+    }
+
+    /// A decision that read an uncommitted change of its batch is answered after the commit.
+    #[test]
+    fn a_decision_on_uncommitted_state_waits_for_the_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = std::sync::Arc::new(
+            Store::open(&dir.path().join("db"), 100, Sealer::default()).unwrap(),
+        );
+        let key = Key::new("", "configmaps", "ns", "a");
+        let held = lock(&s.settled);
+        let first = {
+            let (s, key) = (s.clone(), key.clone());
+            std::thread::spawn(move || {
+                s.mutate(&key, |_| {
+                    Ok(Change::Put(json!({"metadata": {"name": "a"}})))
+                })
+            })
+        };
+        while lock(&s.open).events.is_empty() {
+            std::thread::yield_now();
+        }
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let second = {
+            let (s, key) = (s.clone(), key.clone());
+            std::thread::spawn(move || {
+                let r = s.mutate(&key, |now| {
+                    assert!(now.is_some(), "sees the first write");
+                    Err(ApiError::conflict("", "configmaps", "a", "already exists"))
+                });
+                done_tx.send(()).unwrap();
+                r
+            })
+        };
+        // Not answered while the batch it read from is uncommitted.
+        assert!(
+            done_rx
+                .recv_timeout(std::time::Duration::from_millis(200))
+                .is_err()
+        );
+        drop(held);
+        assert_eq!(second.join().unwrap().unwrap_err().code, 409);
+        assert_eq!(first.join().unwrap().unwrap().event, Some(EventType::Added));
     }
 }

@@ -105,6 +105,23 @@ impl Hub {
         Ok((backlog, self.tx.subscribe()))
     }
 
+    /// The events after revision `from` up to `to` (inclusive), oldest first; too old when
+    /// the history no longer reaches back to `from`.
+    pub(crate) fn between(&self, from: u64, to: u64) -> Result<Vec<Arc<Event>>, TooOld> {
+        let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+        if from < h.oldest {
+            return Err(TooOld {
+                requested: from,
+                oldest: h.oldest,
+            });
+        }
+        Ok(h.events
+            .iter()
+            .filter(|e| e.rv > from && e.rv <= to)
+            .cloned()
+            .collect())
+    }
+
     /// A live receiver only.
     pub(crate) fn receiver(&self) -> broadcast::Receiver<Arc<Event>> {
         self.tx.subscribe()

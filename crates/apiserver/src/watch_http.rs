@@ -155,7 +155,8 @@ pub(crate) async fn watch(
         let page = tokio::task::spawn_blocking(move || c.list(&d, &v, &lq))
             .await
             .map_err(|e| ApiError::internal(e.to_string()))??;
-        (page.items, page.resource_version)
+        let rv = page.resource_version;
+        (page.values()?, rv)
     } else {
         let rv = rv_param
             .parse::<u64>()
