@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -436,159 +436,6 @@ impl Read for PartsReader {
     }
 }
 
-/// Writes a tar stream into one file or into chunks of at most `chunk_size` bytes, hashing each
-/// file. Files are written under temporary names and renamed by [`finish`](Self::finish).
-pub struct PackageWriter {
-    dir: PathBuf,
-    package: String,
-    chunk_size: Option<u64>,
-    current: Option<(File, PathBuf, String, u64, oci::Hasher)>,
-    done: Vec<(PathBuf, FileEntry)>,
-}
-
-impl std::fmt::Debug for PackageWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PackageWriter")
-            .field("package", &self.package)
-            .field("chunk_size", &self.chunk_size)
-            .finish()
-    }
-}
-
-impl PackageWriter {
-    /// A writer of `package` into `dir`.
-    pub fn new(dir: &Path, package: &str, chunk_size: Option<u64>) -> Self {
-        Self {
-            dir: dir.to_owned(),
-            package: package.to_owned(),
-            chunk_size: chunk_size.filter(|s| *s > 0),
-            current: None,
-            done: Vec::new(),
-        }
-    }
-
-    fn open_next(&mut self) -> io::Result<()> {
-        let name = match self.chunk_size {
-            None => format!("{}.tar", self.package),
-            Some(_) => chunk_name(&self.package, self.done.len()),
-        };
-        let temp = self.dir.join(format!(".{name}.partial"));
-        let file = File::create(&temp)?;
-        self.current = Some((
-            file,
-            temp,
-            name,
-            0,
-            oci::Hasher::new(oci::Algorithm::Sha256),
-        ));
-        Ok(())
-    }
-
-    fn close_current(&mut self) -> io::Result<()> {
-        if let Some((file, temp, name, size, hasher)) = self.current.take() {
-            file.sync_all()?;
-            self.done.push((
-                temp,
-                FileEntry {
-                    name,
-                    size,
-                    digest: hasher.finish().to_string(),
-                },
-            ));
-        }
-        Ok(())
-    }
-
-    /// Closes the last file and renames every file into place; returns them in order.
-    pub fn finish(mut self) -> io::Result<Vec<FileEntry>> {
-        if self.current.is_none() && self.done.is_empty() {
-            self.open_next()?;
-        }
-        self.close_current()?;
-        let mut files = Vec::new();
-        for (temp, entry) in self.done {
-            std::fs::rename(&temp, self.dir.join(&entry.name))?;
-            files.push(entry);
-        }
-        Ok(files)
-    }
-}
-
-impl Write for PackageWriter {
-    fn write(&mut self, mut buf: &[u8]) -> io::Result<usize> {
-        let total = buf.len();
-        while !buf.is_empty() {
-            if self.current.is_none() {
-                self.open_next()?;
-            }
-            let full = match (&self.current, self.chunk_size) {
-                (Some((_, _, _, size, _)), Some(limit)) => *size >= limit,
-                _ => false,
-            };
-            if full {
-                self.close_current()?;
-                continue;
-            }
-            let room = match (&self.current, self.chunk_size) {
-                (Some((_, _, _, size, _)), Some(limit)) => (limit - size) as usize,
-                _ => buf.len(),
-            };
-            let take = room.min(buf.len());
-            if let Some((file, _, _, size, hasher)) = self.current.as_mut() {
-                file.write_all(&buf[..take])?;
-                hasher.update(&buf[..take]);
-                *size += take as u64;
-            }
-            buf = &buf[take..];
-        }
-        Ok(total)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self.current.as_mut() {
-            Some((file, ..)) => file.flush(),
-            None => Ok(()),
-        }
-    }
-}
-
-/// A reader that fails at its end unless its bytes hash to `digest` (a blob copied into a tar
-/// is checked on the way).
-pub(crate) struct VerifyingReader<R> {
-    inner: R,
-    verifier: Option<oci::Verifier>,
-    what: String,
-}
-
-impl<R: Read> VerifyingReader<R> {
-    pub(crate) fn new(inner: R, digest: oci::Digest, what: String) -> Self {
-        Self {
-            inner,
-            verifier: Some(digest.verifier()),
-            what,
-        }
-    }
-}
-
-impl<R: Read> Read for VerifyingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        if n == 0 {
-            if let Some(verifier) = self.verifier.take() {
-                verifier.finish().map_err(|m| {
-                    io::Error::other(format!(
-                        "{} hashes to {} instead of {}",
-                        self.what, m.actual, m.expected
-                    ))
-                })?;
-            }
-        } else if let Some(v) = self.verifier.as_mut() {
-            v.update(&buf[..n]);
-        }
-        Ok(n)
-    }
-}
-
 fn header(size: u64) -> tar::Header {
     let mut header = tar::Header::new_gnu();
     header.set_size(size);
@@ -600,53 +447,7 @@ fn header(size: u64) -> tar::Header {
     header
 }
 
-/// Appends the file at `source` as `path` (mode 0644, mtime 0, GNU headers); with `verify`,
-/// checking on the way that it hashes to `digest` (a blob verified when this run wrote it needs
-/// no second pass).
-pub(crate) fn append_blob<W: Write>(
-    builder: &mut tar::Builder<W>,
-    path: &str,
-    source: &Path,
-    digest: oci::Digest,
-    verify: bool,
-    phase: &Phase,
-) -> Result<(), Error> {
-    let file = File::open(source).map_err(|e| Error::io(source, e))?;
-    let size = file.metadata().map_err(|e| Error::io(source, e))?.len();
-    let counted = CountingReader {
-        inner: file,
-        phase: phase.clone(),
-    };
-    let result = if verify {
-        let reader = VerifyingReader::new(counted, digest, format!("blob {digest}"));
-        builder.append_data(&mut header(size), path, reader)
-    } else {
-        builder.append_data(&mut header(size), path, counted)
-    };
-    result.map_err(|e| Error::io(source, e))
-}
-
-/// Appends `bytes` as `path`.
-pub(crate) fn append_bytes<W: Write>(
-    builder: &mut tar::Builder<W>,
-    path: &str,
-    bytes: &[u8],
-) -> io::Result<()> {
-    builder.append_data(&mut header(bytes.len() as u64), path, bytes)
-}
-
-struct CountingReader<R> {
-    inner: R,
-    phase: Phase,
-}
-
-impl<R: Read> Read for CountingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.phase.bytes(n as u64);
-        Ok(n)
-    }
-}
+pub(crate) mod planned;
 
 #[cfg(test)]
 mod tests;
