@@ -259,6 +259,192 @@ pub fn blob_digest_of(path: &str) -> Option<oci::Digest> {
         .flatten()
 }
 
+/// Checks a package's files against the bundle manifest by name and size (no byte read).
+pub fn check_files(package: &Package, expected: &PackageManifest) -> Result<(), Error> {
+    let names: Vec<String> = package.parts.iter().map(|(p, _)| file_name(p)).collect();
+    let wanted: Vec<String> = expected.files.iter().map(|f| f.name.clone()).collect();
+    if names != wanted {
+        return Err(Error::CorruptPackage {
+            file: package.display(),
+            reason: format!(
+                "consists of {names:?} but the bundle manifest lists {wanted:?} (a chunk is missing or extra)"
+            ),
+        });
+    }
+    for ((path, size), file) in package.parts.iter().zip(&expected.files) {
+        if *size != file.size {
+            return Err(Error::CorruptPackage {
+                file: file_name(path),
+                reason: format!("has {size} bytes, the bundle manifest says {}", file.size),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Indexes a package's tar entries without reading their data (headers only, seeking past
+/// the rest), and reads its `index.json` and `oci-layout` files. Nothing is verified: see
+/// [`hash_files`] and [`scan`].
+pub fn index(package: &Package) -> Result<ScannedPackage, Error> {
+    let invalid = |reason: String| Error::InvalidBundle {
+        file: package.display(),
+        reason,
+    };
+    let mut archive = tar::Archive::new(SeekReader::new(package));
+    let mut entries = BTreeMap::new();
+    let mut small = BTreeMap::new();
+    let iter = archive
+        .entries_with_seek()
+        .map_err(|e| invalid(format!("not a tar archive: {e}")))?;
+    for entry in iter {
+        let mut entry = entry.map_err(|e| invalid(format!("broken tar entry: {e}")))?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let path = normalised_path(&entry).map_err(invalid)?;
+        let (offset, size) = (entry.raw_file_position(), entry.size());
+        if blob_digest_of(&path).is_none() {
+            read_small(&mut entry, &path, size, &mut small).map_err(invalid)?;
+        }
+        entries.insert(path, Entry { offset, size });
+    }
+    if let Some(end) = entries.values().map(|e| e.offset + e.size).max()
+        && end > package.size()
+    {
+        return Err(invalid("ends before the data it indexes".into()));
+    }
+    Ok(ScannedPackage {
+        package: package.clone(),
+        entries,
+        small,
+    })
+}
+
+fn normalised_path<R: Read>(entry: &tar::Entry<'_, R>) -> Result<String, String> {
+    Ok(entry
+        .path()
+        .map_err(|e| format!("tar entry with an unusable path: {e}"))?
+        .to_string_lossy()
+        .trim_start_matches("./")
+        .trim_start_matches('/')
+        .to_owned())
+}
+
+/// Keeps `index.json` and `oci-layout` files in memory.
+fn read_small<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    path: &str,
+    size: u64,
+    small: &mut BTreeMap<String, Vec<u8>>,
+) -> Result<(), String> {
+    if !(path.ends_with("index.json") || path.ends_with("oci-layout")) {
+        return Ok(());
+    }
+    if size > 64 << 20 {
+        return Err(format!("{path} is implausibly large ({size} bytes)"));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    entry
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{path}: {e}"))?;
+    small.insert(path.to_owned(), bytes);
+    Ok(())
+}
+
+/// Hashes each file of a package front to back and compares it with the bundle manifest;
+/// stops early (with `Ok`) once `cancelled` is set. `phase` counts bytes read.
+pub fn hash_files(
+    package: &Package,
+    expected: &PackageManifest,
+    phase: &Phase,
+    cancelled: &std::sync::atomic::AtomicBool,
+) -> Result<(), Error> {
+    check_files(package, expected)?;
+    let mut buf = vec![0u8; 1 << 20];
+    for ((path, _), file) in package.parts.iter().zip(&expected.files) {
+        let mut reader = File::open(path).map_err(|e| Error::io(path, e))?;
+        let mut hasher = oci::Hasher::new(oci::Algorithm::Sha256);
+        loop {
+            if cancelled.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(());
+            }
+            let n = reader.read(&mut buf).map_err(|e| Error::io(path, e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            phase.bytes(n as u64);
+        }
+        let actual = hasher.finish();
+        if file.digest != actual.to_string() {
+            return Err(Error::CorruptPackage {
+                file: file_name(path),
+                reason: format!(
+                    "hashes to {actual}, the bundle manifest says {}",
+                    file.digest
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Reads and seeks across a package's files as one stream.
+struct SeekReader<'a> {
+    package: &'a Package,
+    pos: u64,
+    open: Option<(usize, File)>,
+}
+
+impl<'a> SeekReader<'a> {
+    fn new(package: &'a Package) -> Self {
+        Self {
+            package,
+            pos: 0,
+            open: None,
+        }
+    }
+}
+
+impl Read for SeekReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut start = 0;
+        for (index, (path, size)) in self.package.parts.iter().enumerate() {
+            if self.pos >= start + size {
+                start += size;
+                continue;
+            }
+            if self.open.as_ref().is_none_or(|(i, _)| *i != index) {
+                self.open = Some((index, File::open(path)?));
+            }
+            let Some((_, file)) = self.open.as_mut() else {
+                return Ok(0);
+            };
+            let within = self.pos - start;
+            let take = ((size - within) as usize).min(buf.len());
+            file.seek(SeekFrom::Start(within))?;
+            let n = file.read(&mut buf[..take])?;
+            self.pos += n as u64;
+            return Ok(n);
+        }
+        Ok(0)
+    }
+}
+
+impl Seek for SeekReader<'_> {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let total = self.package.size();
+        let target = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+            SeekFrom::End(d) => total.checked_add_signed(d),
+        };
+        self.pos = target
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek before the start"))?;
+        Ok(self.pos)
+    }
+}
+
 /// Reads a package once, front to back: indexes its tar entries, checks every blob against the
 /// digest it is named by and, when `expected` lists the package's files, each file's size and
 /// sha256. `phase` counts bytes read.
@@ -268,24 +454,7 @@ pub fn scan(
     phase: &Phase,
 ) -> Result<ScannedPackage, Error> {
     if let Some(expected) = expected {
-        let names: Vec<String> = package.parts.iter().map(|(p, _)| file_name(p)).collect();
-        let wanted: Vec<String> = expected.files.iter().map(|f| f.name.clone()).collect();
-        if names != wanted {
-            return Err(Error::CorruptPackage {
-                file: package.display(),
-                reason: format!(
-                    "consists of {names:?} but the bundle manifest lists {wanted:?} (a chunk is missing or extra)"
-                ),
-            });
-        }
-        for ((path, size), file) in package.parts.iter().zip(&expected.files) {
-            if *size != file.size {
-                return Err(Error::CorruptPackage {
-                    file: file_name(path),
-                    reason: format!("has {size} bytes, the bundle manifest says {}", file.size),
-                });
-            }
-        }
+        check_files(package, expected)?;
     }
     let reader = PartsReader::open(package, phase.clone())?;
     let mut archive = tar::Archive::new(reader);
