@@ -15,9 +15,11 @@
 //! `io.deckhouse.image.short_tag` (the tag, or `@sha256:…` for images pulled by digest): the
 //! short tag is what a push tags the image with.
 //!
-//! Reading a package is one sequential pass ([`scan`]) that indexes every tar entry, verifies
-//! every blob against its name and, when the bundle manifest lists them, every file's sha256:
-//! push refuses a corrupted bundle before it sends anything.
+//! Reading a package: [`index`] walks its tar headers only (push, before its first request);
+//! [`hash_files`] checks its files against the bundle manifest (push, in the background of the
+//! uploads); [`scan`] is the one sequential pass that indexes every entry and verifies every blob
+//! against its name and every file's sha256 (`--dry-run`, and to name the blob of a package that
+//! failed its hash). Writing one: [`planned`].
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -1,10 +1,12 @@
 //! `d8 mirror pull`: resolve what to mirror from the source's release channels and tags, fetch
-//! manifests and blobs (each verified against its digest, written under a temporary name and
-//! renamed), then pack OCI image layouts into the bundle's tar files and write its manifest last.
+//! manifests (and the few blobs resolving needs) into a cache, then write every package: each
+//! blob once, straight into its place in the package files ([`place`]), the bundle's manifest
+//! last.
 //!
-//! Resumable: downloaded blobs stay in `<bundle>/.d8-mirror-pull/` until the bundle is complete,
-//! so a re-run fetches only what is missing. A blob is only ever visible there under its digest
-//! once it has been verified, and is verified again while it is packed.
+//! Resumable: the cache (`<bundle>/.d8-mirror-pull/`) and the package files of an interrupted
+//! run stay until the bundle is complete, so a re-run fetches only what is missing. A blob is only
+//! ever visible in the cache under its digest, or journaled as in place, once it has been
+//! verified; one left by an earlier run is verified again before it is trusted.
 
 mod dir_image;
 mod images;
