@@ -1,10 +1,11 @@
 //! `d8 mirror push`: copy a bundle's layouts into a registry byte for byte while verifying it —
 //! every blob is checked against its digest as it is read for its upload (a blob that does not
 //! match is never committed), the whole bundle against `d8-mirror-bundle.json` in the
-//! background, and no manifest is written before both are done. Blobs that exist are skipped (HEAD) or mounted from a repository already holding
-//! them, large blobs go up in chunks whose upload sessions are journaled so that a re-run after
-//! an interruption continues where the registry stopped, manifests go up as their exact bytes,
-//! children before the indexes and tags that name them.
+//! background, and no manifest is written before both are done. Blobs that exist are skipped
+//! (HEAD) or mounted from a repository already holding them, large blobs go up in chunks whose
+//! upload sessions are journaled so that a re-run after an interruption continues where the
+//! registry stopped, manifests go up as their exact bytes, children before the indexes and tags
+//! that name them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -519,10 +520,12 @@ impl Ctx {
 
     /// Reads a whole blob, checking that it hashes to `digest`.
     async fn read_verified(&self, loc: Loc, digest: oci::Digest) -> Result<Bytes, Error> {
-        let bytes = self.read(loc, 0, loc.entry.size).await?;
-        let mut verifier = digest.verifier();
-        verifier.update(&bytes);
-        verifier.finish().map_err(|m| self.corrupt(loc, &m))?;
+        let (bytes, verifier) = self
+            .read_hashing(loc, 0, loc.entry.size, Some(digest.verifier()))
+            .await?;
+        if let Some(verifier) = verifier {
+            verifier.finish().map_err(|m| self.corrupt(loc, &m))?;
+        }
         Ok(bytes)
     }
 
@@ -554,13 +557,28 @@ impl Ctx {
     }
 
     async fn read(&self, loc: Loc, offset: u64, len: u64) -> Result<Bytes, Error> {
+        Ok(self.read_hashing(loc, offset, len, None).await?.0)
+    }
+
+    /// Reads `len` bytes of a blob at `offset`, feeding them to `verifier` on the same blocking
+    /// thread.
+    async fn read_hashing(
+        &self,
+        loc: Loc,
+        offset: u64,
+        len: u64,
+        mut verifier: Option<oci::Verifier>,
+    ) -> Result<(Bytes, Option<oci::Verifier>), Error> {
         let package = self.packages[loc.package].clone();
         tokio::task::spawn_blocking(move || {
             let mut buf = vec![0u8; len as usize];
             package
                 .read_at(loc.entry.offset + offset, &mut buf)
-                .map(|()| Bytes::from(buf))
-                .map_err(|e| Error::io(&package.parts[0].0, e))
+                .map_err(|e| Error::io(&package.parts[0].0, e))?;
+            if let Some(v) = verifier.as_mut() {
+                v.update(&buf);
+            }
+            Ok((Bytes::from(buf), verifier))
         })
         .await
         .map_err(|e| Error::InvalidArgument(format!("read task failed: {e}")))?
@@ -764,12 +782,12 @@ async fn chunked_upload(
         None => (start_session(ctx, repo).await?, 0),
     };
     ctx.journal.put(&key, &location, offset)?;
-    let mut verifier = ctx.verifier_after(loc, digest, offset).await?;
+    let mut verifier = Some(ctx.verifier_after(loc, digest, offset).await?);
     let mut sent = 0;
     while offset < size {
         let len = ctx.chunk_size.min(size - offset);
-        let data = ctx.read(loc, offset, len).await?;
-        verifier.update(&data);
+        let (data, fed) = ctx.read_hashing(loc, offset, len, verifier.take()).await?;
+        verifier = fed;
         let response = ctx
             .remote
             .location_request(Method::PATCH, &location, Some(scope.clone()))
@@ -794,7 +812,7 @@ async fn chunked_upload(
             location = start_session(ctx, repo).await?;
             offset = 0;
             resumed = false;
-            verifier = digest.verifier();
+            verifier = Some(digest.verifier());
             ctx.journal.put(&key, &location, 0)?;
             continue;
         }
@@ -810,7 +828,10 @@ async fn chunked_upload(
         phase.bytes(len);
         ctx.journal.put(&key, &location, offset)?;
     }
-    if let Err(mismatch) = verifier.finish() {
+    let checked = verifier
+        .ok_or_else(|| Error::InvalidArgument(format!("blob {digest}: its check was lost")))?
+        .finish();
+    if let Err(mismatch) = checked {
         // Never committed: the session is dropped, and so is its journal entry.
         let _ = ctx
             .remote
