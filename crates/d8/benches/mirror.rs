@@ -5,6 +5,7 @@
 //! `BENCH_RELEASE_MB` MiB of layers (default 2048) over `BENCH_IMAGES` images (default 16),
 //! each one layer of three quarters and one of a quarter of its share. Source and targets are
 //! Debian's docker-registry over HTTPS; each push goes into a fresh, empty target.
+//! `BENCH_PARALLEL` sets d8's `--parallel` for both (default: d8's own, 4).
 
 #![allow(clippy::print_stdout)] // a benchmark reports on stdout
 
@@ -37,6 +38,10 @@ struct Item {
 async fn main() {
     let release_mb = env_u64("BENCH_RELEASE_MB", 2048).max(1);
     let count = env_u64("BENCH_IMAGES", 16).max(1);
+    let parallel: Vec<String> = std::env::var("BENCH_PARALLEL")
+        .ok()
+        .map(|n| vec!["--parallel".into(), n])
+        .unwrap_or_default();
     let ca = Certs::new("bench mirror CA");
     let scratch = tempfile::tempdir().unwrap();
     let ca_file = scratch.path().join("ca.crt");
@@ -111,7 +116,10 @@ async fn main() {
                 "--deckhouse-tag".into(),
                 "v1.0.0".into(),
                 "--no-modules".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(parallel.clone())
+            .collect::<Vec<_>>(),
             "d8 mirror pull",
         )
         .await
@@ -150,7 +158,10 @@ async fn main() {
                 format!("{}/{PREFIX}", target.host()),
                 "--tls-ca-file".into(),
                 ca_file.display().to_string(),
-            ],
+            ]
+            .into_iter()
+            .chain(parallel.clone())
+            .collect::<Vec<_>>(),
             "d8 mirror push",
         )
         .await

@@ -15,13 +15,15 @@
 //! `io.deckhouse.image.short_tag` (the tag, or `@sha256:…` for images pulled by digest): the
 //! short tag is what a push tags the image with.
 //!
-//! Reading a package is one sequential pass ([`scan`]) that indexes every tar entry, verifies
-//! every blob against its name and, when the bundle manifest lists them, every file's sha256:
-//! push refuses a corrupted bundle before it sends anything.
+//! Reading a package: [`index`] walks its tar headers only (push, before its first request);
+//! [`hash_files`] checks its files against the bundle manifest (push, in the background of the
+//! uploads); [`scan`] is the one sequential pass that indexes every entry and verifies every blob
+//! against its name and every file's sha256 (`--dry-run`, and to name the blob of a package that
+//! failed its hash). Writing one: [`planned`].
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -259,6 +261,192 @@ pub fn blob_digest_of(path: &str) -> Option<oci::Digest> {
         .flatten()
 }
 
+/// Checks a package's files against the bundle manifest by name and size (no byte read).
+pub fn check_files(package: &Package, expected: &PackageManifest) -> Result<(), Error> {
+    let names: Vec<String> = package.parts.iter().map(|(p, _)| file_name(p)).collect();
+    let wanted: Vec<String> = expected.files.iter().map(|f| f.name.clone()).collect();
+    if names != wanted {
+        return Err(Error::CorruptPackage {
+            file: package.display(),
+            reason: format!(
+                "consists of {names:?} but the bundle manifest lists {wanted:?} (a chunk is missing or extra)"
+            ),
+        });
+    }
+    for ((path, size), file) in package.parts.iter().zip(&expected.files) {
+        if *size != file.size {
+            return Err(Error::CorruptPackage {
+                file: file_name(path),
+                reason: format!("has {size} bytes, the bundle manifest says {}", file.size),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Indexes a package's tar entries without reading their data (headers only, seeking past
+/// the rest), and reads its `index.json` and `oci-layout` files. Nothing is verified: see
+/// [`hash_files`] and [`scan`].
+pub fn index(package: &Package) -> Result<ScannedPackage, Error> {
+    let invalid = |reason: String| Error::InvalidBundle {
+        file: package.display(),
+        reason,
+    };
+    let mut archive = tar::Archive::new(SeekReader::new(package));
+    let mut entries = BTreeMap::new();
+    let mut small = BTreeMap::new();
+    let iter = archive
+        .entries_with_seek()
+        .map_err(|e| invalid(format!("not a tar archive: {e}")))?;
+    for entry in iter {
+        let mut entry = entry.map_err(|e| invalid(format!("broken tar entry: {e}")))?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let path = normalised_path(&entry).map_err(invalid)?;
+        let (offset, size) = (entry.raw_file_position(), entry.size());
+        if blob_digest_of(&path).is_none() {
+            read_small(&mut entry, &path, size, &mut small).map_err(invalid)?;
+        }
+        entries.insert(path, Entry { offset, size });
+    }
+    if let Some(end) = entries.values().map(|e| e.offset + e.size).max()
+        && end > package.size()
+    {
+        return Err(invalid("ends before the data it indexes".into()));
+    }
+    Ok(ScannedPackage {
+        package: package.clone(),
+        entries,
+        small,
+    })
+}
+
+fn normalised_path<R: Read>(entry: &tar::Entry<'_, R>) -> Result<String, String> {
+    Ok(entry
+        .path()
+        .map_err(|e| format!("tar entry with an unusable path: {e}"))?
+        .to_string_lossy()
+        .trim_start_matches("./")
+        .trim_start_matches('/')
+        .to_owned())
+}
+
+/// Keeps `index.json` and `oci-layout` files in memory.
+fn read_small<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    path: &str,
+    size: u64,
+    small: &mut BTreeMap<String, Vec<u8>>,
+) -> Result<(), String> {
+    if !(path.ends_with("index.json") || path.ends_with("oci-layout")) {
+        return Ok(());
+    }
+    if size > 64 << 20 {
+        return Err(format!("{path} is implausibly large ({size} bytes)"));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    entry
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{path}: {e}"))?;
+    small.insert(path.to_owned(), bytes);
+    Ok(())
+}
+
+/// Hashes each file of a package front to back and compares it with the bundle manifest;
+/// stops early (with `Ok`) once `cancelled` is set. `phase` counts bytes read.
+pub fn hash_files(
+    package: &Package,
+    expected: &PackageManifest,
+    phase: &Phase,
+    cancelled: &std::sync::atomic::AtomicBool,
+) -> Result<(), Error> {
+    check_files(package, expected)?;
+    let mut buf = vec![0u8; 1 << 20];
+    for ((path, _), file) in package.parts.iter().zip(&expected.files) {
+        let mut reader = File::open(path).map_err(|e| Error::io(path, e))?;
+        let mut hasher = oci::Hasher::new(oci::Algorithm::Sha256);
+        loop {
+            if cancelled.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(());
+            }
+            let n = reader.read(&mut buf).map_err(|e| Error::io(path, e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            phase.bytes(n as u64);
+        }
+        let actual = hasher.finish();
+        if file.digest != actual.to_string() {
+            return Err(Error::CorruptPackage {
+                file: file_name(path),
+                reason: format!(
+                    "hashes to {actual}, the bundle manifest says {}",
+                    file.digest
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Reads and seeks across a package's files as one stream.
+struct SeekReader<'a> {
+    package: &'a Package,
+    pos: u64,
+    open: Option<(usize, File)>,
+}
+
+impl<'a> SeekReader<'a> {
+    fn new(package: &'a Package) -> Self {
+        Self {
+            package,
+            pos: 0,
+            open: None,
+        }
+    }
+}
+
+impl Read for SeekReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut start = 0;
+        for (index, (path, size)) in self.package.parts.iter().enumerate() {
+            if self.pos >= start + size {
+                start += size;
+                continue;
+            }
+            if self.open.as_ref().is_none_or(|(i, _)| *i != index) {
+                self.open = Some((index, File::open(path)?));
+            }
+            let Some((_, file)) = self.open.as_mut() else {
+                return Ok(0);
+            };
+            let within = self.pos - start;
+            let take = ((size - within) as usize).min(buf.len());
+            file.seek(SeekFrom::Start(within))?;
+            let n = file.read(&mut buf[..take])?;
+            self.pos += n as u64;
+            return Ok(n);
+        }
+        Ok(0)
+    }
+}
+
+impl Seek for SeekReader<'_> {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let total = self.package.size();
+        let target = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+            SeekFrom::End(d) => total.checked_add_signed(d),
+        };
+        self.pos = target
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek before the start"))?;
+        Ok(self.pos)
+    }
+}
+
 /// Reads a package once, front to back: indexes its tar entries, checks every blob against the
 /// digest it is named by and, when `expected` lists the package's files, each file's size and
 /// sha256. `phase` counts bytes read.
@@ -268,24 +456,7 @@ pub fn scan(
     phase: &Phase,
 ) -> Result<ScannedPackage, Error> {
     if let Some(expected) = expected {
-        let names: Vec<String> = package.parts.iter().map(|(p, _)| file_name(p)).collect();
-        let wanted: Vec<String> = expected.files.iter().map(|f| f.name.clone()).collect();
-        if names != wanted {
-            return Err(Error::CorruptPackage {
-                file: package.display(),
-                reason: format!(
-                    "consists of {names:?} but the bundle manifest lists {wanted:?} (a chunk is missing or extra)"
-                ),
-            });
-        }
-        for ((path, size), file) in package.parts.iter().zip(&expected.files) {
-            if *size != file.size {
-                return Err(Error::CorruptPackage {
-                    file: file_name(path),
-                    reason: format!("has {size} bytes, the bundle manifest says {}", file.size),
-                });
-            }
-        }
+        check_files(package, expected)?;
     }
     let reader = PartsReader::open(package, phase.clone())?;
     let mut archive = tar::Archive::new(reader);
@@ -436,159 +607,6 @@ impl Read for PartsReader {
     }
 }
 
-/// Writes a tar stream into one file or into chunks of at most `chunk_size` bytes, hashing each
-/// file. Files are written under temporary names and renamed by [`finish`](Self::finish).
-pub struct PackageWriter {
-    dir: PathBuf,
-    package: String,
-    chunk_size: Option<u64>,
-    current: Option<(File, PathBuf, String, u64, oci::Hasher)>,
-    done: Vec<(PathBuf, FileEntry)>,
-}
-
-impl std::fmt::Debug for PackageWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PackageWriter")
-            .field("package", &self.package)
-            .field("chunk_size", &self.chunk_size)
-            .finish()
-    }
-}
-
-impl PackageWriter {
-    /// A writer of `package` into `dir`.
-    pub fn new(dir: &Path, package: &str, chunk_size: Option<u64>) -> Self {
-        Self {
-            dir: dir.to_owned(),
-            package: package.to_owned(),
-            chunk_size: chunk_size.filter(|s| *s > 0),
-            current: None,
-            done: Vec::new(),
-        }
-    }
-
-    fn open_next(&mut self) -> io::Result<()> {
-        let name = match self.chunk_size {
-            None => format!("{}.tar", self.package),
-            Some(_) => chunk_name(&self.package, self.done.len()),
-        };
-        let temp = self.dir.join(format!(".{name}.partial"));
-        let file = File::create(&temp)?;
-        self.current = Some((
-            file,
-            temp,
-            name,
-            0,
-            oci::Hasher::new(oci::Algorithm::Sha256),
-        ));
-        Ok(())
-    }
-
-    fn close_current(&mut self) -> io::Result<()> {
-        if let Some((file, temp, name, size, hasher)) = self.current.take() {
-            file.sync_all()?;
-            self.done.push((
-                temp,
-                FileEntry {
-                    name,
-                    size,
-                    digest: hasher.finish().to_string(),
-                },
-            ));
-        }
-        Ok(())
-    }
-
-    /// Closes the last file and renames every file into place; returns them in order.
-    pub fn finish(mut self) -> io::Result<Vec<FileEntry>> {
-        if self.current.is_none() && self.done.is_empty() {
-            self.open_next()?;
-        }
-        self.close_current()?;
-        let mut files = Vec::new();
-        for (temp, entry) in self.done {
-            std::fs::rename(&temp, self.dir.join(&entry.name))?;
-            files.push(entry);
-        }
-        Ok(files)
-    }
-}
-
-impl Write for PackageWriter {
-    fn write(&mut self, mut buf: &[u8]) -> io::Result<usize> {
-        let total = buf.len();
-        while !buf.is_empty() {
-            if self.current.is_none() {
-                self.open_next()?;
-            }
-            let full = match (&self.current, self.chunk_size) {
-                (Some((_, _, _, size, _)), Some(limit)) => *size >= limit,
-                _ => false,
-            };
-            if full {
-                self.close_current()?;
-                continue;
-            }
-            let room = match (&self.current, self.chunk_size) {
-                (Some((_, _, _, size, _)), Some(limit)) => (limit - size) as usize,
-                _ => buf.len(),
-            };
-            let take = room.min(buf.len());
-            if let Some((file, _, _, size, hasher)) = self.current.as_mut() {
-                file.write_all(&buf[..take])?;
-                hasher.update(&buf[..take]);
-                *size += take as u64;
-            }
-            buf = &buf[take..];
-        }
-        Ok(total)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self.current.as_mut() {
-            Some((file, ..)) => file.flush(),
-            None => Ok(()),
-        }
-    }
-}
-
-/// A reader that fails at its end unless its bytes hash to `digest` (a blob copied into a tar
-/// is checked on the way).
-pub(crate) struct VerifyingReader<R> {
-    inner: R,
-    verifier: Option<oci::Verifier>,
-    what: String,
-}
-
-impl<R: Read> VerifyingReader<R> {
-    pub(crate) fn new(inner: R, digest: oci::Digest, what: String) -> Self {
-        Self {
-            inner,
-            verifier: Some(digest.verifier()),
-            what,
-        }
-    }
-}
-
-impl<R: Read> Read for VerifyingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        if n == 0 {
-            if let Some(verifier) = self.verifier.take() {
-                verifier.finish().map_err(|m| {
-                    io::Error::other(format!(
-                        "{} hashes to {} instead of {}",
-                        self.what, m.actual, m.expected
-                    ))
-                })?;
-            }
-        } else if let Some(v) = self.verifier.as_mut() {
-            v.update(&buf[..n]);
-        }
-        Ok(n)
-    }
-}
-
 fn header(size: u64) -> tar::Header {
     let mut header = tar::Header::new_gnu();
     header.set_size(size);
@@ -600,53 +618,7 @@ fn header(size: u64) -> tar::Header {
     header
 }
 
-/// Appends the file at `source` as `path` (mode 0644, mtime 0, GNU headers); with `verify`,
-/// checking on the way that it hashes to `digest` (a blob verified when this run wrote it needs
-/// no second pass).
-pub(crate) fn append_blob<W: Write>(
-    builder: &mut tar::Builder<W>,
-    path: &str,
-    source: &Path,
-    digest: oci::Digest,
-    verify: bool,
-    phase: &Phase,
-) -> Result<(), Error> {
-    let file = File::open(source).map_err(|e| Error::io(source, e))?;
-    let size = file.metadata().map_err(|e| Error::io(source, e))?.len();
-    let counted = CountingReader {
-        inner: file,
-        phase: phase.clone(),
-    };
-    let result = if verify {
-        let reader = VerifyingReader::new(counted, digest, format!("blob {digest}"));
-        builder.append_data(&mut header(size), path, reader)
-    } else {
-        builder.append_data(&mut header(size), path, counted)
-    };
-    result.map_err(|e| Error::io(source, e))
-}
-
-/// Appends `bytes` as `path`.
-pub(crate) fn append_bytes<W: Write>(
-    builder: &mut tar::Builder<W>,
-    path: &str,
-    bytes: &[u8],
-) -> io::Result<()> {
-    builder.append_data(&mut header(bytes.len() as u64), path, bytes)
-}
-
-struct CountingReader<R> {
-    inner: R,
-    phase: Phase,
-}
-
-impl<R: Read> Read for CountingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.phase.bytes(n as u64);
-        Ok(n)
-    }
-}
+pub(crate) mod planned;
 
 #[cfg(test)]
 mod tests;

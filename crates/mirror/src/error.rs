@@ -129,7 +129,7 @@ pub enum Error {
     /// A blob of the bundle does not hash to its name.
     #[error(
         "the bundle is corrupted: blob {expected} in {package} ({path}) hashes to {actual}; \
-         nothing was pushed. Pull the bundle again or copy {package} again from its source"
+         no image was pushed. Pull the bundle again or copy {package} again from its source"
     )]
     CorruptBlob {
         /// The package file (`platform.tar`).
@@ -143,7 +143,7 @@ pub enum Error {
     },
     /// A package file does not match the bundle manifest.
     #[error(
-        "the bundle is corrupted: {file} {reason}; nothing was pushed. Copy the file again from its source"
+        "the bundle is corrupted: {file} {reason}; no image was pushed. Copy the file again from its source"
     )]
     CorruptPackage {
         /// The file.

@@ -1,13 +1,19 @@
 //! `d8 mirror pull`: resolve what to mirror from the source's release channels and tags, fetch
-//! manifests and blobs (each verified against its digest, written under a temporary name and
-//! renamed), then pack OCI image layouts into the bundle's tar files and write its manifest last.
+//! manifests (and the few blobs resolving needs) into a cache, then write every package: each
+//! blob once, straight into its place in the package files ([`place`]), the bundle's manifest
+//! last.
 //!
-//! Resumable: downloaded blobs stay in `<bundle>/.d8-mirror-pull/` until the bundle is complete,
-//! so a re-run fetches only what is missing. A blob is only ever visible there under its digest
-//! once it has been verified, and is verified again while it is packed.
+//! Resumable: the cache (`<bundle>/.d8-mirror-pull/`) and the package files of an interrupted
+//! run stay until the bundle is complete, so a re-run fetches only what is missing. A blob is only
+//! ever visible in the cache under its digest, or journaled as in place, once it has been
+//! verified; one left by an earlier run is verified again before it is trusted.
 
 mod dir_image;
 mod images;
+mod place;
+
+#[cfg(test)]
+pub(crate) use place::copy_in;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -20,9 +26,9 @@ use registry_client::{Client, Config, Endpoint, Remote};
 use semver::Version;
 use tokio::io::AsyncWriteExt;
 
-use crate::bundle::{self, BundleManifest, FileEntry, ImageEntry, PackageManifest};
+use crate::bundle::{self, FileEntry};
 use crate::error::Error;
-use crate::layout::{self, IndexJson, OCI_LAYOUT};
+use crate::layout;
 use crate::progress::{Progress, human_bytes};
 use crate::select::{self, CHANNELS, LTS, ModuleFilter, PlatformSelection, parse_version_json};
 
@@ -235,10 +241,12 @@ pub async fn pull(options: &PullOptions, progress: &Progress) -> Result<PullSumm
         );
         return Ok(summary);
     }
-    let (downloaded, reused) = puller.download_all().await?;
+    let (downloaded, reused, files) = puller
+        .write_bundle(dir, options.chunk_size, options.resume)
+        .await?;
     summary.downloaded += downloaded;
     summary.reused += reused;
-    summary.files = puller.pack(options).await?;
+    summary.files = files;
     std::fs::remove_dir_all(&work).map_err(|e| Error::io(&work, e))?;
     let seconds = started.elapsed().as_secs_f64();
     progress.summary(
@@ -791,15 +799,6 @@ impl Puller {
         }
     }
 
-    async fn download_all(&mut self) -> Result<(u64, u64), Error> {
-        let blobs = self.layout_blobs();
-        let total: u64 = blobs.iter().map(|w| w.descriptor.size).sum();
-        let phase = self.progress.phase("pull", blobs.len() as u64, total);
-        let result = self.download(&blobs, Some(&phase)).await;
-        phase.finish();
-        result
-    }
-
     /// Downloads the blobs not yet in the cache, `parallel` at a time; returns (bytes
     /// downloaded, bytes already there).
     async fn download(
@@ -901,134 +900,6 @@ impl Puller {
         }
         Ok((downloaded, reused))
     }
-
-    async fn pack(&self, options: &PullOptions) -> Result<Vec<FileEntry>, Error> {
-        let total: u64 = self
-            .packages
-            .values()
-            .flat_map(|p| p.layouts.values())
-            .flat_map(|l| l.blobs.values())
-            .sum();
-        let phase = self
-            .progress
-            .phase("pack", self.packages.len() as u64, total);
-        let mut manifest = BundleManifest {
-            format: bundle::FORMAT.to_owned(),
-            source: self.shown.clone(),
-            packages: Vec::new(),
-        };
-        let mut files = Vec::new();
-        for (name, build) in &self.packages {
-            // Every tar entry of the package, in path order: blobs from the cache, index and
-            // oci-layout from memory.
-            let mut entries: BTreeMap<String, Source> = BTreeMap::new();
-            let mut images = Vec::new();
-            let mut blob_set = BTreeMap::new();
-            for (dir, layout) in &build.layouts {
-                let index = IndexJson::new(layout.entries.values().cloned().collect());
-                let index_bytes = serde_json::to_vec_pretty(&index)
-                    .map_err(|e| Error::InvalidArgument(format!("index.json: {e}")))?;
-                entries.insert(layout::join(dir, "index.json"), Source::Bytes(index_bytes));
-                entries.insert(
-                    layout::join(dir, "oci-layout"),
-                    Source::Bytes(OCI_LAYOUT.to_vec()),
-                );
-                for digest in layout.blobs.keys() {
-                    entries.insert(layout::blob_path(dir, digest), Source::Blob(*digest));
-                }
-                let repo = layout::repository_of(name, dir);
-                for (tag, descriptor) in &layout.entries {
-                    images.push(ImageEntry {
-                        repository: repo.clone(),
-                        tag: tag.clone(),
-                        digest: descriptor.digest.to_string(),
-                        media_type: descriptor.media_type.clone(),
-                    });
-                }
-                blob_set.extend(layout.blobs.iter().map(|(d, s)| (*d, *s)));
-            }
-            let dir = options.bundle_dir.clone();
-            let chunk = options.chunk_size;
-            let cas = self.cas.clone();
-            let name_owned = name.clone();
-            let phase_task = phase.clone();
-            let fresh = self.fresh.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let written = tokio::task::spawn_blocking(move || {
-                write_package(
-                    &dir,
-                    &name_owned,
-                    chunk,
-                    &entries,
-                    &cas,
-                    &fresh,
-                    &phase_task,
-                )
-            })
-            .await
-            .map_err(|e| Error::InvalidArgument(format!("pack task failed: {e}")))??;
-            phase.item();
-            manifest.packages.push(PackageManifest {
-                name: name.clone(),
-                files: written.clone(),
-                images,
-                blobs: blob_set.len() as u64,
-                blob_bytes: blob_set.values().sum(),
-            });
-            files.extend(written);
-        }
-        phase.finish();
-        let path = options.bundle_dir.join(bundle::MANIFEST_FILE);
-        let temp = options
-            .bundle_dir
-            .join(format!(".{}.partial", bundle::MANIFEST_FILE));
-        let bytes = serde_json::to_vec_pretty(&manifest)
-            .map_err(|e| Error::InvalidArgument(format!("bundle manifest: {e}")))?;
-        std::fs::write(&temp, bytes).map_err(|e| Error::io(&temp, e))?;
-        std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
-        Ok(files)
-    }
-}
-
-enum Source {
-    Bytes(Vec<u8>),
-    Blob(oci::Digest),
-}
-
-fn write_package(
-    dir: &Path,
-    name: &str,
-    chunk: Option<u64>,
-    entries: &BTreeMap<String, Source>,
-    cas: &Path,
-    fresh: &BTreeSet<oci::Digest>,
-    phase: &crate::progress::Phase,
-) -> Result<Vec<FileEntry>, Error> {
-    // Stale files of this package from an interrupted run (a chunked run leaves chunks, an
-    // unchunked one a tar) must not be mistaken for part of the new one.
-    for package in bundle::packages(dir)?
-        .into_iter()
-        .filter(|p| p.name == name)
-    {
-        for (path, _) in package.parts {
-            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
-        }
-    }
-    let writer = bundle::PackageWriter::new(dir, name, chunk);
-    let mut builder = tar::Builder::new(writer);
-    for (path, source) in entries {
-        match source {
-            Source::Bytes(bytes) => {
-                bundle::append_bytes(&mut builder, path, bytes).map_err(|e| Error::io(dir, e))?
-            }
-            Source::Blob(digest) => {
-                let file = cas.join(digest.algorithm().as_str()).join(digest.encoded());
-                let verify = !fresh.contains(digest);
-                bundle::append_blob(&mut builder, path, &file, *digest, verify, phase)?;
-            }
-        }
-    }
-    let writer = builder.into_inner().map_err(|e| Error::io(dir, e))?;
-    writer.finish().map_err(|e| Error::io(dir, e))
 }
 
 /// Whether the file at `path` hashes to `digest`.

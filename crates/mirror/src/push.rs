@@ -1,11 +1,15 @@
-//! `d8 mirror push`: verify the whole bundle, then copy its layouts into a registry byte for
-//! byte — blobs that exist are skipped (HEAD) or mounted from a repository already holding
-//! them, large blobs go up in chunks whose upload sessions are journaled so that a re-run after
-//! an interruption continues where the registry stopped, manifests go up as their exact bytes,
-//! children before the indexes and tags that name them.
+//! `d8 mirror push`: copy a bundle's layouts into a registry byte for byte while verifying it —
+//! every blob is checked against its digest as it is read for its upload (a blob that does not
+//! match is never committed), the whole bundle against `d8-mirror-bundle.json` in the
+//! background, and no manifest is written before both are done. Blobs that exist are skipped
+//! (HEAD) or mounted from a repository already holding them, large blobs go up in chunks whose
+//! upload sessions are journaled so that a re-run after an interruption continues where the
+//! registry stopped, manifests go up as their exact bytes, children before the indexes and tags
+//! that name them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -109,7 +113,11 @@ pub async fn push(options: &PushOptions, progress: &Progress) -> Result<PushSumm
             }
         }
     }
-    let scanned = verify(&packages, manifest.as_ref(), progress).await?;
+    let scanned = if options.dry_run {
+        verify(&packages, manifest.as_ref(), progress).await?
+    } else {
+        index(&packages, manifest.as_ref()).await?
+    };
     let mut summary = PushSummary {
         bytes_verified: packages.iter().map(Package::size).sum(),
         ..PushSummary::default()
@@ -153,6 +161,9 @@ pub async fn push(options: &PushOptions, progress: &Progress) -> Result<PushSumm
         );
         return Ok(summary);
     }
+    // The whole bundle is verified while the blobs go up, each blob is verified as it is read
+    // for its upload, and no manifest is written before both are done.
+    let check = Check::start(&packages, manifest.clone(), progress);
     let remote = Client::new(Config::default())
         .remote(options.target.clone())
         .map_err(|e| Error::registry(&shown, true, "target registry", e))?;
@@ -169,10 +180,25 @@ pub async fn push(options: &PushOptions, progress: &Progress) -> Result<PushSumm
         remote,
         shown,
         packages: scanned.iter().map(|s| s.package.clone()).collect(),
+        paths: scanned
+            .iter()
+            .map(|s| {
+                s.entries
+                    .iter()
+                    .map(|(p, e)| (e.offset, p.clone()))
+                    .collect()
+            })
+            .collect(),
         chunk_size: options.chunk_size.max(1 << 16),
         journal,
+        stop: check.failed.clone(),
     });
-    push_blobs(&ctx, &plan, options.parallel.max(1), progress, &mut summary).await?;
+    let pushed = push_blobs(&ctx, &plan, options.parallel.max(1), progress, &mut summary).await;
+    if let Err(e @ Error::CorruptBlob { .. }) = pushed {
+        return Err(e);
+    }
+    check.finish().await?;
+    pushed?;
     push_manifests(&ctx, &plan, progress, &mut summary).await?;
     modules_index(&ctx, &plan, &options.modules_path, progress).await?;
     ctx.journal.clear()?;
@@ -225,6 +251,119 @@ async fn verify(
     }
     phase.finish();
     Ok(scanned)
+}
+
+/// Indexes every package (headers only) after checking its files' names and sizes.
+async fn index(
+    packages: &[Package],
+    manifest: Option<&BundleManifest>,
+) -> Result<Vec<ScannedPackage>, Error> {
+    let packages = packages.to_vec();
+    let manifest = manifest.cloned();
+    tokio::task::spawn_blocking(move || {
+        packages
+            .iter()
+            .map(|package| {
+                if let Some(expected) = manifest
+                    .as_ref()
+                    .and_then(|m| m.packages.iter().find(|p| p.name == package.name))
+                {
+                    bundle::check_files(package, expected)?;
+                }
+                bundle::index(package)
+            })
+            .collect()
+    })
+    .await
+    .map_err(|e| Error::InvalidArgument(format!("index task failed: {e}")))?
+}
+
+/// The verification pass over the whole bundle, in the background of the uploads: each file
+/// against `d8-mirror-bundle.json`, or every blob of a package it does not list. Dropped
+/// unfinished, it stops.
+struct Check {
+    task: Option<tokio::task::JoinHandle<Result<(), Error>>>,
+    /// Set when the bundle turned out corrupted: no further upload starts.
+    failed: Arc<AtomicBool>,
+    cancelled: Arc<AtomicBool>,
+}
+
+impl Check {
+    fn start(packages: &[Package], manifest: Option<BundleManifest>, progress: &Progress) -> Self {
+        let total: u64 = packages.iter().map(Package::size).sum();
+        let phase = progress.phase("verify", packages.len() as u64, total);
+        let failed = Arc::new(AtomicBool::new(false));
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let (packages, progress) = (packages.to_vec(), progress.clone());
+        let (failed_task, cancelled_task) = (failed.clone(), cancelled.clone());
+        let task = tokio::task::spawn_blocking(move || {
+            for package in &packages {
+                let expected = manifest
+                    .as_ref()
+                    .and_then(|m| m.packages.iter().find(|p| p.name == package.name));
+                let result = match expected {
+                    Some(expected) => {
+                        bundle::hash_files(package, expected, &phase, &cancelled_task)
+                            .map_err(|e| name_the_blob(package, e))
+                    }
+                    None => {
+                        if manifest.is_some() {
+                            progress.warn(&format!(
+                                "{} is not listed in {}; verifying its blobs only",
+                                package.display(),
+                                bundle::MANIFEST_FILE
+                            ));
+                        }
+                        bundle::scan(package, None, &phase).map(|_| ())
+                    }
+                };
+                if let Err(e) = result {
+                    failed_task.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+                if cancelled_task.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                phase.item();
+            }
+            phase.finish();
+            Ok(())
+        });
+        Self {
+            task: Some(task),
+            failed,
+            cancelled,
+        }
+    }
+
+    /// Waits for the whole bundle to be verified.
+    async fn finish(mut self) -> Result<(), Error> {
+        match self.task.take() {
+            Some(task) => task
+                .await
+                .map_err(|e| Error::InvalidArgument(format!("verification task failed: {e}")))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Check {
+    fn drop(&mut self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A package that does not hash to what the bundle manifest says: names the blob that changed,
+/// when one did.
+fn name_the_blob(package: &Package, error: Error) -> Error {
+    if !matches!(error, Error::CorruptPackage { .. }) {
+        return error;
+    }
+    let quiet = Progress::new(crate::progress::Mode::Quiet).phase("verify", 0, 0);
+    match bundle::scan(package, None, &quiet) {
+        Err(e @ Error::CorruptBlob { .. }) => e,
+        _ => error,
+    }
 }
 
 /// From the scanned packages, per target repository: blobs and manifests in push order.
@@ -284,6 +423,15 @@ fn plan(
                     scan.package
                         .read_at(loc.entry.offset, &mut bytes)
                         .map_err(|e| Error::io(&scan.package.parts[0].0, e))?;
+                    let actual = oci::Digest::compute(digest.algorithm(), &bytes);
+                    if actual != digest {
+                        return Err(Error::CorruptBlob {
+                            package: package.clone(),
+                            path: layout::blob_path(dir, &digest),
+                            expected: digest.to_string(),
+                            actual: actual.to_string(),
+                        });
+                    }
                     let parsed = oci::Manifest::parse(bytes, Some(&media_type)).map_err(|e| {
                         Error::InvalidImage {
                             image: image.clone(),
@@ -345,8 +493,12 @@ struct Ctx {
     remote: Remote,
     shown: String,
     packages: Vec<Package>,
+    /// Per package: tar path by data offset, to name a corrupted blob.
+    paths: Vec<BTreeMap<u64, String>>,
     chunk_size: u64,
     journal: Arc<Journal>,
+    /// Set once the background verification found the bundle corrupted.
+    stop: Arc<AtomicBool>,
 }
 
 impl Ctx {
@@ -354,14 +506,79 @@ impl Ctx {
         Error::registry(&self.shown, true, what, e)
     }
 
+    fn corrupt(&self, loc: Loc, mismatch: &oci::DigestMismatch) -> Error {
+        Error::CorruptBlob {
+            package: self.packages[loc.package].display(),
+            path: self.paths[loc.package]
+                .get(&loc.entry.offset)
+                .cloned()
+                .unwrap_or_default(),
+            expected: mismatch.expected.to_string(),
+            actual: mismatch.actual.to_string(),
+        }
+    }
+
+    /// Reads a whole blob, checking that it hashes to `digest`.
+    async fn read_verified(&self, loc: Loc, digest: oci::Digest) -> Result<Bytes, Error> {
+        let (bytes, verifier) = self
+            .read_hashing(loc, 0, loc.entry.size, Some(digest.verifier()))
+            .await?;
+        if let Some(verifier) = verifier {
+            verifier.finish().map_err(|m| self.corrupt(loc, &m))?;
+        }
+        Ok(bytes)
+    }
+
+    /// A verifier of `digest` fed with the first `len` bytes of the blob (sent by an earlier,
+    /// interrupted run).
+    async fn verifier_after(
+        &self,
+        loc: Loc,
+        digest: oci::Digest,
+        len: u64,
+    ) -> Result<oci::Verifier, Error> {
+        let package = self.packages[loc.package].clone();
+        tokio::task::spawn_blocking(move || {
+            let mut verifier = digest.verifier();
+            let mut buf = vec![0u8; (len as usize).min(1 << 20)];
+            let mut done = 0;
+            while done < len {
+                let n = ((len - done) as usize).min(buf.len());
+                package
+                    .read_at(loc.entry.offset + done, &mut buf[..n])
+                    .map_err(|e| Error::io(&package.parts[0].0, e))?;
+                verifier.update(&buf[..n]);
+                done += n as u64;
+            }
+            Ok(verifier)
+        })
+        .await
+        .map_err(|e| Error::InvalidArgument(format!("read task failed: {e}")))?
+    }
+
     async fn read(&self, loc: Loc, offset: u64, len: u64) -> Result<Bytes, Error> {
+        Ok(self.read_hashing(loc, offset, len, None).await?.0)
+    }
+
+    /// Reads `len` bytes of a blob at `offset`, feeding them to `verifier` on the same blocking
+    /// thread.
+    async fn read_hashing(
+        &self,
+        loc: Loc,
+        offset: u64,
+        len: u64,
+        mut verifier: Option<oci::Verifier>,
+    ) -> Result<(Bytes, Option<oci::Verifier>), Error> {
         let package = self.packages[loc.package].clone();
         tokio::task::spawn_blocking(move || {
             let mut buf = vec![0u8; len as usize];
             package
                 .read_at(loc.entry.offset + offset, &mut buf)
-                .map(|()| Bytes::from(buf))
-                .map_err(|e| Error::io(&package.parts[0].0, e))
+                .map_err(|e| Error::io(&package.parts[0].0, e))?;
+            if let Some(v) = verifier.as_mut() {
+                v.update(&buf);
+            }
+            Ok((Bytes::from(buf), verifier))
         })
         .await
         .map_err(|e| Error::InvalidArgument(format!("read task failed: {e}")))?
@@ -395,6 +612,9 @@ async fn push_blobs(
         tasks.spawn(async move {
             let _permit = permit.acquire_owned().await;
             let mut outcomes = Vec::new();
+            if ctx.stop.load(Ordering::Relaxed) {
+                return Ok(outcomes);
+            }
             let mut holder: Option<String> = None;
             for repo in &repos {
                 let outcome =
@@ -497,7 +717,7 @@ async fn push_blob(
     }
     let size = loc.entry.size;
     if journaled.is_none() && size <= ctx.chunk_size {
-        let data = ctx.read(loc, 0, size).await?;
+        let data = ctx.read_verified(loc, digest).await?;
         ctx.remote
             .post_blob(repo, &digest, data)
             .await
@@ -562,10 +782,12 @@ async fn chunked_upload(
         None => (start_session(ctx, repo).await?, 0),
     };
     ctx.journal.put(&key, &location, offset)?;
+    let mut verifier = Some(ctx.verifier_after(loc, digest, offset).await?);
     let mut sent = 0;
     while offset < size {
         let len = ctx.chunk_size.min(size - offset);
-        let data = ctx.read(loc, offset, len).await?;
+        let (data, fed) = ctx.read_hashing(loc, offset, len, verifier.take()).await?;
+        verifier = fed;
         let response = ctx
             .remote
             .location_request(Method::PATCH, &location, Some(scope.clone()))
@@ -590,6 +812,7 @@ async fn chunked_upload(
             location = start_session(ctx, repo).await?;
             offset = 0;
             resumed = false;
+            verifier = Some(digest.verifier());
             ctx.journal.put(&key, &location, 0)?;
             continue;
         }
@@ -604,6 +827,19 @@ async fn chunked_upload(
         sent += len;
         phase.bytes(len);
         ctx.journal.put(&key, &location, offset)?;
+    }
+    let checked = verifier
+        .ok_or_else(|| Error::InvalidArgument(format!("blob {digest}: its check was lost")))?
+        .finish();
+    if let Err(mismatch) = checked {
+        // Never committed: the session is dropped, and so is its journal entry.
+        let _ = ctx
+            .remote
+            .location_request(Method::DELETE, &location, Some(scope))
+            .send()
+            .await;
+        ctx.journal.remove(&key)?;
+        return Err(ctx.corrupt(loc, &mismatch));
     }
     let separator = if location.contains('?') { '&' } else { '?' };
     let close = format!("{location}{separator}digest={digest}");
