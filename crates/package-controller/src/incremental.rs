@@ -33,9 +33,12 @@ pub fn to_process(tags: Vec<String>, full_scan: bool, last: Option<&str>) -> Vec
 mod tests {
     use super::*;
 
+    /// `(version, metadata loaded)` pairs and the last loaded version.
+    type Case = (&'static [(&'static str, bool)], Option<&'static str>);
+
     #[test]
     fn last_loaded_is_the_newest_with_metadata() {
-        let cases: &[(&[(&str, bool)], Option<&str>)] = &[
+        let cases: &[Case] = &[
             (&[], None),
             (&[("v1.0.0", false)], None),
             (&[("v1.0.0", true), ("v1.2.0", false)], Some("v1.0.0")),
