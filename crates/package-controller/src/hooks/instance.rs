@@ -39,6 +39,9 @@ pub(crate) struct Shared {
     settings: Mutex<Value>,
     /// One hook run at a time.
     pub(crate) lock: tokio::sync::Mutex<()>,
+    /// The hooks whose last run between passes failed, by hook name, with the error; a hook's
+    /// entry goes when it next succeeds.
+    errors: Mutex<BTreeMap<String, String>>,
 }
 
 impl Shared {
@@ -54,7 +57,29 @@ impl Shared {
             monitors: Mutex::new(monitors),
             settings: Mutex::new(settings.clone()),
             lock: tokio::sync::Mutex::new(()),
+            errors: Mutex::default(),
         }
+    }
+
+    /// Records how hook `index`'s run between passes ended; `true` when that changes what
+    /// the Application should show.
+    fn record(&self, index: usize, error: Option<String>) -> bool {
+        let Ok(mut errors) = self.errors.lock() else {
+            return false;
+        };
+        let name = self.hooks[index].name.clone();
+        match error {
+            Some(e) => errors.insert(name, e.clone()).as_ref() != Some(&e),
+            None => errors.remove(&name).is_some(),
+        }
+    }
+
+    /// The error of the first hook (by name) whose last run between passes failed.
+    pub(crate) fn hook_error(&self) -> Option<String> {
+        self.errors
+            .lock()
+            .ok()
+            .and_then(|e| e.values().next().cloned())
     }
 
     pub(crate) fn set_settings(&self, settings: &Value) {
@@ -350,7 +375,8 @@ fn schedules(
 }
 
 /// Runs what the watches and schedules queue: the contexts waiting for one hook together,
-/// in the order they came; a run that changed the values wakes the controller.
+/// in the order they came; a run that changed the values, or that failed or succeeded again
+/// (the Application shows it), wakes the controller.
 async fn work(inner: Weak<Inner>, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Queued>) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
@@ -373,9 +399,10 @@ async fn work(inner: Weak<Inner>, shared: Arc<Shared>, mut rx: mpsc::UnboundedRe
             }
             .await;
             match ran {
-                Ok((_, c)) => changed |= c,
+                Ok((_, c)) => changed |= c | shared.record(i, None),
                 Err(e) => {
-                    tracing::warn!(application = %shared.app.key(), error = %e, "package hook failed")
+                    tracing::warn!(application = %shared.app.key(), error = %e, "package hook failed");
+                    changed |= shared.record(i, Some(e.to_string()));
                 }
             }
         }
