@@ -370,6 +370,16 @@ impl PackageHooks {
         instances.get(&app.key())?.shared.hook_error()
     }
 
+    /// `app`'s release is applied: the Synchronizations of its `waitForSynchronization: false`
+    /// bindings run now, between passes.
+    pub fn released(&self, app: &AppRef) {
+        if let Ok(mut instances) = self.inner.instances.lock()
+            && let Some(running) = instances.get_mut(&app.key())
+        {
+            running.released();
+        }
+    }
+
     /// Stops `app`'s bindings (watches, schedules).
     pub fn stop(&self, app: &AppRef) {
         let gone = self

@@ -157,6 +157,7 @@ impl Installer {
             );
             out = self.release(namespace, name, package, dir, &after).await?;
         }
+        self.hooks.released(&app);
         Ok(out)
     }
 

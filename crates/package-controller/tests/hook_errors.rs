@@ -35,15 +35,34 @@ if any(i.get("filterResult") == "yes" for i in items):
     sys.exit(1)
 "#;
 
+/// kubernetes in its own queue with `waitForSynchronization: false` (addon-operator honours the
+/// flag only outside the main queue): its Synchronization waits for the file
+/// `GATE`, then puts `late: synced` into the values.
+const LATE_PY: &str = r#"#!/usr/bin/env python3
+import json, os, sys, time
+if sys.argv[1:] == ["--config"]:
+    print(json.dumps({"configVersion": "v1", "kubernetes": [{
+        "name": "late", "apiVersion": "v1", "kind": "ConfigMap",
+        "labelSelector": {"matchLabels": {"late": "me"}},
+        "queue": "late", "waitForSynchronization": False}]}))
+    sys.exit(0)
+while not os.path.exists("GATE"):
+    time.sleep(0.1)
+with open(os.environ["VALUES_JSON_PATCH_PATH"], "w") as f:
+    json.dump([{"op": "add", "path": "/flaky/late", "value": "synced"}], f)
+"#;
+
 const CM: &str = r#"apiVersion: v1
 kind: ConfigMap
 metadata:
   name: {{ .Release.Name }}-flaky
 data:
   up: "yes"
+  late: {{ .Values.flaky.late | default "none" | quote }}
 "#;
 
-async fn push_flaky(push: &Registry, layout: &Layout) {
+async fn push_flaky(push: &Registry, layout: &Layout, gate: &std::path::Path) {
+    let late = LATE_PY.replace("GATE", gate.to_str().unwrap());
     let marker = ImageBuilder::new("flaky-marker").build(layout);
     push.push_image(REPO, Some("flaky"), &marker).await.unwrap();
     let package_yaml = "name: flaky\ntype: Application\ndescription: {en: Flaky}\ncategory: Misc\nstage: General Availability\n";
@@ -61,8 +80,9 @@ async fn push_flaky(push: &Registry, layout: &Layout) {
             ),
             ("templates/cm.yaml", CM.as_bytes()),
             ("hooks/check.py", CHECK_PY.as_bytes()),
+            ("hooks/late.py", late.as_bytes()),
         ])
-        .executable(&["hooks/check.py"])
+        .executable(&["hooks/check.py", "hooks/late.py"])
         .build(layout);
     push.push_image(&format!("{REPO}/flaky"), Some("v1.0.0"), &bundle)
         .await
@@ -92,15 +112,29 @@ async fn wait_ready(
     panic!("Ready never became {status}/{reason}: {last:?}");
 }
 
-#[tokio::test]
-async fn a_hook_failing_between_passes_shows_on_the_application_until_it_succeeds() {
+struct Setup {
+    _cluster: Cluster,
+    _upstream: Upstream,
+    dir: tempfile::TempDir,
+    client: Client,
+    controller: Controller,
+    apps: Api<Application>,
+}
+
+/// The `flaky` package published, repository scanned, Application `p/f` created; `open`
+/// says whether the `late.py` gate is open from the start.
+async fn setup(open: bool) -> Setup {
     testkit::install_crypto();
     let cluster = Cluster::start().await;
     let client = cluster.client().await;
     let upstream = Upstream::start_plain().await;
     let dir = tempfile::tempdir().unwrap();
     let layout = Layout::new(&dir.path().join("layout")).unwrap();
-    push_flaky(&Registry::of(&upstream), &layout).await;
+    let gate = dir.path().join("gate");
+    if open {
+        std::fs::write(&gate, "").unwrap();
+    }
+    push_flaky(&Registry::of(&upstream), &layout, &gate).await;
     Api::<PackageRepository>::all(client.clone())
         .create(
             &PostParams::default(),
@@ -142,6 +176,26 @@ async fn a_hook_failing_between_passes_shows_on_the_application_until_it_succeed
     );
     a.metadata.namespace = Some("p".into());
     apps.create(&PostParams::default(), &a).await.unwrap();
+    Setup {
+        _cluster: cluster,
+        _upstream: upstream,
+        dir,
+        client,
+        controller,
+        apps,
+    }
+}
+
+#[tokio::test]
+async fn a_hook_failing_between_passes_shows_on_the_application_until_it_succeeds() {
+    let Setup {
+        client,
+        controller,
+        apps,
+        dir: _dir,
+        _cluster,
+        _upstream,
+    } = setup(true).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(async move {
         controller
@@ -189,6 +243,49 @@ async fn a_hook_failing_between_passes_shows_on_the_application_until_it_succeed
     assert_eq!(state.as_deref(), Some("Ready"));
     assert_eq!(summary, None);
 
+    stop.send(()).unwrap();
+    running.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_binding_with_wait_for_synchronization_false_does_not_hold_up_the_release() {
+    let Setup {
+        client,
+        controller,
+        apps,
+        dir,
+        _cluster,
+        _upstream,
+    } = setup(false).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        controller
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    // late.py's Synchronization cannot finish while the gate is shut; the release does not
+    // wait for it (with waitForSynchronization: true nothing would be released yet).
+    let shown = wait_for(&client, "p", "f-flaky", |_| true).await;
+    assert_eq!(shown["late"], "none", "released before the Synchronization");
+    // The pass goes on to record the version installed, the Synchronization still pending.
+    let mut installed = false;
+    for _ in 0..600 {
+        let s = apps.get("f").await.unwrap().status.unwrap_or_default();
+        if s.current_version.is_some() {
+            installed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(installed, "status.currentVersion never set");
+    assert_eq!(cm(&client, "p", "f-flaky").await.unwrap()["late"], "none");
+
+    // The gate opens: the Synchronization finishes, between passes, and its values are
+    // released.
+    std::fs::write(dir.path().join("gate"), "").unwrap();
+    wait_for(&client, "p", "f-flaky", |d| d["late"] == "synced").await;
     stop.send(()).unwrap();
     running.await.unwrap();
 }

@@ -122,6 +122,21 @@ pub(crate) struct Instance {
     pub(crate) dir: PathBuf,
     pub(crate) shared: Arc<Shared>,
     tasks: Vec<tokio::task::AbortHandle>,
+    /// Synchronizations of `waitForSynchronization: false` bindings, queued once the release
+    /// is applied ([`Instance::released`]).
+    deferred: Vec<Queued>,
+    queue: Option<mpsc::UnboundedSender<Queued>>,
+}
+
+impl Instance {
+    /// The release is applied: the deferred Synchronizations go to the worker, after it.
+    pub(crate) fn released(&mut self) {
+        if let Some(queue) = &self.queue {
+            for queued in self.deferred.drain(..) {
+                let _ = queue.send(queued);
+            }
+        }
+    }
 }
 
 impl Drop for Instance {
@@ -162,6 +177,8 @@ pub(crate) async fn start(
         dir: dir.to_owned(),
         shared: shared.clone(),
         tasks: Vec::new(),
+        deferred: Vec::new(),
+        queue: None,
     };
     let values = inner.values(app, settings).await?;
     inner.run_phase(&shared, Phase::OnStartup, values).await?;
@@ -199,21 +216,21 @@ pub(crate) async fn start(
                     )));
                 }
             };
-            // `waitForSynchronization: false`: the Synchronization runs after the release,
-            // with the events.
+            // `waitForSynchronization: false`: the release does not wait for the
+            // Synchronization; it is queued once the release is applied, as addon-operator
+            // queues it behind the module's run.
             match context {
                 Some(context) if wait => {
                     let values = inner.values(app, &shared.settings()).await?;
                     let contexts = vec![shared.with_snapshots(i, context)];
                     inner.run_hook(&shared, i, contexts, values).await?;
                 }
-                Some(context) => {
-                    let _ = tx.send((i, context));
-                }
+                Some(context) => instance.deferred.push((i, context)),
                 None => {}
             }
         }
     }
+    instance.queue = Some(tx.clone());
     if let Some(t) = schedules(&shared, tx) {
         instance.tasks.push(t);
     }
