@@ -48,6 +48,8 @@ pub const REASON_CHANNEL: &str = "ReleaseChannelUnavailable";
 pub const REASON_RECONCILED: &str = "Reconciled";
 /// Reason: workloads are not ready yet.
 pub const REASON_NOT_READY: &str = "NotReady";
+/// Reason: a package hook failed between passes (the module runtime's `HookError`).
+pub const REASON_HOOK_ERROR: &str = "HookError";
 
 /// The repository an Application installs from.
 pub fn repository(app: &Application) -> String {
@@ -436,6 +438,17 @@ pub fn status(outcome: &Outcome, installed: Option<&str>) -> (Vec<Cond>, Summary
             (conds, s)
         }
     }
+}
+
+/// An installed Application whose hook failed between passes (kubernetes, schedule), as a
+/// module with a failing hook shows it: `Ready=False` with reason `HookError` and the hook's
+/// error, `summary.state: Degraded` with that error. What runs keeps running.
+pub fn with_hook_error(conds: &mut Vec<Cond>, summary: &mut Summary, error: &str) {
+    conds.retain(|c| c.0 != READY);
+    conds.push((READY, false, REASON_HOOK_ERROR, error.to_owned()));
+    summary.state = Some(ApplicationState::Degraded.to_string());
+    summary.message = Some(error.to_owned());
+    summary.tip = None;
 }
 
 /// `usedBy` with the Application in it (once).

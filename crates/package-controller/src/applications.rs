@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use api::packages::{
-    Application, ApplicationPackage, ApplicationPackageVersion, CurrentVersion, PackageInstance,
-    PackageRepository,
+    Application, ApplicationPackage, ApplicationPackageVersion, ApplicationStatus, CurrentVersion,
+    PackageInstance, PackageRepository,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{ListParams, Patch, PatchParams};
@@ -269,14 +269,21 @@ impl Applications {
                 channel: app.spec.release_channel.clone(),
             });
         }
-        let (conds, summary) = decide::status(&outcome, now_installed.as_deref());
+        let (mut conds, mut summary) = decide::status(&outcome, now_installed.as_deref());
+        if let Outcome::Installed { .. } = &outcome
+            && let Some(error) =
+                self.installer
+                    .hook_error(&namespace, &name, &app.spec.package_name)
+        {
+            decide::with_hook_error(&mut conds, &mut summary, &error);
+        }
         new_status.conditions = merge_conditions(&status.conditions, &conds, app);
         new_status.summary = Some(summary);
         if new_status != status {
             api.patch_status(
                 &name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({"status": new_status})),
+                &Patch::Merge(json!({"status": status_patch(&new_status)})),
             )
             .await
             .map_err(|e| Error::kube(format!("patch Application {name} status"), e))?;
@@ -573,6 +580,18 @@ pub fn instances_with(
 }
 
 /// The conditions with `new` set: the transition time kept while a condition's status holds.
+/// `status` as a merge patch: a summary's message or tip that is gone is written as `null`
+/// (a merge patch keeps what it does not name).
+fn status_patch(status: &ApplicationStatus) -> serde_json::Value {
+    let mut value = serde_json::to_value(status).unwrap_or_default();
+    if let Some(summary) = value.get_mut("summary").and_then(|s| s.as_object_mut()) {
+        for key in ["message", "tip"] {
+            summary.entry(key).or_insert(serde_json::Value::Null);
+        }
+    }
+    value
+}
+
 fn merge_conditions(old: &[Condition], new: &[decide::Cond], app: &Application) -> Vec<Condition> {
     let now = Time(jiff::Timestamp::now());
     let mut out: Vec<Condition> = old

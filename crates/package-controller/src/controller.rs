@@ -368,7 +368,13 @@ impl Controller {
                 .filter_map(|o| o.metadata.creation_timestamp.as_ref().map(|t| t.0))
                 .max();
             let state = Operations {
-                count: mine.len(),
+                succeeded: mine.iter().any(|o| {
+                    o.status.as_ref().is_some_and(|s| {
+                        s.conditions
+                            .iter()
+                            .any(|c| c.type_ == operation::COMPLETED && c.status == "True")
+                    })
+                }),
                 unfinished: mine.iter().any(|o| {
                     operation::next_step(&o.status.clone().unwrap_or_default())
                         != operation::Step::Done

@@ -363,6 +363,23 @@ impl PackageHooks {
         Ok(())
     }
 
+    /// Why `app`'s hooks fail between passes: the error of the first hook (by name) whose last
+    /// kubernetes or schedule run failed; `None` once each has succeeded again.
+    pub fn hook_error(&self, app: &AppRef) -> Option<String> {
+        let instances = self.inner.instances.lock().ok()?;
+        instances.get(&app.key())?.shared.hook_error()
+    }
+
+    /// `app`'s release is applied: the Synchronizations of its `waitForSynchronization: false`
+    /// bindings run now, between passes.
+    pub fn released(&self, app: &AppRef) {
+        if let Ok(mut instances) = self.inner.instances.lock()
+            && let Some(running) = instances.get_mut(&app.key())
+        {
+            running.released();
+        }
+    }
+
     /// Stops `app`'s bindings (watches, schedules).
     pub fn stop(&self, app: &AppRef) {
         let gone = self

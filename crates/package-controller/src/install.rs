@@ -75,6 +75,16 @@ impl Installer {
         self.hooks.wake()
     }
 
+    /// Why the hooks of Application `namespace`/`name` fail between passes (kubernetes and
+    /// schedule runs), until each has succeeded again.
+    pub fn hook_error(&self, namespace: &str, name: &str, package: &str) -> Option<String> {
+        self.hooks.hook_error(&AppRef {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            package: package.to_owned(),
+        })
+    }
+
     /// The bundle of `package` `version` from repository `repo`, when it was downloaded.
     pub fn cached(&self, repo: &str, package: &str, version: &str) -> Option<PathBuf> {
         let dir = self
@@ -147,6 +157,7 @@ impl Installer {
             );
             out = self.release(namespace, name, package, dir, &after).await?;
         }
+        self.hooks.released(&app);
         Ok(out)
     }
 

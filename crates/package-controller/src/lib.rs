@@ -7,6 +7,7 @@
 //! - [`compat`]: `versionCompatibilityRules` — upgrades, downgrades, rollbacks (pure);
 //! - [`registry`]: a repository's registry layout, read with the module manager's verified,
 //!   bounded downloads and safe unpacker;
+//! - [`incremental`]: which versions a scan takes up — full or from the last loaded (pure);
 //! - [`scan`]: running an operation — ApplicationPackage and ApplicationPackageVersion objects;
 //! - [`versions`]: loading a version's metadata (`MetadataLoaded`);
 //! - [`application`]: what an Application may do and the status it shows (pure);
@@ -27,6 +28,7 @@ pub mod compat;
 pub mod controller;
 mod error;
 pub mod hooks;
+pub mod incremental;
 pub mod install;
 pub mod metadata;
 pub mod operation;

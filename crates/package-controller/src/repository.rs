@@ -1,7 +1,7 @@
 //! When a PackageRepository is scanned: every `max(scanInterval, 3m)` (default `6h`), a new
 //! operation `<repo>-scan-<unix seconds>` (labels `packages.deckhouse.io/repository`,
-//! `operation-trigger: auto`, `operation-type: Update`; `fullScan` only for the first one,
-//! timeout `5m`) — unless one of its operations has not completed yet. A scan on demand is an
+//! `operation-trigger: auto`, `operation-type: Update`; `fullScan` until one has completed
+//! successfully, then incremental scans, as Deckhouse's; timeout `5m`) — unless one of its operations has not completed yet. A scan on demand is an
 //! operation the user creates (`trigger: manual`).
 
 use std::time::Duration;
@@ -22,8 +22,8 @@ pub fn interval(scan_interval: Option<&str>) -> Duration {
 /// What the repository's operations say.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Operations {
-    /// How many exist.
-    pub count: usize,
+    /// Whether one has completed successfully (`Completed=True`).
+    pub succeeded: bool,
     /// Whether one has not completed.
     pub unfinished: bool,
     /// Seconds since the newest one was created.
@@ -33,7 +33,7 @@ pub struct Operations {
 /// What to do about a repository now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Schedule {
-    /// Create an operation (`full_scan` for the first).
+    /// Create an operation (`full_scan` until one has succeeded).
     Create {
         /// Whether it scans every version.
         full_scan: bool,
@@ -47,11 +47,10 @@ pub fn schedule(interval: Duration, ops: Operations) -> Schedule {
     if ops.unfinished {
         return Schedule::Wait(interval);
     }
+    let full_scan = !ops.succeeded;
     match ops.newest_age {
-        None => Schedule::Create {
-            full_scan: ops.count == 0,
-        },
-        Some(age) if age >= interval => Schedule::Create { full_scan: false },
+        None => Schedule::Create { full_scan },
+        Some(age) if age >= interval => Schedule::Create { full_scan },
         Some(age) => Schedule::Wait(interval - age),
     }
 }
@@ -82,22 +81,30 @@ mod tests {
     #[test]
     fn schedules() {
         let hour = Duration::from_secs(3600);
-        let ops = |count, unfinished, age: Option<u64>| Operations {
-            count,
+        let ops = |succeeded, unfinished, age: Option<u64>| Operations {
+            succeeded,
             unfinished,
             newest_age: age.map(Duration::from_secs),
         };
         let table = [
-            (ops(0, false, None), Schedule::Create { full_scan: true }),
-            (ops(1, true, Some(10)), Schedule::Wait(hour)),
-            (ops(1, true, Some(7200)), Schedule::Wait(hour)),
             (
-                ops(1, false, Some(600)),
+                ops(false, false, None),
+                Schedule::Create { full_scan: true },
+            ),
+            (ops(true, true, Some(10)), Schedule::Wait(hour)),
+            (ops(false, true, Some(7200)), Schedule::Wait(hour)),
+            (
+                ops(true, false, Some(600)),
                 Schedule::Wait(Duration::from_secs(3000)),
             ),
             (
-                ops(3, false, Some(3600)),
+                ops(true, false, Some(3600)),
                 Schedule::Create { full_scan: false },
+            ),
+            // Every earlier scan failed: the next one is still a full scan.
+            (
+                ops(false, false, Some(3600)),
+                Schedule::Create { full_scan: true },
             ),
         ];
         for (o, want) in table {

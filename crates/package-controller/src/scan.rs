@@ -10,11 +10,12 @@ use api::packages::{
     PackageRepositoryOperationStatus, RepositoryPackage, VersionError,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::Error;
+use crate::incremental;
 use crate::metadata::{MetadataError, PackageType, package_type};
 use crate::operation::{self, PackageOutcome, Step};
 use crate::registry::PackageImages;
@@ -103,7 +104,10 @@ impl Scanner {
                     operation::failed(status, reason, &message, &now())
                 }
                 Ok((repo, images)) => {
-                    let outcome = self.process_package(&repo, &images, &package).await;
+                    let full_scan = op.spec.update.as_ref().and_then(|u| u.full_scan) == Some(true);
+                    let outcome = self
+                        .process_package(&repo, &images, &package, full_scan)
+                        .await;
                     operation::processed(status, &package, outcome)
                 }
             },
@@ -196,7 +200,8 @@ impl Scanner {
         }
     }
 
-    /// Lists the package's versions, decides its type from the newest version image, and makes
+    /// Lists the package's versions (all of them for a full scan, else those newer than the
+    /// newest loaded: [`incremental`]), decides its type from the newest version image, and makes
     /// sure every version has its ApplicationPackageVersion and the package its
     /// ApplicationPackage.
     async fn process_package(
@@ -204,6 +209,7 @@ impl Scanner {
         repo: &PackageRepository,
         images: &PackageImages,
         package: &str,
+        full_scan: bool,
     ) -> PackageOutcome {
         let whole = |message: String| PackageOutcome {
             errors: vec![VersionError {
@@ -216,8 +222,28 @@ impl Scanner {
             Ok(v) => v,
             Err(e) => return whole(format!("get found tags to process: {e}")),
         };
+        let versions = if full_scan {
+            versions
+        } else {
+            let last = self.last_loaded(repo, package).await;
+            incremental::to_process(versions, false, last.as_deref())
+        };
         let Some(latest) = versions.last() else {
-            return PackageOutcome::default();
+            if full_scan {
+                return PackageOutcome::default();
+            }
+            // Nothing new since the last loaded version: the package's type is stable, the one
+            // the repository already shows.
+            let type_ = repo.status.as_ref().and_then(|s| {
+                s.packages
+                    .iter()
+                    .find(|p| p.name == package)
+                    .map(|p| p.type_.clone())
+            });
+            return PackageOutcome {
+                type_,
+                ..Default::default()
+            };
         };
         let kind = match images.version_files(package, latest).await {
             Ok(files) => package_type(files.package_yaml.as_deref()),
@@ -265,6 +291,31 @@ impl Scanner {
             });
         }
         outcome
+    }
+
+    /// The newest version of the package already loaded from this repository (its
+    /// ApplicationPackageVersion has `status.packageMetadata`); `None` when there is none or
+    /// they cannot be listed (the scan then takes every version).
+    async fn last_loaded(&self, repo: &PackageRepository, package: &str) -> Option<String> {
+        let api: Api<ApplicationPackageVersion> = Api::all(self.client.clone());
+        let selector = format!(
+            "{LABEL_REPOSITORY}={},{LABEL_PACKAGE}={package}",
+            repo.name_any()
+        );
+        let list = match api.list(&ListParams::default().labels(&selector)).await {
+            Ok(list) => list.items,
+            Err(e) => {
+                tracing::warn!(package, error = %e, "ApplicationPackageVersions not listed, scanning every version");
+                return None;
+            }
+        };
+        incremental::last_loaded(list.iter().filter_map(|v| {
+            let loaded = v
+                .status
+                .as_ref()
+                .is_some_and(|s| s.package_metadata.is_some());
+            v.spec.package_version.as_deref().map(|t| (t, loaded))
+        }))
     }
 
     /// Creates the draft ApplicationPackageVersion; `Ok(true)` when it is new.

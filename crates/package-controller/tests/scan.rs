@@ -6,7 +6,8 @@ use std::io::Write;
 
 use api::packages::{
     ApplicationPackage, ApplicationPackageVersion, PackageRegistry, PackageRepository,
-    PackageRepositoryOperation, PackageRepositorySpec,
+    PackageRepositoryOperation, PackageRepositoryOperationSpec, PackageRepositorySpec,
+    UpdateOperation,
 };
 use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
@@ -233,6 +234,116 @@ async fn a_scan_creates_packages_and_versions_with_their_metadata() {
     // A second pass within the interval schedules nothing new.
     controller.pass().await.unwrap();
     assert_eq!(ops.list(&Default::default()).await.unwrap().items.len(), 1);
+}
+
+/// Creates a manual `Update` operation (`fullScan` as given) and returns its processed
+/// packages `(name, type, foundVersions, newVersions)` once the controller has run it.
+async fn scan_now(
+    client: &Client,
+    controller: &Controller,
+    name: &str,
+    full_scan: Option<bool>,
+) -> Vec<(String, Option<String>, Option<i64>, Option<i64>)> {
+    let ops: Api<PackageRepositoryOperation> = Api::all(client.clone());
+    let op = PackageRepositoryOperation {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: PackageRepositoryOperationSpec {
+            package_repository_name: "main".into(),
+            type_: "Update".into(),
+            update: full_scan.map(|f| UpdateOperation {
+                full_scan: Some(f),
+                timeout: None,
+            }),
+        },
+        status: None,
+    };
+    ops.create(&PostParams::default(), &op).await.unwrap();
+    controller.pass().await.unwrap();
+    let status = ops.get(name).await.unwrap().status.unwrap();
+    assert_eq!(condition(&status.conditions, "Completed").status, "True");
+    let p = status.packages.unwrap();
+    assert!(p.failed.is_empty(), "{:?}", p.failed);
+    p.processed
+        .into_iter()
+        .map(|x| (x.name, x.type_, x.found_versions, x.new_versions))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_incremental_scan_takes_only_versions_newer_than_the_last_loaded() {
+    testkit::install_crypto();
+    let cluster = Cluster::start().await;
+    let client = cluster.client().await;
+    let upstream = Upstream::start_plain().await;
+    let f = Fixture::new(&upstream);
+    let files = [("package.yaml", ECHO_YAML.as_bytes())];
+    for v in ["v1.0.0", "v1.1.0"] {
+        f.push_version("echo", v, &files).await;
+    }
+    f.push_version(
+        "web",
+        "v2.0.0",
+        &[("package.yaml", b"name: web\ntype: Application\n")],
+    )
+    .await;
+    repository(&client, "main", &upstream.host()).await;
+    let controller = Controller::new(client.clone(), Options::default());
+    // The first automatic scan is a full one and loads every version's metadata.
+    controller.pass().await.unwrap();
+    let versions: Api<ApplicationPackageVersion> = Api::all(client.clone());
+    let loaded = versions.get("main-echo-v1.1.0").await.unwrap();
+    assert!(loaded.status.unwrap().package_metadata.is_some());
+
+    // A patch for the older line and a newer minor are published.
+    for v in ["v1.0.1", "v1.2.0"] {
+        f.push_version("echo", v, &files).await;
+    }
+    let app = Some("Application".to_owned());
+    let incremental = scan_now(&client, &controller, "main-incremental", None).await;
+    assert_eq!(
+        incremental,
+        [
+            ("echo".to_owned(), app.clone(), Some(1), Some(1)),
+            ("web".to_owned(), app.clone(), Some(0), Some(0)),
+        ],
+        "only v1.2.0 is newer than the last loaded v1.1.0; web has nothing new"
+    );
+    assert!(
+        versions
+            .get_opt("main-echo-v1.2.0")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        versions
+            .get_opt("main-echo-v1.0.1")
+            .await
+            .unwrap()
+            .is_none(),
+        "a version below the last loaded one is left to a full scan"
+    );
+    let repos: Api<PackageRepository> = Api::all(client.clone());
+    let repo = repos.get("main").await.unwrap().status.unwrap();
+    assert_eq!(repo.packages_count, Some(2), "web stays in the repository");
+
+    // `fullScan: false` said outright is the same; nothing newer than v1.2.0 now.
+    let again = scan_now(&client, &controller, "main-incremental-2", Some(false)).await;
+    assert_eq!(again[0], ("echo".to_owned(), app.clone(), Some(0), Some(0)));
+
+    // A full scan lists every version and creates the missed patch.
+    let full = scan_now(&client, &controller, "main-full", Some(true)).await;
+    assert_eq!(full[0], ("echo".to_owned(), app.clone(), Some(4), Some(1)));
+    assert!(
+        versions
+            .get_opt("main-echo-v1.0.1")
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[tokio::test]

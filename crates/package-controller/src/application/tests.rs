@@ -380,3 +380,36 @@ fn release_channels() {
     assert_eq!(channel_pick(&available, "v1.2.0"), None);
     assert_eq!(channel_pick(&available, "garbage"), None);
 }
+
+#[test]
+fn a_hook_failing_between_passes_makes_it_degraded() {
+    let installed = Outcome::Installed {
+        waiting: None,
+        failed: false,
+    };
+    let (mut conds, mut summary) = status(&installed, Some("v1.0.0"));
+    with_hook_error(
+        &mut conds,
+        &mut summary,
+        "module hook 'w/hooks/x.py' failed: boom",
+    );
+    let ready: Vec<_> = conds.iter().filter(|c| c.0 == READY).collect();
+    assert_eq!(
+        ready,
+        [&(
+            READY,
+            false,
+            REASON_HOOK_ERROR,
+            "module hook 'w/hooks/x.py' failed: boom".to_owned()
+        )]
+    );
+    assert!(
+        conds.iter().filter(|c| c.0 != READY).all(|c| c.1),
+        "still installed"
+    );
+    assert_eq!(summary.state.as_deref(), Some("Degraded"));
+    assert_eq!(
+        summary.message.as_deref(),
+        Some("module hook 'w/hooks/x.py' failed: boom")
+    );
+}

@@ -39,6 +39,9 @@ pub(crate) struct Shared {
     settings: Mutex<Value>,
     /// One hook run at a time.
     pub(crate) lock: tokio::sync::Mutex<()>,
+    /// The hooks whose last run between passes failed, by hook name, with the error; a hook's
+    /// entry goes when it next succeeds.
+    errors: Mutex<BTreeMap<String, String>>,
 }
 
 impl Shared {
@@ -54,7 +57,29 @@ impl Shared {
             monitors: Mutex::new(monitors),
             settings: Mutex::new(settings.clone()),
             lock: tokio::sync::Mutex::new(()),
+            errors: Mutex::default(),
         }
+    }
+
+    /// Records how hook `index`'s run between passes ended; `true` when that changes what
+    /// the Application should show.
+    fn record(&self, index: usize, error: Option<String>) -> bool {
+        let Ok(mut errors) = self.errors.lock() else {
+            return false;
+        };
+        let name = self.hooks[index].name.clone();
+        match error {
+            Some(e) => errors.insert(name, e.clone()).as_ref() != Some(&e),
+            None => errors.remove(&name).is_some(),
+        }
+    }
+
+    /// The error of the first hook (by name) whose last run between passes failed.
+    pub(crate) fn hook_error(&self) -> Option<String> {
+        self.errors
+            .lock()
+            .ok()
+            .and_then(|e| e.values().next().cloned())
     }
 
     pub(crate) fn set_settings(&self, settings: &Value) {
@@ -97,6 +122,21 @@ pub(crate) struct Instance {
     pub(crate) dir: PathBuf,
     pub(crate) shared: Arc<Shared>,
     tasks: Vec<tokio::task::AbortHandle>,
+    /// Synchronizations of `waitForSynchronization: false` bindings, queued once the release
+    /// is applied ([`Instance::released`]).
+    deferred: Vec<Queued>,
+    queue: Option<mpsc::UnboundedSender<Queued>>,
+}
+
+impl Instance {
+    /// The release is applied: the deferred Synchronizations go to the worker, after it.
+    pub(crate) fn released(&mut self) {
+        if let Some(queue) = &self.queue {
+            for queued in self.deferred.drain(..) {
+                let _ = queue.send(queued);
+            }
+        }
+    }
 }
 
 impl Drop for Instance {
@@ -137,6 +177,8 @@ pub(crate) async fn start(
         dir: dir.to_owned(),
         shared: shared.clone(),
         tasks: Vec::new(),
+        deferred: Vec::new(),
+        queue: None,
     };
     let values = inner.values(app, settings).await?;
     inner.run_phase(&shared, Phase::OnStartup, values).await?;
@@ -174,21 +216,21 @@ pub(crate) async fn start(
                     )));
                 }
             };
-            // `waitForSynchronization: false`: the Synchronization runs after the release,
-            // with the events.
+            // `waitForSynchronization: false`: the release does not wait for the
+            // Synchronization; it is queued once the release is applied, as addon-operator
+            // queues it behind the module's run.
             match context {
                 Some(context) if wait => {
                     let values = inner.values(app, &shared.settings()).await?;
                     let contexts = vec![shared.with_snapshots(i, context)];
                     inner.run_hook(&shared, i, contexts, values).await?;
                 }
-                Some(context) => {
-                    let _ = tx.send((i, context));
-                }
+                Some(context) => instance.deferred.push((i, context)),
                 None => {}
             }
         }
     }
+    instance.queue = Some(tx.clone());
     if let Some(t) = schedules(&shared, tx) {
         instance.tasks.push(t);
     }
@@ -350,7 +392,8 @@ fn schedules(
 }
 
 /// Runs what the watches and schedules queue: the contexts waiting for one hook together,
-/// in the order they came; a run that changed the values wakes the controller.
+/// in the order they came; a run that changed the values, or that failed or succeeded again
+/// (the Application shows it), wakes the controller.
 async fn work(inner: Weak<Inner>, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Queued>) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
@@ -373,9 +416,10 @@ async fn work(inner: Weak<Inner>, shared: Arc<Shared>, mut rx: mpsc::UnboundedRe
             }
             .await;
             match ran {
-                Ok((_, c)) => changed |= c,
+                Ok((_, c)) => changed |= c | shared.record(i, None),
                 Err(e) => {
-                    tracing::warn!(application = %shared.app.key(), error = %e, "package hook failed")
+                    tracing::warn!(application = %shared.app.key(), error = %e, "package hook failed");
+                    changed |= shared.record(i, Some(e.to_string()));
                 }
             }
         }
