@@ -296,7 +296,7 @@ impl Builder {
     }
 }
 
-/// Creates the standard namespaces and the given CRDs (updating CRDs whose spec changed).
+/// Creates the standard namespaces, ClusterRole `cluster-admin` with its binding, and the given CRDs (updating CRDs whose spec changed).
 fn seed(core: &Core, namespaces: &[String], crds: &[Value]) -> Result<(), Error> {
     let reg = core.registry();
     let ns_def = reg
@@ -316,6 +316,40 @@ fn seed(core: &Core, namespaces: &[String], crds: &[Value]) -> Result<(), Error>
             Ok(_) => {}
             Err(e) if e.reason == "AlreadyExists" => {}
             Err(e) => return Err(Error::Config(format!("namespace {ns}: {e}"))),
+        }
+    }
+    // kube-apiserver's bootstrap policy: ClusterRole `cluster-admin` (everything) and its
+    // binding to group `system:masters`, so a chart's binding to `cluster-admin` grants.
+    let bootstrap = [
+        (
+            "clusterroles",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "cluster-admin",
+                    "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                    "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                          {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
+        ),
+        (
+            "clusterrolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "cluster-admin",
+                    "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                    "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "cluster-admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                    "name": "system:masters"}]}),
+        ),
+    ];
+    for (resource, object) in bootstrap {
+        let def = reg
+            .get("rbac.authorization.k8s.io", resource)
+            .ok_or_else(|| Error::Config(format!("{resource} missing")))?;
+        match core.create(&def, "v1", None, object, WriteOpts::default()) {
+            Ok(_) => {}
+            Err(e) if e.reason == "AlreadyExists" => {}
+            Err(e) => return Err(Error::Config(format!("{resource} cluster-admin: {e}"))),
         }
     }
     for crd in crds {

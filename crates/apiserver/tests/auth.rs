@@ -437,3 +437,30 @@ async fn the_request_log_records_who_did_what_with_the_verdict() {
         "the admin's create is recorded too"
     );
 }
+
+#[tokio::test]
+async fn the_bootstrap_cluster_admin_role_grants_what_it_is_bound_to() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let s = common::start_with(|b| b.namespace("d8-system").user(User::new("operator"))).await;
+    let admin = s.admin().await;
+    let role = Api::<ClusterRole>::all(admin.clone())
+        .get("cluster-admin")
+        .await
+        .unwrap();
+    let rules = serde_json::to_value(role.rules.unwrap()).unwrap();
+    assert_eq!(rules[0]["verbs"], json!(["*"]));
+    let operator = s.client("operator").await;
+    let secrets: Api<Secret> = Api::namespaced(operator.clone(), "d8-system");
+    let refused = secrets.list(&Default::default()).await.unwrap_err();
+    assert_eq!(status_code(refused), 403);
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "operator-admin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "User", "name": "operator"}]}))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    secrets.list(&Default::default()).await.unwrap();
+}

@@ -21,7 +21,6 @@ const VALUE_SETS: &[&[&str]] = &[
     &[
         "deckhouse.metricsProtection=kubeRbacProxy",
         "global.internal.cniMigrationEnabled=true",
-        "registry.airGapped=true",
         "registry.cache.upstream.url=https://registry.example.com/deckhouse/ee",
         "registry.cache.upstream.credentials=true",
         "registry.cache.upstream.ca=true",

@@ -25,6 +25,7 @@ pub mod nodes;
 pub mod plan;
 pub mod prerequisites;
 pub mod probe;
+pub mod publish;
 pub mod settings;
 pub mod storage_status;
 

@@ -15,6 +15,15 @@ pub enum Error {
     /// A status could not be encoded as JSON.
     #[error("encoding a status: {0}")]
     Encode(#[source] serde_json::Error),
+    /// A rendered object does not read as its Kubernetes type.
+    #[error("rendering {what}: {source}")]
+    Render {
+        /// The object (`kind/name`).
+        what: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// Attaches `what` to a kube error.

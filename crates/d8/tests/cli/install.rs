@@ -19,8 +19,7 @@ fn chart() -> String {
     repo().join("charts/deckhouse").display().to_string()
 }
 
-/// Value sets every test renders: the defaults, air-gapped with a CNI migration and source
-/// ranges, an image by digest without monitoring, a cache with an upstream.
+/// Value sets every test renders: the defaults, a CNI migration, an image by digest without monitoring, a cache with an upstream.
 const VALUE_SETS: &[&[&str]] = &[
     &[],
     &[
@@ -28,11 +27,7 @@ const VALUE_SETS: &[&[&str]] = &[
         "registry.cache.upstream.credentials=true",
         "registry.cache.upstream.ca=true",
     ],
-    &[
-        "registry.airGapped=true",
-        "global.internal.cniMigrationEnabled=true",
-        "registry.publish.whitelistSourceRanges={10.0.0.0/8,192.168.0.0/16}",
-    ],
+    &["global.internal.cniMigrationEnabled=true"],
     &[
         "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
         "monitoring.enabled=false",
@@ -166,18 +161,9 @@ fn kinds(rendered: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_publish_ingress_exists_only_while_air_gapped() {
+fn the_chart_renders_no_publish_ingress_the_registry_controller_owns_it() {
+    // Ingress registry-publish follows the cluster's state (registry-controller/tests/publish.rs).
     assert!(!kinds(&render(&[])).contains(&"Ingress".to_string()));
-    let air_gapped = render(&[
-        "registry.airGapped=true",
-        "registry.publish.whitelistSourceRanges={10.0.0.0/8}",
-    ]);
-    assert!(kinds(&air_gapped).contains(&"Ingress".to_string()));
-    assert!(air_gapped.contains("nginx.ingress.kubernetes.io/auth-tls-verify-client: \"on\""));
-    assert!(
-        air_gapped.contains("nginx.ingress.kubernetes.io/whitelist-source-range: \"10.0.0.0/8\"")
-    );
-    assert!(air_gapped.contains("ingressClassName: nginx"));
 }
 
 /// The chart's ValidatingWebhookConfiguration as `d8 up` would register it: the Service's path
@@ -404,8 +390,11 @@ fn plural(kind: &str) -> Option<String> {
     // A consonant and `y` end in `ies` (policies, packagerepositories); a vowel and `y` do not.
     let consonant_y =
         lower.ends_with('y') && !lower[..lower.len() - 1].ends_with(['a', 'e', 'i', 'o', 'u']);
+    // A sibilant ends in `es` (ingresses), as Kubernetes' own pluralizer has it.
     Some(if consonant_y {
         format!("{}ies", &lower[..lower.len() - 1])
+    } else if lower.ends_with(['s', 'x', 'z']) || lower.ends_with("ch") || lower.ends_with("sh") {
+        format!("{lower}es")
     } else {
         format!("{lower}s")
     })
@@ -417,6 +406,7 @@ fn plurals_of_kinds() {
         ("ModuleUpdatePolicy", Some("moduleupdatepolicies")),
         ("PackageRepository", Some("packagerepositories")),
         ("Gateway", Some("gateways")),
+        ("Ingress", Some("ingresses")),
         ("Application", Some("applications")),
         ("T", None),
         ("DynamicObject", None),
