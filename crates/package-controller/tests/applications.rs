@@ -3,20 +3,21 @@
 //! with a chart), and the package controller's passes — what `kubectl get` shows in the
 //! Applications' namespaces afterwards.
 
-use api::packages::{
-    Application, ApplicationPackage, ApplicationPackageVersion, ApplicationSpec, PackageRegistry,
-    PackageRepository, PackageRepositorySpec,
-};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+mod support;
+
+use api::packages::{Application, ApplicationPackage, ApplicationPackageVersion, ApplicationSpec};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use package_controller::controller::{Controller, Options};
 use serde_json::json;
+use support::{
+    Env, REPO, cm, get_application, namespace, new_application, push_package, registry, repository,
+    spec,
+};
+use testkit::ImageBuilder;
 use testkit::image::Layout;
 use testkit::push::Registry;
-use testkit::{Cluster, ImageBuilder, Upstream};
-
-const REPO: &str = "packages";
 
 const PACKAGE_YAML: &str = r#"name: echo
 type: Application
@@ -68,17 +69,6 @@ async fn push(push: &Registry, layout: &Layout, version: &str) {
 }
 
 async fn push_with(push: &Registry, layout: &Layout, version: &str, package_yaml: &str) {
-    let marker = ImageBuilder::new("package-marker").build(layout);
-    push.push_image(REPO, Some("echo"), &marker).await.unwrap();
-    let meta = ImageBuilder::new(&format!("echo-meta-{version}"))
-        .files(&[
-            ("package.yaml", package_yaml.as_bytes()),
-            ("openapi/settings.yaml", SETTINGS.as_bytes()),
-        ])
-        .build(layout);
-    push.push_image(&format!("{REPO}/echo/version"), Some(version), &meta)
-        .await
-        .unwrap();
     let chart = format!("{CHART}appVersion: {version}\n");
     let only_v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: only-v1}\ndata: {}\n";
     let mut files: Vec<(&str, &[u8])> = vec![
@@ -93,9 +83,11 @@ async fn push_with(push: &Registry, layout: &Layout, version: &str, package_yaml
     let bundle = ImageBuilder::new(&format!("echo-bundle-{version}"))
         .files(&files)
         .build(layout);
-    push.push_image(&format!("{REPO}/echo"), Some(version), &bundle)
-        .await
-        .unwrap();
+    let meta = [
+        ("package.yaml", package_yaml.as_bytes()),
+        ("openapi/settings.yaml", SETTINGS.as_bytes()),
+    ];
+    push_package(push, layout, REPO, "echo", version, &meta, &bundle).await;
 }
 
 /// Points release channel `tag` of `echo` at `version` (`R/echo/release:<tag>`).
@@ -109,46 +101,17 @@ async fn channel(push: &Registry, layout: &Layout, tag: &str, version: &str) {
         .unwrap();
 }
 
-async fn repository(client: &Client, upstream: &Upstream) {
-    Api::<PackageRepository>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &PackageRepository::new(
-                "main",
-                PackageRepositorySpec {
-                    registry: PackageRegistry {
-                        repo: format!("{}/{REPO}", upstream.host()),
-                        scheme: Some("HTTP".into()),
-                        ..Default::default()
-                    },
-                    scan_interval: None,
-                },
-            ),
-        )
-        .await
-        .unwrap();
-}
-
-async fn namespace(client: &Client, name: &str) {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    api.create(&PostParams::default(), &ns).await.unwrap();
-}
-
 async fn app(client: &Client, ns: &str, version: &str, settings: serde_json::Value) {
-    let api: Api<Application> = Api::namespaced(client.clone(), ns);
-    let mut a = Application::new(
+    new_application(
+        client,
+        ns,
         "shop",
         ApplicationSpec {
-            package_name: "echo".into(),
-            package_version: version.into(),
-            package_repository_name: Some("main".into()),
             settings: Some(settings),
-            ..Default::default()
+            ..spec("echo", version)
         },
-    );
-    a.metadata.namespace = Some(ns.into());
-    api.create(&PostParams::default(), &a).await.unwrap();
+    )
+    .await;
 }
 
 async fn change(client: &Client, ns: &str, spec: serde_json::Value) {
@@ -160,13 +123,6 @@ async fn change(client: &Client, ns: &str, spec: serde_json::Value) {
     )
     .await
     .unwrap();
-}
-
-async fn get(client: &Client, ns: &str) -> Application {
-    Api::<Application>::namespaced(client.clone(), ns)
-        .get("shop")
-        .await
-        .unwrap()
 }
 
 fn condition(app: &Application, t: &str) -> (String, String, String) {
@@ -190,49 +146,29 @@ fn installed(app: &Application) -> Option<String> {
         .clone()
 }
 
-async fn cm(client: &Client, ns: &str, name: &str) -> Option<ConfigMap> {
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .get_opt(name)
-        .await
-        .unwrap()
-}
-
 async fn data(client: &Client, ns: &str) -> (String, String) {
-    let cm = cm(client, ns, "shop-echo").await.expect("shop-echo exists");
-    let d = cm.data.unwrap();
+    let d = cm(client, ns, "shop-echo").await.expect("shop-echo exists");
     (d["greeting"].clone(), d["version"].clone())
 }
 
 #[tokio::test]
 async fn applications_install_upgrade_roll_back_and_uninstall_per_namespace() {
-    testkit::install_crypto();
-    let cluster = Cluster::start().await;
-    let client = cluster.client().await;
-    let upstream = Upstream::start_plain().await;
-    let dir = tempfile::tempdir().unwrap();
-    let layout = Layout::new(&dir.path().join("layout")).unwrap();
-    let registry = Registry::of(&upstream);
+    let env = Env::start().await;
     for v in ["v1.0.0", "v1.1.0", "v1.2.0"] {
-        push(&registry, &layout, v).await;
+        push(&env.push, &env.layout, v).await;
     }
-    repository(&client, &upstream).await;
-    let controller = Controller::new(
-        client.clone(),
-        Options {
-            packages_dir: dir.path().join("packages"),
-            ..Default::default()
-        },
-    );
+    repository(&env.client, "main", registry(&env.upstream.host(), REPO)).await;
+    let controller = Controller::new(env.client.clone(), support::options(&env.dir));
     controller.pass().await.unwrap();
     for ns in ["a", "b"] {
-        namespace(&client, ns).await;
+        namespace(&env.client, ns).await;
     }
-    app(&client, "a", "v1.0.0", json!({"greeting": "hi"})).await;
-    app(&client, "b", "v1.0.0", json!({})).await;
+    app(&env.client, "a", "v1.0.0", json!({"greeting": "hi"})).await;
+    app(&env.client, "b", "v1.0.0", json!({})).await;
     controller.pass().await.unwrap();
 
     // Version 1 in both namespaces, each with its own settings.
-    let a = get(&client, "a").await;
+    let a = get_application(&env.client, "a", "shop").await;
     assert_eq!(installed(&a).as_deref(), Some("v1.0.0"), "{:?}", a.status);
     assert_eq!(condition(&a, "Installed").0, "True");
     assert_eq!(condition(&a, "Ready").0, "True");
@@ -259,13 +195,16 @@ async fn applications_install_upgrade_roll_back_and_uninstall_per_namespace() {
         a.status.as_ref().unwrap().last_applied_configuration,
         Some(json!({"greeting": "hi", "replicas": 1}))
     );
-    assert_eq!(data(&client, "a").await, ("hi".into(), "v1.0.0".into()));
-    assert_eq!(data(&client, "b").await, ("hello".into(), "v1.0.0".into()));
-    assert!(cm(&client, "a", "only-v1").await.is_some());
-    let apvs: Api<ApplicationPackageVersion> = Api::all(client.clone());
+    assert_eq!(data(&env.client, "a").await, ("hi".into(), "v1.0.0".into()));
+    assert_eq!(
+        data(&env.client, "b").await,
+        ("hello".into(), "v1.0.0".into())
+    );
+    assert!(cm(&env.client, "a", "only-v1").await.is_some());
+    let apvs: Api<ApplicationPackageVersion> = Api::all(env.client.clone());
     let v1 = apvs.get("main-echo-v1.0.0").await.unwrap().status.unwrap();
     assert_eq!(v1.used_by_count, Some(2));
-    let pkg = Api::<ApplicationPackage>::all(client.clone())
+    let pkg = Api::<ApplicationPackage>::all(env.client.clone())
         .get("echo")
         .await
         .unwrap()
@@ -276,13 +215,13 @@ async fn applications_install_upgrade_roll_back_and_uninstall_per_namespace() {
 
     // Settings the schema refuses: reported, nothing changes.
     change(
-        &client,
+        &env.client,
         "a",
         json!({"settings": {"greeting": "bye", "replicas": 9}}),
     )
     .await;
     controller.pass().await.unwrap();
-    let a = get(&client, "a").await;
+    let a = get_application(&env.client, "a", "shop").await;
     let (status, reason, message) = condition(&a, "Processed");
     assert_eq!(
         (status.as_str(), reason.as_str()),
@@ -292,18 +231,18 @@ async fn applications_install_upgrade_roll_back_and_uninstall_per_namespace() {
         message,
         "spec.settings are not valid:  1 error occurred: * echo.replicas should be less than or equal to 3  "
     );
-    assert_eq!(data(&client, "a").await, ("hi".into(), "v1.0.0".into()));
+    assert_eq!(data(&env.client, "a").await, ("hi".into(), "v1.0.0".into()));
     assert_eq!(installed(&a).as_deref(), Some("v1.0.0"));
 
     // An upgrade the rules forbid (it skips v1.1.0): refused with the rule named.
     change(
-        &client,
+        &env.client,
         "a",
         json!({"packageVersion": "v1.2.0", "settings": {"greeting": "bye", "replicas": null}}),
     )
     .await;
     controller.pass().await.unwrap();
-    let a = get(&client, "a").await;
+    let a = get_application(&env.client, "a", "shop").await;
     let (status, reason, message) = condition(&a, "Processed");
     assert_eq!(
         (status.as_str(), reason.as_str()),
@@ -316,18 +255,21 @@ async fn applications_install_upgrade_roll_back_and_uninstall_per_namespace() {
     let summary = a.status.as_ref().unwrap().summary.clone().unwrap();
     assert_eq!(summary.state.as_deref(), Some("Degraded"));
     assert!(summary.message.unwrap().ends_with("(v1.0.0 keeps running)"));
-    assert_eq!(data(&client, "a").await, ("hi".into(), "v1.0.0".into()));
+    assert_eq!(data(&env.client, "a").await, ("hi".into(), "v1.0.0".into()));
 
     // An upgrade within the rules: applied; what left the chart is deleted.
-    change(&client, "a", json!({"packageVersion": "v1.1.0"})).await;
+    change(&env.client, "a", json!({"packageVersion": "v1.1.0"})).await;
     controller.pass().await.unwrap();
-    let a = get(&client, "a").await;
+    let a = get_application(&env.client, "a", "shop").await;
     assert_eq!(installed(&a).as_deref(), Some("v1.1.0"), "{:?}", a.status);
     assert_eq!(condition(&a, "Processed").0, "True");
-    assert_eq!(data(&client, "a").await, ("bye".into(), "v1.1.0".into()));
-    assert!(cm(&client, "a", "only-v1").await.is_none());
+    assert_eq!(
+        data(&env.client, "a").await,
+        ("bye".into(), "v1.1.0".into())
+    );
+    assert!(cm(&env.client, "a", "only-v1").await.is_none());
     assert!(
-        cm(&client, "b", "only-v1").await.is_some(),
+        cm(&env.client, "b", "only-v1").await.is_some(),
         "b is untouched"
     );
     let v1 = apvs.get("main-echo-v1.0.0").await.unwrap().status.unwrap();
@@ -337,34 +279,40 @@ async fn applications_install_upgrade_roll_back_and_uninstall_per_namespace() {
     assert_eq!(v11.used_by_count, Some(1));
 
     // A rollback within maxRollback (1): applied.
-    change(&client, "a", json!({"packageVersion": "v1.0.0"})).await;
+    change(&env.client, "a", json!({"packageVersion": "v1.0.0"})).await;
     controller.pass().await.unwrap();
-    let a = get(&client, "a").await;
+    let a = get_application(&env.client, "a", "shop").await;
     assert_eq!(installed(&a).as_deref(), Some("v1.0.0"));
-    assert_eq!(data(&client, "a").await, ("bye".into(), "v1.0.0".into()));
-    assert!(cm(&client, "a", "only-v1").await.is_some());
+    assert_eq!(
+        data(&env.client, "a").await,
+        ("bye".into(), "v1.0.0".into())
+    );
+    assert!(cm(&env.client, "a", "only-v1").await.is_some());
 
     // Deleting one Application removes what it installed and nothing else.
-    Api::<Application>::namespaced(client.clone(), "a")
+    Api::<Application>::namespaced(env.client.clone(), "a")
         .delete("shop", &DeleteParams::default())
         .await
         .unwrap();
     controller.pass().await.unwrap();
     assert!(
-        Api::<Application>::namespaced(client.clone(), "a")
+        Api::<Application>::namespaced(env.client.clone(), "a")
             .get_opt("shop")
             .await
             .unwrap()
             .is_none()
     );
-    assert!(cm(&client, "a", "shop-echo").await.is_none());
-    assert!(cm(&client, "a", "only-v1").await.is_none());
-    assert_eq!(data(&client, "b").await, ("hello".into(), "v1.0.0".into()));
-    let b = get(&client, "b").await;
+    assert!(cm(&env.client, "a", "shop-echo").await.is_none());
+    assert!(cm(&env.client, "a", "only-v1").await.is_none());
+    assert_eq!(
+        data(&env.client, "b").await,
+        ("hello".into(), "v1.0.0".into())
+    );
+    let b = get_application(&env.client, "b", "shop").await;
     assert_eq!(condition(&b, "Ready").0, "True");
     let v1 = apvs.get("main-echo-v1.0.0").await.unwrap().status.unwrap();
     assert_eq!(v1.used_by_count, Some(1));
-    let pkg = Api::<ApplicationPackage>::all(client.clone())
+    let pkg = Api::<ApplicationPackage>::all(env.client.clone())
         .get("echo")
         .await
         .unwrap()
@@ -376,61 +324,51 @@ async fn applications_install_upgrade_roll_back_and_uninstall_per_namespace() {
 
 #[tokio::test]
 async fn an_application_follows_its_release_channel_within_the_requirements() {
-    testkit::install_crypto();
-    let cluster = Cluster::start().await;
-    let client = cluster.client().await;
-    let upstream = Upstream::start_plain().await;
-    let dir = tempfile::tempdir().unwrap();
-    let layout = Layout::new(&dir.path().join("layout")).unwrap();
-    let registry = Registry::of(&upstream);
-    push(&registry, &layout, "v1.0.0").await;
-    push(&registry, &layout, "v1.1.0").await;
+    let env = Env::start().await;
+    push(&env.push, &env.layout, "v1.0.0").await;
+    push(&env.push, &env.layout, "v1.1.0").await;
     let newer = format!("{PACKAGE_YAML}requirements:\n  deckhouse: \">= 1.80\"\n");
-    push_with(&registry, &layout, "v1.2.0", &newer).await;
-    channel(&registry, &layout, "stable", "1.0.0").await;
-    repository(&client, &upstream).await;
+    push_with(&env.push, &env.layout, "v1.2.0", &newer).await;
+    channel(&env.push, &env.layout, "stable", "1.0.0").await;
+    repository(&env.client, "main", registry(&env.upstream.host(), REPO)).await;
     let controller = Controller::new(
-        client.clone(),
+        env.client.clone(),
         Options {
-            packages_dir: dir.path().join("packages"),
             deckhouse_version: Some(semver::Version::new(1, 75, 0)),
-            ..Default::default()
+            ..support::options(&env.dir)
         },
     );
     controller.pass().await.unwrap();
-    namespace(&client, "c").await;
+    namespace(&env.client, "c").await;
     // spec.packageVersion says v1.1.0; the channel it follows says v1.0.0, and wins.
-    let api: Api<Application> = Api::namespaced(client.clone(), "c");
-    let mut a = Application::new(
+    new_application(
+        &env.client,
+        "c",
         "shop",
         ApplicationSpec {
-            package_name: "echo".into(),
-            package_version: "v1.1.0".into(),
-            package_repository_name: Some("main".into()),
             release_channel: Some("Stable".into()),
-            ..Default::default()
+            ..spec("echo", "v1.1.0")
         },
-    );
-    a.metadata.namespace = Some("c".into());
-    api.create(&PostParams::default(), &a).await.unwrap();
+    )
+    .await;
     controller.pass().await.unwrap();
-    let a = get(&client, "c").await;
+    let a = get_application(&env.client, "c", "shop").await;
     assert_eq!(installed(&a).as_deref(), Some("v1.0.0"), "{:?}", a.status);
     let current = a.status.as_ref().unwrap().current_version.clone().unwrap();
     assert_eq!(current.channel.as_deref(), Some("Stable"));
-    assert_eq!(data(&client, "c").await.1, "v1.0.0");
+    assert_eq!(data(&env.client, "c").await.1, "v1.0.0");
 
     // The channel moves on: the Application follows it, under the compatibility rules.
-    channel(&registry, &layout, "stable", "1.1.0").await;
+    channel(&env.push, &env.layout, "stable", "1.1.0").await;
     controller.pass().await.unwrap();
-    let a = get(&client, "c").await;
+    let a = get_application(&env.client, "c", "shop").await;
     assert_eq!(installed(&a).as_deref(), Some("v1.1.0"), "{:?}", a.status);
-    assert_eq!(data(&client, "c").await.1, "v1.1.0");
+    assert_eq!(data(&env.client, "c").await.1, "v1.1.0");
 
     // A version the platform is too old for: refused with the requirement, v1.1.0 runs on.
-    channel(&registry, &layout, "stable", "1.2.0").await;
+    channel(&env.push, &env.layout, "stable", "1.2.0").await;
     controller.pass().await.unwrap();
-    let a = get(&client, "c").await;
+    let a = get_application(&env.client, "c", "shop").await;
     let (status, reason, message) = condition(&a, "Processed");
     assert_eq!(
         (status.as_str(), reason.as_str(), message.as_str()),
@@ -441,12 +379,12 @@ async fn an_application_follows_its_release_channel_within_the_requirements() {
         )
     );
     assert_eq!(installed(&a).as_deref(), Some("v1.1.0"));
-    assert_eq!(data(&client, "c").await.1, "v1.1.0");
+    assert_eq!(data(&env.client, "c").await.1, "v1.1.0");
 
     // A channel the repository does not publish: said so, nothing changes.
-    change(&client, "c", json!({"releaseChannel": "Alpha"})).await;
+    change(&env.client, "c", json!({"releaseChannel": "Alpha"})).await;
     controller.pass().await.unwrap();
-    let a = get(&client, "c").await;
+    let a = get_application(&env.client, "c", "shop").await;
     let (status, reason, message) = condition(&a, "Processed");
     assert_eq!(
         (status.as_str(), reason.as_str()),
@@ -457,7 +395,7 @@ async fn an_application_follows_its_release_channel_within_the_requirements() {
         "{message}"
     );
     assert_eq!(installed(&a).as_deref(), Some("v1.1.0"));
-    assert_eq!(data(&client, "c").await.1, "v1.1.0");
+    assert_eq!(data(&env.client, "c").await.1, "v1.1.0");
 }
 
 const BEFORE_HELM_SH: &str = r#"#!/bin/sh
@@ -494,17 +432,7 @@ echo '{"operation":"CreateOrUpdate","object":{"apiVersion":"v1","kind":"ConfigMa
 
 /// `greeter` `version`: a chart of one ConfigMap and the hooks `hooks` (path, script).
 async fn push_greeter(push: &Registry, layout: &Layout, version: &str, hooks: &[(&str, &str)]) {
-    let marker = ImageBuilder::new("greeter-marker").build(layout);
-    push.push_image(REPO, Some("greeter"), &marker)
-        .await
-        .unwrap();
     let package_yaml = "name: greeter\ntype: Application\ndescription: {en: Greets}\ncategory: Misc\nstage: General Availability\n";
-    let meta = ImageBuilder::new(&format!("greeter-meta-{version}"))
-        .files(&[("package.yaml", package_yaml.as_bytes())])
-        .build(layout);
-    push.push_image(&format!("{REPO}/greeter/version"), Some(version), &meta)
-        .await
-        .unwrap();
     let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-greeter\ndata:\n  greeting: {{ .Values.greeter.greeting | default \"none\" | quote }}\n  after: {{ .Values.greeter.after | default \"no\" | quote }}\n";
     let mut files: Vec<(&str, &[u8])> = vec![
         (
@@ -521,72 +449,52 @@ async fn push_greeter(push: &Registry, layout: &Layout, version: &str, hooks: &[
         .files(&files)
         .executable(&executables)
         .build(layout);
-    push.push_image(&format!("{REPO}/greeter"), Some(version), &bundle)
-        .await
-        .unwrap();
+    let meta = [("package.yaml", package_yaml.as_bytes())];
+    push_package(push, layout, REPO, "greeter", version, &meta, &bundle).await;
 }
 
 #[tokio::test]
 async fn package_hooks_run_as_module_hooks_scoped_to_the_application() {
-    testkit::install_crypto();
-    let cluster = Cluster::start().await;
-    let client = cluster.client().await;
-    let upstream = Upstream::start_plain().await;
-    let dir = tempfile::tempdir().unwrap();
-    let layout = Layout::new(&dir.path().join("layout")).unwrap();
-    let registry = Registry::of(&upstream);
+    let env = Env::start().await;
     let good = [
         ("hooks/before.sh", BEFORE_HELM_SH),
         ("hooks/after.sh", AFTER_HELM_SH),
         ("hooks/gone.sh", AFTER_DELETE_SH),
     ];
-    push_greeter(&registry, &layout, "v1.0.0", &good).await;
+    push_greeter(&env.push, &env.layout, "v1.0.0", &good).await;
     let bad = [
         ("hooks/before.sh", BEFORE_HELM_SH),
         ("hooks/elsewhere.sh", ELSEWHERE_SH),
     ];
-    push_greeter(&registry, &layout, "v1.1.0", &bad).await;
-    repository(&client, &upstream).await;
-    let controller = Controller::new(
-        client.clone(),
-        Options {
-            packages_dir: dir.path().join("packages"),
-            ..Default::default()
-        },
-    );
+    push_greeter(&env.push, &env.layout, "v1.1.0", &bad).await;
+    repository(&env.client, "main", registry(&env.upstream.host(), REPO)).await;
+    let controller = Controller::new(env.client.clone(), support::options(&env.dir));
     controller.pass().await.unwrap();
-    namespace(&client, "h").await;
-    let api: Api<Application> = Api::namespaced(client.clone(), "h");
-    let mut a = Application::new(
+    namespace(&env.client, "h").await;
+    let api: Api<Application> = Api::namespaced(env.client.clone(), "h");
+    new_application(
+        &env.client,
+        "h",
         "shop",
         ApplicationSpec {
-            package_name: "greeter".into(),
-            package_version: "v1.0.0".into(),
-            package_repository_name: Some("main".into()),
             settings: Some(json!({"greeting": "from-settings"})),
-            ..Default::default()
+            ..spec("greeter", "v1.0.0")
         },
-    );
-    a.metadata.namespace = Some("h".into());
-    api.create(&PostParams::default(), &a).await.unwrap();
+    )
+    .await;
     controller.pass().await.unwrap();
 
     // beforeHelm patched the values the chart is rendered with; afterHelm's patch rendered
     // it once more (revision 2).
-    let a = get(&client, "h").await;
+    let a = get_application(&env.client, "h", "shop").await;
     assert_eq!(installed(&a).as_deref(), Some("v1.0.0"), "{:?}", a.status);
-    let greeting = |cm: ConfigMap| cm.data.unwrap()["greeting"].clone();
-    let shown = cm(&client, "h", "shop-greeter")
-        .await
-        .unwrap()
-        .data
-        .unwrap();
+    let shown = cm(&env.client, "h", "shop-greeter").await.unwrap();
     assert_eq!(
         (shown["greeting"].as_str(), shown["after"].as_str()),
         ("from-before-helm", "seen")
     );
     let releases = || async {
-        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "h");
+        let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "h");
         let mut names: Vec<String> = secrets
             .list(&Default::default())
             .await
@@ -612,9 +520,9 @@ async fn package_hooks_run_as_module_hooks_scoped_to_the_application() {
 
     // A hook acting outside the Application's namespace fails the install: nothing of it is
     // done and v1.0.0 runs on.
-    change(&client, "h", json!({"packageVersion": "v1.1.0"})).await;
+    change(&env.client, "h", json!({"packageVersion": "v1.1.0"})).await;
     controller.pass().await.unwrap();
-    let a = get(&client, "h").await;
+    let a = get_application(&env.client, "h", "shop").await;
     let (status, reason, message) = condition(&a, "Installed");
     assert_eq!(
         (status.as_str(), reason.as_str()),
@@ -624,19 +532,19 @@ async fn package_hooks_run_as_module_hooks_scoped_to_the_application() {
         message.contains("module hook 'greeter/hooks/elsewhere.sh' failed: ConfigMap sneaky is in namespace default: an Application's hooks act only in its namespace h"),
         "{message}"
     );
-    assert!(cm(&client, "default", "sneaky").await.is_none());
+    assert!(cm(&env.client, "default", "sneaky").await.is_none());
     assert_eq!(installed(&a).as_deref(), Some("v1.0.0"));
     assert_eq!(
-        greeting(cm(&client, "h", "shop-greeter").await.unwrap()),
+        cm(&env.client, "h", "shop-greeter").await.unwrap()["greeting"],
         "from-before-helm"
     );
 
     // Deleted: the release goes, then afterDeleteHelm of the installed bundle runs.
-    change(&client, "h", json!({"packageVersion": "v1.0.0"})).await;
+    change(&env.client, "h", json!({"packageVersion": "v1.0.0"})).await;
     controller.pass().await.unwrap();
     api.delete("shop", &DeleteParams::default()).await.unwrap();
     controller.pass().await.unwrap();
     assert!(api.get_opt("shop").await.unwrap().is_none());
-    assert!(cm(&client, "h", "shop-greeter").await.is_none());
-    assert!(cm(&client, "h", "greeter-gone").await.is_some());
+    assert!(cm(&env.client, "h", "shop-greeter").await.is_none());
+    assert!(cm(&env.client, "h", "greeter-gone").await.is_some());
 }

@@ -3,21 +3,23 @@
 //! `d8 controller`'s package controller running — what the Application shows while the hook
 //! fails and after it succeeds again.
 
+mod support;
+
 use std::time::Duration;
 
-use api::packages::{
-    Application, ApplicationSpec, PackageRegistry, PackageRepository, PackageRepositorySpec,
-};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use api::packages::Application;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
 use package_controller::controller::{Controller, Options};
 use serde_json::json;
+use support::{
+    Env, REPO, Running, cm, create, namespace, new_application, push_package, registry, repository,
+    spec, wait_for,
+};
+use testkit::ImageBuilder;
 use testkit::image::Layout;
 use testkit::push::Registry;
-use testkit::{Cluster, ImageBuilder, Upstream};
-
-const REPO: &str = "packages";
 
 /// kubernetes: fails while a ConfigMap labelled watch=me says `fail: "yes"`.
 const CHECK_PY: &str = r#"#!/usr/bin/env python3
@@ -63,15 +65,7 @@ data:
 
 async fn push_flaky(push: &Registry, layout: &Layout, gate: &std::path::Path) {
     let late = LATE_PY.replace("GATE", gate.to_str().unwrap());
-    let marker = ImageBuilder::new("flaky-marker").build(layout);
-    push.push_image(REPO, Some("flaky"), &marker).await.unwrap();
     let package_yaml = "name: flaky\ntype: Application\ndescription: {en: Flaky}\ncategory: Misc\nstage: General Availability\n";
-    let meta = ImageBuilder::new("flaky-meta")
-        .files(&[("package.yaml", package_yaml.as_bytes())])
-        .build(layout);
-    push.push_image(&format!("{REPO}/flaky/version"), Some("v1.0.0"), &meta)
-        .await
-        .unwrap();
     let bundle = ImageBuilder::new("flaky-bundle")
         .files(&[
             (
@@ -84,9 +78,8 @@ async fn push_flaky(push: &Registry, layout: &Layout, gate: &std::path::Path) {
         ])
         .executable(&["hooks/check.py", "hooks/late.py"])
         .build(layout);
-    push.push_image(&format!("{REPO}/flaky"), Some("v1.0.0"), &bundle)
-        .await
-        .unwrap();
+    let meta = [("package.yaml", package_yaml.as_bytes())];
+    push_package(push, layout, REPO, "flaky", "v1.0.0", &meta, &bundle).await;
 }
 
 /// Waits (up to a minute) until the Application's `Ready` condition is `(status, reason)`;
@@ -113,10 +106,7 @@ async fn wait_ready(
 }
 
 struct Setup {
-    _cluster: Cluster,
-    _upstream: Upstream,
-    dir: tempfile::TempDir,
-    client: Client,
+    env: Env,
     controller: Controller,
     apps: Api<Application>,
 }
@@ -124,63 +114,24 @@ struct Setup {
 /// The `flaky` package published, repository scanned, Application `p/f` created; `open`
 /// says whether the `late.py` gate is open from the start.
 async fn setup(open: bool) -> Setup {
-    testkit::install_crypto();
-    let cluster = Cluster::start().await;
-    let client = cluster.client().await;
-    let upstream = Upstream::start_plain().await;
-    let dir = tempfile::tempdir().unwrap();
-    let layout = Layout::new(&dir.path().join("layout")).unwrap();
-    let gate = dir.path().join("gate");
+    let env = Env::start().await;
+    let gate = env.dir.path().join("gate");
     if open {
         std::fs::write(&gate, "").unwrap();
     }
-    push_flaky(&Registry::of(&upstream), &layout, &gate).await;
-    Api::<PackageRepository>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &PackageRepository::new(
-                "main",
-                PackageRepositorySpec {
-                    registry: PackageRegistry {
-                        repo: format!("{}/{REPO}", upstream.host()),
-                        scheme: Some("HTTP".into()),
-                        ..Default::default()
-                    },
-                    scan_interval: None,
-                },
-            ),
-        )
-        .await
-        .unwrap();
-    let n: Namespace = serde_json::from_value(json!({"metadata": {"name": "p"}})).unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &n)
-        .await
-        .unwrap();
+    push_flaky(&env.push, &env.layout, &gate).await;
+    repository(&env.client, "main", registry(&env.upstream.host(), REPO)).await;
+    namespace(&env.client, "p").await;
     let options = Options {
-        packages_dir: dir.path().join("packages"),
         retry: Duration::from_secs(1),
-        ..Default::default()
+        ..support::options(&env.dir)
     };
-    let controller = Controller::new(client.clone(), options);
+    let controller = Controller::new(env.client.clone(), options);
     controller.pass().await.unwrap();
-    let apps: Api<Application> = Api::namespaced(client.clone(), "p");
-    let mut a = Application::new(
-        "f",
-        ApplicationSpec {
-            package_name: "flaky".into(),
-            package_version: "v1.0.0".into(),
-            package_repository_name: Some("main".into()),
-            ..Default::default()
-        },
-    );
-    a.metadata.namespace = Some("p".into());
-    apps.create(&PostParams::default(), &a).await.unwrap();
+    let apps: Api<Application> = Api::namespaced(env.client.clone(), "p");
+    new_application(&env.client, "p", "f", spec("flaky", "v1.0.0")).await;
     Setup {
-        _cluster: cluster,
-        _upstream: upstream,
-        dir,
-        client,
+        env,
         controller,
         apps,
     }
@@ -189,28 +140,18 @@ async fn setup(open: bool) -> Setup {
 #[tokio::test]
 async fn a_hook_failing_between_passes_shows_on_the_application_until_it_succeeds() {
     let Setup {
-        client,
+        env,
         controller,
         apps,
-        dir: _dir,
-        _cluster,
-        _upstream,
     } = setup(true).await;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(async move {
-        controller
-            .run(async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
+    let running = Running::start(controller);
     wait_ready(&apps, "True", "Reconciled").await;
-    wait_for(&client, "p", "f-flaky", |d| d["up"] == "yes").await;
+    wait_for(&env.client, "p", "f-flaky", |d| d["up"] == "yes").await;
 
     // The hook's Event run fails: the Application says so, what runs keeps running.
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "p");
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), "p");
     create::<ConfigMap>(
-        &client,
+        &env.client,
         Some("p"),
         json!({"metadata": {"name": "switch", "labels": {"watch": "me"}}, "data": {"fail": "yes"}}),
     )
@@ -229,7 +170,7 @@ async fn a_hook_failing_between_passes_shows_on_the_application_until_it_succeed
         .find(|c| c.type_ == "Installed")
         .unwrap();
     assert_eq!(installed.status, "True", "the release stays");
-    assert!(cm(&client, "p", "f-flaky").await.is_some());
+    assert!(cm(&env.client, "p", "f-flaky").await.is_some());
 
     // The hook's next run succeeds: the error is gone.
     cms.patch(
@@ -243,31 +184,20 @@ async fn a_hook_failing_between_passes_shows_on_the_application_until_it_succeed
     assert_eq!(state.as_deref(), Some("Ready"));
     assert_eq!(summary, None);
 
-    stop.send(()).unwrap();
-    running.await.unwrap();
+    running.stop().await;
 }
 
 #[tokio::test]
 async fn a_binding_with_wait_for_synchronization_false_does_not_hold_up_the_release() {
     let Setup {
-        client,
+        env,
         controller,
         apps,
-        dir,
-        _cluster,
-        _upstream,
     } = setup(false).await;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(async move {
-        controller
-            .run(async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
+    let running = Running::start(controller);
     // late.py's Synchronization cannot finish while the gate is shut; the release does not
     // wait for it (with waitForSynchronization: true nothing would be released yet).
-    let shown = wait_for(&client, "p", "f-flaky", |_| true).await;
+    let shown = wait_for(&env.client, "p", "f-flaky", |_| true).await;
     assert_eq!(shown["late"], "none", "released before the Synchronization");
     // The pass goes on to record the version installed, the Synchronization still pending.
     let mut installed = false;
@@ -280,62 +210,14 @@ async fn a_binding_with_wait_for_synchronization_false_does_not_hold_up_the_rele
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(installed, "status.currentVersion never set");
-    assert_eq!(cm(&client, "p", "f-flaky").await.unwrap()["late"], "none");
+    assert_eq!(
+        cm(&env.client, "p", "f-flaky").await.unwrap()["late"],
+        "none"
+    );
 
     // The gate opens: the Synchronization finishes, between passes, and its values are
     // released.
-    std::fs::write(dir.path().join("gate"), "").unwrap();
-    wait_for(&client, "p", "f-flaky", |d| d["late"] == "synced").await;
-    stop.send(()).unwrap();
-    running.await.unwrap();
-}
-
-async fn create<K>(client: &Client, ns: Option<&str>, object: serde_json::Value)
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + Clone
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), ns.unwrap_or("default"));
-    api.create(
-        &PostParams::default(),
-        &serde_json::from_value(object).unwrap(),
-    )
-    .await
-    .unwrap();
-}
-
-async fn cm(
-    client: &Client,
-    ns: &str,
-    name: &str,
-) -> Option<std::collections::BTreeMap<String, String>> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    api.get_opt(name)
-        .await
-        .unwrap()
-        .map(|c| c.data.unwrap_or_default())
-}
-
-/// Waits (up to a minute) until `check` holds for ConfigMap `ns/name`'s data.
-async fn wait_for(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    check: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
-) -> std::collections::BTreeMap<String, String> {
-    let mut last = None;
-    for _ in 0..600 {
-        last = cm(client, ns, name).await;
-        if let Some(d) = &last
-            && check(d)
-        {
-            return d.clone();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("ConfigMap {ns}/{name} never got there: {last:?}");
+    std::fs::write(env.dir.path().join("gate"), "").unwrap();
+    wait_for(&env.client, "p", "f-flaky", |d| d["late"] == "synced").await;
+    running.stop().await;
 }

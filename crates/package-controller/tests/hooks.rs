@@ -3,21 +3,23 @@
 //! binding and a `schedule`, and `d8 controller`'s package controller running — what the
 //! Application's namespace shows, before and after the controller restarts.
 
+mod support;
+
 use std::time::Duration;
 
-use api::packages::{
-    Application, ApplicationSpec, PackageRegistry, PackageRepository, PackageRepositorySpec,
-};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::api::{DeleteParams, PostParams};
-use kube::{Api, Client};
+use api::packages::Application;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Api;
+use kube::api::DeleteParams;
 use package_controller::controller::{Controller, Options};
 use serde_json::json;
+use support::{
+    Env, REPO, Running, cm, create, namespace, new_application, push_package, registry, repository,
+    spec, wait_for,
+};
+use testkit::ImageBuilder;
 use testkit::image::Layout;
 use testkit::push::Registry;
-use testkit::{Cluster, ImageBuilder, Upstream};
-
-const REPO: &str = "packages";
 
 /// onStartup: counts the starts in the values (so a start after a restart shows whether the
 /// count was kept) and records the Application it was told about.
@@ -77,17 +79,7 @@ data:
 "#;
 
 async fn push_watcher(push: &Registry, layout: &Layout) {
-    let marker = ImageBuilder::new("watcher-marker").build(layout);
-    push.push_image(REPO, Some("watcher"), &marker)
-        .await
-        .unwrap();
     let package_yaml = "name: watcher\ntype: Application\ndescription: {en: Watches}\ncategory: Misc\nstage: General Availability\n";
-    let meta = ImageBuilder::new("watcher-meta")
-        .files(&[("package.yaml", package_yaml.as_bytes())])
-        .build(layout);
-    push.push_image(&format!("{REPO}/watcher/version"), Some("v1.0.0"), &meta)
-        .await
-        .unwrap();
     let hooks = [
         ("hooks/startup.py", STARTUP_PY),
         ("hooks/seen.py", SEEN_PY),
@@ -108,122 +100,30 @@ async fn push_watcher(push: &Registry, layout: &Layout) {
         .files(&files)
         .executable(&executables)
         .build(layout);
-    push.push_image(&format!("{REPO}/watcher"), Some("v1.0.0"), &bundle)
-        .await
-        .unwrap();
-}
-
-async fn create<K>(client: &Client, ns: Option<&str>, object: serde_json::Value)
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + Clone
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), ns.unwrap_or("default"));
-    api.create(
-        &PostParams::default(),
-        &serde_json::from_value(object).unwrap(),
-    )
-    .await
-    .unwrap();
-}
-
-async fn cm(
-    client: &Client,
-    ns: &str,
-    name: &str,
-) -> Option<std::collections::BTreeMap<String, String>> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    api.get_opt(name)
-        .await
-        .unwrap()
-        .map(|c| c.data.unwrap_or_default())
-}
-
-/// Waits (up to a minute) until `check` holds for ConfigMap `ns/name`'s data.
-async fn wait_for(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    check: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
-) -> std::collections::BTreeMap<String, String> {
-    let mut last = None;
-    for _ in 0..600 {
-        last = cm(client, ns, name).await;
-        if let Some(d) = &last
-            && check(d)
-        {
-            return d.clone();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("ConfigMap {ns}/{name} never got there: {last:?}");
+    let meta = [("package.yaml", package_yaml.as_bytes())];
+    push_package(push, layout, REPO, "watcher", "v1.0.0", &meta, &bundle).await;
 }
 
 #[tokio::test]
 async fn package_hooks_bindings_run_between_passes_and_their_values_survive_a_restart() {
-    testkit::install_crypto();
-    let cluster = Cluster::start().await;
-    let client = cluster.client().await;
-    let upstream = Upstream::start_plain().await;
-    let dir = tempfile::tempdir().unwrap();
-    let layout = Layout::new(&dir.path().join("layout")).unwrap();
-    push_watcher(&Registry::of(&upstream), &layout).await;
-    Api::<PackageRepository>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &PackageRepository::new(
-                "main",
-                PackageRepositorySpec {
-                    registry: PackageRegistry {
-                        repo: format!("{}/{REPO}", upstream.host()),
-                        scheme: Some("HTTP".into()),
-                        ..Default::default()
-                    },
-                    scan_interval: None,
-                },
-            ),
-        )
-        .await
-        .unwrap();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let env = Env::start().await;
+    push_watcher(&env.push, &env.layout).await;
+    repository(&env.client, "main", registry(&env.upstream.host(), REPO)).await;
     for ns in ["p", "q"] {
-        let n: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        namespaces.create(&PostParams::default(), &n).await.unwrap();
+        namespace(&env.client, ns).await;
     }
     let options = Options {
-        packages_dir: dir.path().join("packages"),
         retry: Duration::from_secs(1),
-        ..Default::default()
+        ..support::options(&env.dir)
     };
-    let controller = Controller::new(client.clone(), options.clone());
+    let controller = Controller::new(env.client.clone(), options.clone());
     controller.pass().await.unwrap();
-    let apps: Api<Application> = Api::namespaced(client.clone(), "p");
-    let mut a = Application::new(
-        "w",
-        ApplicationSpec {
-            package_name: "watcher".into(),
-            package_version: "v1.0.0".into(),
-            package_repository_name: Some("main".into()),
-            ..Default::default()
-        },
-    );
-    a.metadata.namespace = Some("p".into());
-    apps.create(&PostParams::default(), &a).await.unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(async move {
-        controller
-            .run(async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
+    let apps: Api<Application> = Api::namespaced(env.client.clone(), "p");
+    new_application(&env.client, "p", "w", spec("watcher", "v1.0.0")).await;
+    let running = Running::start(controller);
 
     // onStartup ran once, told the Application; the Synchronization saw no ConfigMap ("-").
-    let shown = wait_for(&client, "p", "w-watcher", |d| d["seen"] == "-").await;
+    let shown = wait_for(&env.client, "p", "w-watcher", |d| d["seen"] == "-").await;
     assert_eq!(
         (shown["boots"].as_str(), shown["instance"].as_str()),
         ("1", "p/w")
@@ -231,32 +131,36 @@ async fn package_hooks_bindings_run_between_passes_and_their_values_survive_a_re
 
     // Events between passes: only the labelled ConfigMap of the Application's namespace.
     let labelled = |ns: &str, name: &str| json!({"metadata": {"name": name, "namespace": ns, "labels": {"watch": "me"}}});
-    create::<ConfigMap>(&client, Some("q"), labelled("q", "elsewhere")).await;
-    create::<ConfigMap>(&client, Some("p"), json!({"metadata": {"name": "plain"}})).await;
-    create::<ConfigMap>(&client, Some("p"), labelled("p", "one")).await;
-    wait_for(&client, "p", "w-watcher", |d| d["seen"] == "one").await;
-    create::<ConfigMap>(&client, Some("p"), labelled("p", "two")).await;
-    wait_for(&client, "p", "w-watcher", |d| d["seen"] == "one,two").await;
-    Api::<ConfigMap>::namespaced(client.clone(), "p")
+    create::<ConfigMap>(&env.client, Some("q"), labelled("q", "elsewhere")).await;
+    create::<ConfigMap>(
+        &env.client,
+        Some("p"),
+        json!({"metadata": {"name": "plain"}}),
+    )
+    .await;
+    create::<ConfigMap>(&env.client, Some("p"), labelled("p", "one")).await;
+    wait_for(&env.client, "p", "w-watcher", |d| d["seen"] == "one").await;
+    create::<ConfigMap>(&env.client, Some("p"), labelled("p", "two")).await;
+    wait_for(&env.client, "p", "w-watcher", |d| d["seen"] == "one,two").await;
+    Api::<ConfigMap>::namespaced(env.client.clone(), "p")
         .delete("one", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for(&client, "p", "w-watcher", |d| d["seen"] == "two").await;
+    wait_for(&env.client, "p", "w-watcher", |d| d["seen"] == "two").await;
 
     // The schedule fires: its hook acts in the Application's namespace.
-    let ticked = wait_for(&client, "p", "ticked", |_| true).await;
+    let ticked = wait_for(&env.client, "p", "ticked", |_| true).await;
     assert_eq!(ticked["by"], "w");
-    assert!(cm(&client, "q", "ticked").await.is_none());
+    assert!(cm(&env.client, "q", "ticked").await.is_none());
 
     // The controller restarts: what the hooks patched was kept in the namespace, so the new
     // start counts on from it.
-    stop.send(()).unwrap();
-    running.await.unwrap();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "p");
+    running.stop().await;
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "p");
     assert!(secrets.get_opt("package-hooks.w").await.unwrap().is_some());
-    let controller = Controller::new(client.clone(), options);
+    let controller = Controller::new(env.client.clone(), options);
     controller.pass().await.unwrap();
-    let shown = cm(&client, "p", "w-watcher").await.unwrap();
+    let shown = cm(&env.client, "p", "w-watcher").await.unwrap();
     assert_eq!(
         (
             shown["boots"].as_str(),

@@ -2,11 +2,10 @@
 //! packages, and the package controller's passes — what `kubectl get pro,apv,applicationpackages`
 //! shows afterwards.
 
-use std::io::Write;
+mod support;
 
 use api::packages::{
-    ApplicationPackage, ApplicationPackageVersion, PackageRegistry, PackageRepository,
-    PackageRepositoryOperation, PackageRepositoryOperationSpec, PackageRepositorySpec,
+    ApplicationPackage, ApplicationPackageVersion, PackageRepository, PackageRepositoryOperation,
     UpdateOperation,
 };
 use kube::api::PostParams;
@@ -14,11 +13,12 @@ use kube::{Api, Client, ResourceExt};
 use package_controller::controller::{Controller, Options};
 use package_controller::scan::Scanner;
 use serde_json::json;
+use support::{
+    REPO, corrupt_layer, hostile_layer, raw_image, registry, repository, update_operation,
+};
 use testkit::image::Layout;
 use testkit::push::Registry;
 use testkit::{Cluster, Fault, FaultyUpstream, Image, ImageBuilder, Upstream};
-
-const REPO: &str = "packages";
 
 const ECHO_YAML: &str = r#"name: echo
 type: Application
@@ -81,22 +81,6 @@ impl Fixture {
     }
 }
 
-async fn repository(client: &Client, name: &str, host: &str) -> PackageRepository {
-    let repos: Api<PackageRepository> = Api::all(client.clone());
-    let repo = PackageRepository::new(
-        name,
-        PackageRepositorySpec {
-            registry: PackageRegistry {
-                repo: format!("{host}/{REPO}"),
-                scheme: Some("HTTP".into()),
-                ..Default::default()
-            },
-            scan_interval: None,
-        },
-    );
-    repos.create(&PostParams::default(), &repo).await.unwrap()
-}
-
 fn condition<'a>(
     conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
     t: &str,
@@ -145,7 +129,7 @@ async fn a_scan_creates_packages_and_versions_with_their_metadata() {
         &[("version.json", b"{\"version\":\"v1.0.0\"}")],
     )
     .await;
-    repository(&client, "main", &upstream.host()).await;
+    repository(&client, "main", registry(&upstream.host(), REPO)).await;
 
     let controller = Controller::new(client.clone(), Options::default());
     controller.pass().await.unwrap();
@@ -245,21 +229,11 @@ async fn scan_now(
     full_scan: Option<bool>,
 ) -> Vec<(String, Option<String>, Option<i64>, Option<i64>)> {
     let ops: Api<PackageRepositoryOperation> = Api::all(client.clone());
-    let op = PackageRepositoryOperation {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: PackageRepositoryOperationSpec {
-            package_repository_name: "main".into(),
-            type_: "Update".into(),
-            update: full_scan.map(|f| UpdateOperation {
-                full_scan: Some(f),
-                timeout: None,
-            }),
-        },
-        status: None,
-    };
+    let update = full_scan.map(|f| UpdateOperation {
+        full_scan: Some(f),
+        timeout: None,
+    });
+    let op = update_operation(name, update);
     ops.create(&PostParams::default(), &op).await.unwrap();
     controller.pass().await.unwrap();
     let status = ops.get(name).await.unwrap().status.unwrap();
@@ -289,7 +263,7 @@ async fn an_incremental_scan_takes_only_versions_newer_than_the_last_loaded() {
         &[("package.yaml", b"name: web\ntype: Application\n")],
     )
     .await;
-    repository(&client, "main", &upstream.host()).await;
+    repository(&client, "main", registry(&upstream.host(), REPO)).await;
     let controller = Controller::new(client.clone(), Options::default());
     // The first automatic scan is a full one and loads every version's metadata.
     controller.pass().await.unwrap();
@@ -365,7 +339,7 @@ async fn a_registry_failing_midway_leaves_an_honest_partial_result() {
         .await;
     }
     let proxy = FaultyUpstream::start(&upstream, Fault::None).await;
-    repository(&client, "flaky", &proxy.host()).await;
+    repository(&client, "flaky", registry(&proxy.host(), REPO)).await;
     let ops: Api<PackageRepositoryOperation> = Api::all(client.clone());
     let op: PackageRepositoryOperation = serde_json::from_value(json!({
         "apiVersion": "deckhouse.io/v1alpha1",
@@ -446,7 +420,7 @@ async fn a_repository_that_cannot_be_listed_fails_the_operation() {
     let client = cluster.client().await;
     let upstream = Upstream::start_plain().await;
     let proxy = FaultyUpstream::start(&upstream, Fault::Unauthorized).await;
-    repository(&client, "closed", &proxy.host()).await;
+    repository(&client, "closed", registry(&proxy.host(), REPO)).await;
     Controller::new(client.clone(), Options::default())
         .pass()
         .await
@@ -466,59 +440,6 @@ async fn a_repository_that_cannot_be_listed_fails_the_operation() {
     let finished = condition(&repo.conditions, "LastOperationScanFinished");
     assert_eq!(finished.status, "False");
     assert_eq!(finished.reason, "PackageListingFailed");
-}
-
-/// A gzip tar with raw headers, so that hostile paths survive: `(path, data, kind, link)`.
-fn hostile_layer(entries: &[(&str, &[u8], tar::EntryType, &str)]) -> Vec<u8> {
-    let mut builder = tar::Builder::new(Vec::new());
-    for (path, data, kind, link) in entries {
-        let mut h = tar::Header::new_old();
-        h.set_size(data.len() as u64);
-        h.set_mode(0o644);
-        h.set_entry_type(*kind);
-        let old = h.as_old_mut();
-        old.name[..path.len()].copy_from_slice(path.as_bytes());
-        old.linkname[..link.len()].copy_from_slice(link.as_bytes());
-        h.set_cksum();
-        builder.append(&h, *data).unwrap();
-    }
-    let tar = builder.into_inner().unwrap();
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&tar).unwrap();
-    gz.finish().unwrap()
-}
-
-/// An image whose single layer is `layer`.
-fn raw_image(layout: &Layout, layer: &[u8]) -> Image {
-    let layer = layout
-        .put("application/vnd.oci.image.layer.v1.tar+gzip", layer)
-        .unwrap();
-    let config = layout
-        .put(
-            "application/vnd.oci.image.config.v1+json",
-            br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#,
-        )
-        .unwrap();
-    let descriptor =
-        |b: &testkit::Blob| json!({"mediaType": b.media_type, "digest": b.digest, "size": b.size});
-    let manifest = json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": descriptor(&config),
-        "layers": [descriptor(&layer)],
-    });
-    let manifest = layout
-        .put(
-            "application/vnd.oci.image.manifest.v1+json",
-            &serde_json::to_vec(&manifest).unwrap(),
-        )
-        .unwrap();
-    Image {
-        manifest,
-        config,
-        layers: vec![layer],
-        platform: ("amd64".into(), "linux".into()),
-    }
 }
 
 #[tokio::test]
@@ -564,20 +485,9 @@ async fn hostile_version_images_are_refused_as_module_images_are() {
         &hostile_layer(&[("package.yaml", b"type: Application\n", Regular, "")]),
     );
     f.push_raw_version("evil", "v1.0.3", &image).await;
-    let hex = image.layers[0]
-        .digest
-        .trim_start_matches("sha256:")
-        .to_owned();
-    let data = upstream.storage_dir().join(format!(
-        "docker/registry/v2/blobs/sha256/{}/{hex}/data",
-        &hex[..2]
-    ));
-    let mut bytes = std::fs::read(&data).unwrap();
-    let last = bytes.len() - 1;
-    bytes[last] ^= 0xff;
-    std::fs::write(&data, bytes).unwrap();
+    corrupt_layer(&upstream, &image);
 
-    repository(&client, "main", &upstream.host()).await;
+    repository(&client, "main", registry(&upstream.host(), REPO)).await;
     let controller = Controller::new(client.clone(), Options::default());
     controller.pass().await.unwrap();
 

@@ -1,5 +1,6 @@
 //! Shared fixtures: a real `docker-registry` holding a module source (three modules over
-//! several versions and release channels) and hostile-image builders.
+//! several versions and release channels) and hostile-image builders. The package controller's
+//! tests include this file too (`crates/package-controller/tests/support/mod.rs`).
 
 #![allow(dead_code, unreachable_pub, missing_debug_implementations)]
 
