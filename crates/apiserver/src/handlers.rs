@@ -470,7 +470,16 @@ fn wants_table(req: &Request) -> bool {
         })
 }
 
+/// kube-apiserver's answer to a `continue` that comes with a `resourceVersion` other than "0":
+/// the token already names the revision its pages are read at.
+const CONTINUE_WITH_RV: &str = "specifying resource version is not allowed when using continue";
+
 fn list_query(rp: &ResourcePath, q: &HashMap<String, String>) -> Result<ListQuery, ApiError> {
+    let continue_token = q.get("continue").filter(|c| !c.is_empty()).cloned();
+    let rv = q.get("resourceVersion").map(String::as_str).unwrap_or("");
+    if continue_token.is_some() && !matches!(rv, "" | "0") {
+        return Err(ApiError::bad_request(CONTINUE_WITH_RV));
+    }
     Ok(ListQuery {
         namespace: rp.namespace.clone(),
         labels: LabelSelector::parse(
@@ -486,7 +495,7 @@ fn list_query(rp: &ResourcePath, q: &HashMap<String, String>) -> Result<ListQuer
         )
         .map_err(ApiError::bad_request)?,
         limit: q.get("limit").and_then(|l| l.parse().ok()),
-        continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
+        continue_token,
     })
 }
 

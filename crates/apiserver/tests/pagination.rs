@@ -182,6 +182,35 @@ async fn a_bad_continue_token_is_a_bad_request() {
 }
 
 #[tokio::test]
+async fn a_continue_with_a_resource_version_is_a_bad_request() {
+    let s = common::start().await;
+    let client = s.admin().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    create(&api, &["a", "b", "c"]).await;
+    let (code, first) = get(&client, &format!("{PATH}?limit=1")).await;
+    assert_eq!(code, 200, "{first}");
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+    let rv = first["metadata"]["resourceVersion"].as_str().unwrap();
+    let (code, e) = get(
+        &client,
+        &format!("{PATH}?limit=1&continue={token}&resourceVersion={rv}"),
+    )
+    .await;
+    assert_eq!(code, 400, "{e}");
+    assert_eq!(e["reason"], "BadRequest");
+    assert_eq!(
+        e["message"],
+        "specifying resource version is not allowed when using continue"
+    );
+    // "0" (and no resourceVersion) is allowed with a continue, as kube-apiserver allows it.
+    for rv in ["&resourceVersion=0", ""] {
+        let (code, page) = get(&client, &format!("{PATH}?limit=1&continue={token}{rv}")).await;
+        assert_eq!(code, 200, "{page}");
+        assert_eq!(names(&page), ["b"]);
+    }
+}
+
+#[tokio::test]
 async fn kubectl_lists_in_chunks() {
     let s = common::start().await;
     let client = s.admin().await;
