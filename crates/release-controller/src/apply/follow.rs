@@ -79,6 +79,39 @@ impl Target<'_> {
     }
 }
 
+/// Moves the pod template of each of the workloads `names` (of `kind`) that exists; whether any
+/// changed.
+async fn workloads<K>(
+    api: &Api<K>,
+    kind: &str,
+    names: &[&str],
+    target: &Target<'_>,
+    pod_spec: impl Fn(&mut K) -> Option<&mut PodSpec>,
+) -> Result<bool, Error>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut changed = false;
+    for name in names {
+        let what = format!("{kind} d8-system/{name}");
+        let Some(mut object) = api
+            .get_opt(name)
+            .await
+            .map_err(|e| Error::kube(format!("get {what}"), e))?
+        else {
+            continue;
+        };
+        if pod_spec(&mut object).is_some_and(|spec| target.pod_spec(spec)) {
+            tracing::info!(object = %what, "its image follows the image address");
+            api.replace(name, &PostParams::default(), &object)
+                .await
+                .map_err(|e| Error::kube(format!("update {what}"), e))?;
+            changed = true;
+        }
+    }
+    Ok(changed)
+}
+
 /// Moves the platform's workloads and the agent's manifest in `d8-system`; whether anything
 /// changed. Missing objects (a single machine, components turned off) are skipped.
 pub(crate) async fn components(
@@ -87,45 +120,18 @@ pub(crate) async fn components(
     config_maps: &Api<ConfigMap>,
     target: &Target<'_>,
 ) -> Result<bool, Error> {
-    let mut changed = false;
-    for name in PLATFORM_DEPLOYMENTS {
-        let what = format!("Deployment d8-system/{name}");
-        let Some(mut object) = deployments
-            .get_opt(name)
-            .await
-            .map_err(|e| Error::kube(format!("get {what}"), e))?
-        else {
-            continue;
-        };
-        let spec = object.spec.as_mut().and_then(|s| s.template.spec.as_mut());
-        if spec.is_some_and(|spec| target.pod_spec(spec)) {
-            tracing::info!(object = %what, "its image follows the image address");
-            deployments
-                .replace(name, &PostParams::default(), &object)
-                .await
-                .map_err(|e| Error::kube(format!("update {what}"), e))?;
-            changed = true;
-        }
-    }
-    for name in PLATFORM_DAEMONSETS {
-        let what = format!("DaemonSet d8-system/{name}");
-        let Some(mut object) = daemon_sets
-            .get_opt(name)
-            .await
-            .map_err(|e| Error::kube(format!("get {what}"), e))?
-        else {
-            continue;
-        };
-        let spec = object.spec.as_mut().and_then(|s| s.template.spec.as_mut());
-        if spec.is_some_and(|spec| target.pod_spec(spec)) {
-            tracing::info!(object = %what, "its image follows the image address");
-            daemon_sets
-                .replace(name, &PostParams::default(), &object)
-                .await
-                .map_err(|e| Error::kube(format!("update {what}"), e))?;
-            changed = true;
-        }
-    }
+    let mut changed = workloads(
+        deployments,
+        "Deployment",
+        PLATFORM_DEPLOYMENTS,
+        target,
+        |d| d.spec.as_mut().and_then(|s| s.template.spec.as_mut()),
+    )
+    .await?;
+    changed |= workloads(daemon_sets, "DaemonSet", PLATFORM_DAEMONSETS, target, |d| {
+        d.spec.as_mut().and_then(|s| s.template.spec.as_mut())
+    })
+    .await?;
     let what = format!("ConfigMap d8-system/{NODE_BOOTSTRAP_CONFIGMAP}");
     if let Some(mut object) = config_maps
         .get_opt(NODE_BOOTSTRAP_CONFIGMAP)
