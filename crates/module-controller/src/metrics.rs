@@ -371,12 +371,7 @@ impl Metrics {
 
     /// The families in Prometheus text format.
     pub fn encode(&self) -> String {
-        let mut registry = Registry::default();
-        self.register(&mut registry);
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
-        out
+        release_controller::metrics::text(|registry| self.register(registry))
     }
 }
 

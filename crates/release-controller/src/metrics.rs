@@ -199,13 +199,18 @@ impl Metrics {
 
     /// The families in Prometheus text format (for tests and simple endpoints).
     pub fn encode(&self) -> String {
-        let mut registry = Registry::default();
-        self.register(&mut registry);
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
-        out
+        text(|registry| self.register(registry))
     }
+}
+
+/// The families `register` adds to an empty registry, in Prometheus text format.
+pub fn text(register: impl FnOnce(&mut Registry)) -> String {
+    let mut registry = Registry::default();
+    register(&mut registry);
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    out
 }
 
 #[cfg(test)]
