@@ -11,6 +11,10 @@ use crate::certs::Certs;
 use crate::process::{Service, free_port, require_tool, wait_ready};
 use token::TokenServer;
 
+/// A response header every answer of one upstream carries, valued with its own scratch
+/// directory: it tells this registry's answers from those of whatever else holds the port.
+const MARKER: &str = "X-Testkit-Upstream";
+
 /// Credentials for an upstream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Credentials {
@@ -121,8 +125,10 @@ impl Upstream {
              log:\n  level: info\n  accesslog:\n    disabled: false\n\
              storage:\n  filesystem:\n    rootdirectory: {data}\n  delete:\n    enabled: true\n  \
              cache:\n    blobdescriptor: inmemory\n\
-             http:\n  addr: 127.0.0.1:{port}\n  secret: testkit\n",
+             http:\n  addr: 127.0.0.1:{port}\n  secret: testkit\n  \
+             headers:\n    {MARKER}: [\"{instance}\"]\n",
             data = dir.path().join("data").display(),
+            instance = dir.path().display(),
         );
         let mut ca_pem = None;
         if let Some(ca) = options.tls {
@@ -183,7 +189,9 @@ impl Upstream {
         let tls = options.tls.is_some();
         let probe = crate::http_client(ca_pem.as_deref());
         // The port was free when picked; another test may take it before the registry binds.
-        // Then the registry exits at once, and it is started again on a new port.
+        // Then the registry exits at once, and it is started again on a new port. Whatever
+        // else listens there answers without this registry's own marker header, so an answer
+        // counts only when it carries it.
         let mut attempts = 0;
         let service = loop {
             attempts += 1;
@@ -196,9 +204,16 @@ impl Upstream {
                 "{}://127.0.0.1:{port}/v2/",
                 if tls { "https" } else { "http" }
             );
+            let instance = dir.path().display().to_string();
             let ready = wait_ready(&mut service, Duration::from_secs(15), || {
                 let request = probe.get(&url).send();
-                async move { request.await.is_ok() }
+                let instance = instance.clone();
+                async move {
+                    request.await.is_ok_and(|response| {
+                        response.headers().get(MARKER).and_then(|v| v.to_str().ok())
+                            == Some(instance.as_str())
+                    })
+                }
             })
             .await;
             match ready {
