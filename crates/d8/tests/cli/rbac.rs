@@ -334,7 +334,7 @@ const CLUSTER_READS: &str = "module hooks' kubernetes bindings read nodes, pods 
 const EVENT_SERIES: &str = "kube's recorder patches an event published again (a series); the release test publishes each event once";
 const CNI_CREATE: &str = "an apply that creates needs create (detect-cni-migration's server-side apply creates through patch on d8 apiserver)";
 const RELEASE_PATHS: &str = "the release engine deletes a release the channel withdrew and, in its cleanup, outdated releases beyond the newest 10; the release test publishes three";
-const MODULE_PATHS: &str = "module manager paths no test runs as deckhouse yet (disable and delete of modules, ModulePullOverride, ModuleConfig writes, release cleanup, Helm release Secrets of uninstalled modules)";
+const MODULE_PATHS: &str = "module manager paths no test takes as deckhouse (module.rs enables, reconfigures, upgrades and disables modules; nothing deletes a Module, ModuleRelease, ModuleSource or ModuleDocumentation, applies a ModulePullOverride or cleans up old releases there), and module hooks' writes through kube_ops (create, replace, replace_status of any kind), which module_hooks.rs runs as admin";
 
 /// deckhouse's grants no end-to-end test calls yet, and why.
 const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
