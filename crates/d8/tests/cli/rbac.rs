@@ -165,6 +165,15 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "module_hooks",
+        &[
+            "create /configmaps",
+            "list /configmaps",
+            "patch deckhouse.io/moduleconfigs",
+            "watch /configmaps",
+        ],
+    ),
+    (
         "object_keeper",
         &[
             "delete deckhouse.io/objectkeepers",
@@ -327,18 +336,17 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
 ];
 
 /// Why a grant is in [`DECKHOUSE_UNREACHED`]: the paths no end-to-end test runs as deckhouse yet.
-const REGISTRY: &str = "registry controller paths registry_publish.rs does not take as deckhouse (they are tested as admin in storage.rs, agent.rs, multinode.rs and the registry-controller crate): ConfigMaps such as registry-image-address, a RegistryNode's layout replaced, the objects withdrawn when the module leaves Managed, RegistryUpstream status";
+const REGISTRY: &str = "registry controller paths registry_publish.rs does not take as deckhouse (they are tested as admin in storage.rs, agent.rs, multinode.rs and the registry-controller crate): ConfigMap registry-image-address replaced, a RegistryNode's layout replaced, the objects withdrawn when the module leaves Managed, RegistryUpstream status";
 const PACKAGE_OPERATIONS_CLEANUP: &str = "the package controller deletes a repository's operations beyond the newest ones once one completed; packages.rs scans each repository once";
 const PACKAGE_OPERATION_BY_HAND: &str = "the package controller labels an operation created by hand and makes its repository its owner; packages.rs lets the controller create them";
-const CLUSTER_READS: &str = "module hooks' kubernetes bindings read nodes, pods and namespaces (list, watch; get of nodes and pods); module_hooks.rs runs as admin";
+const CLUSTER_READS: &str = "module hooks' kubernetes bindings on nodes, pods, or with a namespace label selector (module_hooks.rs binds ConfigMaps in namespaces chosen by name)";
 const EVENT_SERIES: &str = "kube's recorder patches an event published again (a series); the release test publishes each event once";
 const CNI_CREATE: &str = "an apply that creates needs create (detect-cni-migration's server-side apply creates through patch on d8 apiserver)";
 const RELEASE_PATHS: &str = "the release engine deletes a release the channel withdrew and, in its cleanup, outdated releases beyond the newest 10; the release test publishes three";
-const MODULE_PATHS: &str = "module manager paths no test takes as deckhouse (module.rs enables, reconfigures, upgrades and disables modules; nothing deletes a Module, ModuleRelease, ModuleSource or ModuleDocumentation, applies a ModulePullOverride or cleans up old releases there), and module hooks' writes through kube_ops (create, replace, replace_status of any kind), which module_hooks.rs runs as admin";
+const MODULE_PATHS: &str = "module manager paths no test takes as deckhouse (module.rs and module_hooks.rs enable, reconfigure, upgrade and disable modules; nothing deletes a Module, ModuleRelease, ModuleSource or ModuleDocumentation, applies a ModulePullOverride or cleans up old releases), and module hooks' writes through kube_ops (create, replace, replace_status of any kind) other than module_hooks.rs' ConfigMap and ModuleConfig patch";
 
 /// deckhouse's grants no end-to-end test calls yet, and why.
 const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
-    ("create /configmaps", REGISTRY),
     ("create apps/daemonsets", CNI_CREATE),
     ("create apps/deployments", CNI_CREATE),
     ("create deckhouse.io/moduleconfigs", MODULE_PATHS),
@@ -372,10 +380,8 @@ const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
     ("get deckhouse.io/modules/status", MODULE_PATHS),
     ("get deckhouse.io/modulesources/status", MODULE_PATHS),
     ("get deckhouse.io/moduleupdatepolicies", MODULE_PATHS),
-    ("list /configmaps", REGISTRY),
     ("list /namespaces", CLUSTER_READS),
     ("list deckhouse.io/modulesettingsdefinitions", MODULE_PATHS),
-    ("patch deckhouse.io/moduleconfigs", MODULE_PATHS),
     ("patch deckhouse.io/modulepulloverrides", MODULE_PATHS),
     (
         "patch deckhouse.io/modulepulloverrides/status",
@@ -413,7 +419,6 @@ const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
     ("update deckhouse.io/modulesources", MODULE_PATHS),
     ("update deckhouse.io/modulesources/status", MODULE_PATHS),
     ("update deckhouse.io/registrynodes", REGISTRY),
-    ("watch /configmaps", REGISTRY),
     ("watch /namespaces", CLUSTER_READS),
     ("watch /nodes", CLUSTER_READS),
     ("watch /pods", CLUSTER_READS),
