@@ -600,3 +600,92 @@ async fn view_bound_in_a_namespace_reads_there_and_aggregated_roles_extend_it() 
     .await;
     assert!(!granted(roles.get("admin").await.unwrap()));
 }
+
+#[tokio::test]
+async fn an_apply_that_creates_needs_create_as_kube_apiserver_authorizes_it() {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let log = apiserver::RequestLog::new();
+    let s = common::start_with(|b| {
+        b.namespace("d8-system")
+            .user(User::new("applier"))
+            .request_log(log.clone())
+    })
+    .await;
+    let admin = s.admin().await;
+    let grant = |verbs: &[&str]| -> Role {
+        serde_json::from_value(json!({
+            "metadata": {"name": "applier", "namespace": "d8-system"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]}))
+        .unwrap()
+    };
+    let roles: Api<Role> = Api::namespaced(admin.clone(), "d8-system");
+    roles
+        .create(&PostParams::default(), &grant(&["patch"]))
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "applier", "namespace": "d8-system"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "applier"},
+        "subjects": [{"kind": "User", "name": "applier"}]}))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), "d8-system")
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+
+    let applier = s.client("applier").await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(applier, "d8-system");
+    let apply = |value: &str| {
+        Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "applied"}, "data": {"k": value}}))
+    };
+    let params = PatchParams::apply("applier");
+    let refused = configmaps
+        .patch("applied", &params, &apply("a"))
+        .await
+        .unwrap_err();
+    match refused {
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 403);
+            assert_eq!(
+                status.message,
+                r#"configmaps "applied" is forbidden: User "applier" cannot create resource "configmaps" in API group "" in the namespace "d8-system""#
+            );
+        }
+        other => panic!("not an API error: {other:?}"),
+    }
+    assert!(
+        Api::<ConfigMap>::namespaced(admin.clone(), "d8-system")
+            .get_opt("applied")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Once it exists, patch alone is enough to apply to it.
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "applied"}})).unwrap();
+    Api::<ConfigMap>::namespaced(admin.clone(), "d8-system")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    configmaps
+        .patch("applied", &params, &apply("b"))
+        .await
+        .unwrap();
+
+    let checked: Vec<(String, bool)> = log
+        .entries()
+        .into_iter()
+        .filter(|r| r.user == "applier")
+        .map(|r| (r.verb, r.allowed))
+        .collect();
+    let owned = |v: &str, a: bool| (v.to_owned(), a);
+    assert_eq!(
+        checked,
+        [
+            owned("patch", true),
+            owned("create", false),
+            owned("patch", true)
+        ]
+    );
+}

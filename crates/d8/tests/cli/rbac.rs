@@ -266,6 +266,8 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
     (
         "cni_detect",
         &[
+            "create apps/daemonsets",
+            "create apps/deployments",
             "get apps/deployments",
             "patch apps/daemonsets",
             "patch apps/deployments",
@@ -341,14 +343,12 @@ const PACKAGE_OPERATIONS_CLEANUP: &str = "the package controller deletes a repos
 const PACKAGE_OPERATION_BY_HAND: &str = "the package controller labels an operation created by hand and makes its repository its owner; packages.rs lets the controller create them";
 const CLUSTER_READS: &str = "module hooks' kubernetes bindings on nodes, pods, or with a namespace label selector (module_hooks.rs binds ConfigMaps in namespaces chosen by name)";
 const EVENT_SERIES: &str = "kube's recorder patches an event published again (a series); the release test publishes each event once";
-const CNI_CREATE: &str = "an apply that creates needs create (detect-cni-migration's server-side apply creates through patch on d8 apiserver)";
+const IMAGE_ADDRESS: &str = "the image address (ConfigMap registry-image-address) replaces the image of DaemonSet registry-storage; no test moves the address as deckhouse";
 const RELEASE_PATHS: &str = "the release engine deletes a release the channel withdrew and, in its cleanup, outdated releases beyond the newest 10; the release test publishes three";
 const MODULE_PATHS: &str = "module manager paths no test takes as deckhouse (module.rs and module_hooks.rs enable, reconfigure, upgrade and disable modules; nothing deletes a Module, ModuleRelease, ModuleSource or ModuleDocumentation, applies a ModulePullOverride or cleans up old releases), and module hooks' writes through kube_ops (create, replace, replace_status of any kind) other than module_hooks.rs' ConfigMap and ModuleConfig patch";
 
 /// deckhouse's grants no end-to-end test calls yet, and why.
 const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
-    ("create apps/daemonsets", CNI_CREATE),
-    ("create apps/deployments", CNI_CREATE),
     ("create deckhouse.io/moduleconfigs", MODULE_PATHS),
     ("create deckhouse.io/modulepulloverrides", MODULE_PATHS),
     ("create deckhouse.io/modulesources", MODULE_PATHS),
@@ -395,7 +395,7 @@ const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
     ("patch deckhouse.io/registryupstreams/status", REGISTRY),
     ("patch events.k8s.io/events", EVENT_SERIES),
     ("update /configmaps", REGISTRY),
-    ("update apps/daemonsets", CNI_CREATE),
+    ("update apps/daemonsets", IMAGE_ADDRESS),
     ("update deckhouse.io/moduleconfigs", MODULE_PATHS),
     ("update deckhouse.io/moduleconfigs/status", MODULE_PATHS),
     ("update deckhouse.io/moduledocumentations", MODULE_PATHS),
@@ -449,6 +449,11 @@ pub(crate) const MODULE_CHART_NAMESPACE: &[(&str, &str, &str)] = &[
         "delete",
         "/namespaces",
         "the module's Namespace goes when it is disabled",
+    ),
+    (
+        "create",
+        "/namespaces",
+        "the module's Namespace is created by an apply, which needs create",
     ),
 ];
 
