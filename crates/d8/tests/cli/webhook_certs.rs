@@ -468,6 +468,8 @@ fn handler_args(rendered: &str, dir: &Path, listen: &str) -> Vec<String> {
         .map(|a| {
             if a.starts_with("--listen=") {
                 format!("--listen={listen}")
+            } else if a.starts_with("--metrics-address=") {
+                format!("--metrics-address=127.0.0.1:{}", free_port())
             } else {
                 a.replace("/etc/webhook-handler/", &format!("{}/", dir.display()))
                     .replace("=/hooks", &format!("={}/hooks", dir.display()))
