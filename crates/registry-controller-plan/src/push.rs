@@ -63,7 +63,10 @@ pub struct Owner {
 }
 
 /// The EndpointSlice [`SLICE`] for `leader` (no endpoint without one). Without a leader the
-/// slice keeps `family` (the existing slice's address type; IPv4 when there is none).
+/// slice keeps `family` (the existing slice's address type; IPv4 when there is none). The owner
+/// reference has no `blockOwnerDeletion`: nothing needs RegistryStorage's deletion to wait for
+/// the slice, and setting it would need `update` on the owner's finalizers wherever
+/// OwnerReferencesPermissionEnforcement is on.
 pub fn slice(leader: Option<IpAddr>, family: Option<&str>, owner: &Owner) -> Value {
     let address_type = leader.map(address_type).or(family).unwrap_or("IPv4");
     let endpoints: Vec<Value> = leader
@@ -83,7 +86,6 @@ pub fn slice(leader: Option<IpAddr>, family: Option<&str>, owner: &Owner) -> Val
                 "name": owner.name,
                 "uid": owner.uid,
                 "controller": true,
-                "blockOwnerDeletion": true,
             }],
         },
         "addressType": address_type,
