@@ -189,6 +189,7 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
             "create deckhouse.io/registryconfigs",
             "create deckhouse.io/registrynodes",
             "create deckhouse.io/registrystorages",
+            "create discovery.k8s.io/endpointslices",
             "create networking.k8s.io/ingresses",
             "delete networking.k8s.io/ingresses",
             "get deckhouse.io/registrynodes",
@@ -338,7 +339,7 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
 ];
 
 /// Why a grant is in [`DECKHOUSE_UNREACHED`]: the paths no end-to-end test runs as deckhouse yet.
-const REGISTRY: &str = "registry controller paths registry_publish.rs does not take as deckhouse (they are tested as admin in storage.rs, agent.rs, multinode.rs and the registry-controller crate): ConfigMap registry-image-address replaced, a RegistryNode's layout replaced, the objects withdrawn when the module leaves Managed, RegistryUpstream status";
+const REGISTRY: &str = "registry controller paths registry_publish.rs does not take as deckhouse (they are tested as admin in storage.rs, agent.rs, multinode.rs and the registry-controller crate): ConfigMap registry-image-address replaced, a RegistryNode's layout replaced, the objects withdrawn when the module leaves Managed, RegistryUpstream status, EndpointSlice registry-push-leader read, replaced as the lease moves and deleted when the address family changes (no cache replica leads in registry_publish.rs)";
 const PACKAGE_OPERATIONS_CLEANUP: &str = "the package controller deletes a repository's operations beyond the newest ones once one completed; packages.rs scans each repository once";
 const PACKAGE_OPERATION_BY_HAND: &str = "the package controller labels an operation created by hand and makes its repository its owner; packages.rs lets the controller create them";
 const CLUSTER_READS: &str = "module hooks' kubernetes bindings on nodes, pods, or with a namespace label selector (module_hooks.rs binds ConfigMaps in namespaces chosen by name)";
@@ -370,6 +371,7 @@ const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
     ("delete deckhouse.io/registryconfigs", REGISTRY),
     ("delete deckhouse.io/registrynodes", REGISTRY),
     ("delete deckhouse.io/registrystorages", REGISTRY),
+    ("delete discovery.k8s.io/endpointslices", REGISTRY),
     ("get /nodes", CLUSTER_READS),
     ("get /pods", CLUSTER_READS),
     ("get deckhouse.io/moduleconfigs/status", MODULE_PATHS),
@@ -380,6 +382,7 @@ const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
     ("get deckhouse.io/modules/status", MODULE_PATHS),
     ("get deckhouse.io/modulesources/status", MODULE_PATHS),
     ("get deckhouse.io/moduleupdatepolicies", MODULE_PATHS),
+    ("get discovery.k8s.io/endpointslices", REGISTRY),
     ("list /namespaces", CLUSTER_READS),
     ("list deckhouse.io/modulesettingsdefinitions", MODULE_PATHS),
     ("patch deckhouse.io/modulepulloverrides", MODULE_PATHS),
@@ -419,6 +422,7 @@ const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
     ("update deckhouse.io/modulesources", MODULE_PATHS),
     ("update deckhouse.io/modulesources/status", MODULE_PATHS),
     ("update deckhouse.io/registrynodes", REGISTRY),
+    ("update discovery.k8s.io/endpointslices", REGISTRY),
     ("watch /namespaces", CLUSTER_READS),
     ("watch /nodes", CLUSTER_READS),
     ("watch /pods", CLUSTER_READS),

@@ -1,5 +1,5 @@
 //! The registry controller's publish Ingress through `d8 controller` running as ServiceAccount
-//! deckhouse with the chart's roles: Ingress `d8-system/registry-publish` is created when the
+//! deckhouse with the chart's roles: Ingress `d8-system/registry-push` is created when the
 //! `registry` ModuleConfig asks for air gap, replaced when its settings change, and deleted once
 //! an upstream is configured — every write the chart's role must allow, seen in the request log.
 //! (What the Ingress holds is tested in `crates/registry-controller/tests/publish.rs`.)
@@ -12,7 +12,7 @@ use testkit::process::{Service, free_port};
 use crate::cni_migration::{apply, eventually, get};
 use crate::kubectl;
 
-const INGRESS: [&str; 4] = ["ingress", "registry-publish", "-n", "d8-system"];
+const INGRESS: [&str; 4] = ["ingress", "registry-push", "-n", "d8-system"];
 
 fn module_config(name: &str, settings: &str) -> String {
     format!(
