@@ -31,6 +31,10 @@
 //!   one) because the registry lacks a minor version before `version` (Deckhouse's module source
 //!   controller; `DeckhouseModuleUpdatingFailedBrokenSequence`), cleared on the module's next
 //!   successful check;
+//! - `d8_deprecated_update_policy{moduleName, updatePolicy}`: 1 per module enabled by its
+//!   ModuleConfig, bound to no policy by name, that the `moduleReleaseSelector` of a `v1alpha1`
+//!   ModuleUpdatePolicy still selects (Deckhouse's `d8_update_policy` group, labelled
+//!   `moduleName` although its `ModuleHasDeprecatedUpdatePolicy` alert groups by `module`);
 //! - `d8_edition_not_found{module="deckhouse"}`: 1 while neither the controller's edition nor
 //!   the `deckhouse` ModuleConfig's `settings.license.edition` names a known edition (`ce`,
 //!   `be`, `ee`, `se`, `se-plus`, `fe`), else 0 (Deckhouse's `deckhouse` module hook, whose
@@ -128,6 +132,7 @@ pub struct Metrics {
     module_release_info: Family<Labels, Gauge>,
     allowed_to_disable: Family<Labels, Gauge>,
     at_conflict: Family<Labels, Gauge>,
+    deprecated_update_policy: Family<Labels, Gauge>,
     obsolete_version: Family<Labels, Gauge>,
     configuration_error: Family<Labels, Gauge>,
     update_policy_not_found: Family<Labels, BareCounter>,
@@ -168,6 +173,11 @@ impl Metrics {
             "d8_module_at_conflict",
             "1 per module several sources offer with none chosen.",
             self.at_conflict.clone(),
+        );
+        registry.register(
+            "d8_deprecated_update_policy",
+            "1 per module a deprecated v1alpha1 ModuleUpdatePolicy still selects.",
+            self.deprecated_update_policy.clone(),
         );
         registry.register(
             "d8_module_config_obsolete_version",
@@ -313,6 +323,22 @@ impl Metrics {
         }
     }
 
+    /// Refills `d8_deprecated_update_policy` with `(module, policy)` pairs.
+    pub(crate) fn set_deprecated_update_policies<'a>(
+        &self,
+        matches: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) {
+        self.deprecated_update_policy.clear();
+        for (module, policy) in matches {
+            self.deprecated_update_policy
+                .get_or_create(&vec![
+                    ("moduleName", module.to_owned()),
+                    ("updatePolicy", policy.to_owned()),
+                ])
+                .set(1);
+        }
+    }
+
     /// Replaces the `d8_module_release_info` series of `release` (of `module`).
     pub(crate) fn set_module_release_info(
         &self,
@@ -441,18 +467,22 @@ mod tests {
         let metrics = Metrics::default();
         metrics.set_allowed_to_disable([("echo", true), ("hello", false)]);
         metrics.set_at_conflict(["echo"]);
+        metrics.set_deprecated_update_policies([("echo", "old")]);
         let text = metrics.encode();
         for line in [
             "d8_moduleconfig_allowed_to_disable{module=\"echo\"} 1",
             "d8_moduleconfig_allowed_to_disable{module=\"hello\"} 0",
             "d8_module_at_conflict{moduleName=\"echo\"} 1",
+            "d8_deprecated_update_policy{moduleName=\"echo\",updatePolicy=\"old\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line}\n{text}");
         }
         metrics.set_allowed_to_disable([("hello", false)]);
         metrics.set_at_conflict([]);
+        metrics.set_deprecated_update_policies([]);
         let text = metrics.encode();
         assert!(!text.contains("module=\"echo\""), "{text}");
+        assert!(!text.contains("d8_deprecated_update_policy{"), "{text}");
         assert!(!text.contains("d8_module_at_conflict{"), "{text}");
     }
 

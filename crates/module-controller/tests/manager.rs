@@ -33,12 +33,26 @@ struct Cluster {
     clock: ManualClock,
 }
 
+/// ModuleUpdatePolicy's conversion between its served versions, as `d8 apiserver` runs it (a
+/// `v1alpha1` write is stored as `v1alpha2`, without the selector); other kinds serve one
+/// version.
+struct MupConversion;
+
+impl apiserver::Converter for MupConversion {
+    fn convert(&self, object: Value, desired: &str) -> Result<Value, String> {
+        if object["kind"] == "ModuleUpdatePolicy" {
+            return api::module_update_policy::convert(&object, desired).map_err(|e| e.to_string());
+        }
+        apiserver::NoConversion.convert(object, desired)
+    }
+}
+
 /// The cluster UUID the canary waves are computed with.
 const CLUSTER_UUID: &str = "1f6a1e2c-5d0b-4c1e-9b8a-2d7f3e4c5b6a";
 
 async fn cluster() -> Cluster {
     let source = source().await;
-    let api = testkit::Cluster::start().await;
+    let api = testkit::Cluster::start_with(|b| b.converter(MupConversion)).await;
     let dir = api.dir().to_path_buf();
     let client = api.client().await;
     let downloaded = Downloaded::open(dir.as_path().join("downloaded")).unwrap();
@@ -1103,4 +1117,90 @@ async fn missing_policy_and_broken_sequence_are_reported() {
     assert!(names.contains(&"hello-v0.3.0".to_owned()), "{names:?}");
     assert!(names.contains(&"hello-v0.4.0".to_owned()), "{names:?}");
     assert_eq!(broken(&c), Vec::<String>::new());
+}
+
+/// The ModuleUpdatePolicy CRD with `version` as its stored version.
+async fn store_update_policies_as(client: &Client, version: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd = crds.get("moduleupdatepolicies.deckhouse.io").await.unwrap();
+    for v in &mut crd.spec.versions {
+        v.storage = v.name == version;
+    }
+    crds.replace(&crd.name_any(), &PostParams::default(), &crd)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_deprecated_update_policy_selecting_a_module_is_reported() {
+    use api::module_update_policy::v1alpha1;
+    let c = cluster().await;
+    c.config("echo", json!({"enabled": true})).await;
+    c.pass().await;
+    let deprecated = |c: &Cluster| {
+        c.manager
+            .metrics()
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("d8_deprecated_update_policy{"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(deprecated(&c), Vec::<String>::new());
+    let policy = |name: &str, selector: Value| {
+        json!({"apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleUpdatePolicy",
+            "metadata": {"name": name},
+            "spec": {"update": {"mode": "Auto"}, "moduleReleaseSelector": {"labelSelector": selector}}})
+    };
+    // A policy written while v1alpha1 was the stored version (a cluster from before v1alpha2)
+    // keeps its selector after the upgrade; one written since is stored without it.
+    store_update_policies_as(&c.client, "v1alpha1").await;
+    c.apply::<v1alpha1::ModuleUpdatePolicy>(policy(
+        "legacy",
+        json!({"matchLabels": {"source": "example"}}),
+    ))
+    .await;
+    c.apply::<v1alpha1::ModuleUpdatePolicy>(policy(
+        "other-source",
+        json!({"matchLabels": {"source": "elsewhere"}}),
+    ))
+    .await;
+    store_update_policies_as(&c.client, "v1alpha2").await;
+    c.apply::<v1alpha1::ModuleUpdatePolicy>(policy(
+        "fresh",
+        json!({"matchExpressions": [{"key": "module", "operator": "In", "values": ["echo"]}]}),
+    ))
+    .await;
+    c.pass().await;
+    assert_eq!(
+        deprecated(&c),
+        vec!["d8_deprecated_update_policy{moduleName=\"echo\",updatePolicy=\"legacy\"} 1"]
+    );
+    // Bound to a policy by name (ModuleConfig.spec.updatePolicy), the module is no longer
+    // reported …
+    c.config("echo", json!({"enabled": true, "updatePolicy": "fresh"}))
+        .await;
+    c.pass().await;
+    assert_eq!(deprecated(&c), Vec::<String>::new());
+    // … nor once the selector is retired as Deckhouse's alert says (the write stores v1alpha2).
+    c.config("echo", json!({"enabled": true, "updatePolicy": null}))
+        .await;
+    c.pass().await;
+    assert_eq!(deprecated(&c).len(), 1);
+    Api::<v1alpha1::ModuleUpdatePolicy>::all(c.client.clone())
+        .patch(
+            "legacy",
+            &PatchParams::default(),
+            &Patch::<()>::Json(
+                serde_json::from_value(json!([{"op": "replace",
+                    "path": "/spec/moduleReleaseSelector/labelSelector/matchLabels",
+                    "value": {"": ""}}]))
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    c.pass().await;
+    assert_eq!(deprecated(&c), Vec::<String>::new());
 }
