@@ -122,18 +122,26 @@ impl Manager {
         &self,
         facts: &[(String, String, bool, Option<String>)],
     ) -> Result<(), Error> {
-        let policies = self
-            .api::<api::module_update_policy::v1alpha1::ModuleUpdatePolicy>()
+        // Read as Deckhouse's hook reads them, through v1alpha1, leniently: a policy without a
+        // selector (a server that converts without adding one) selects nothing.
+        let gvk =
+            kube::api::GroupVersionKind::gvk("deckhouse.io", "v1alpha1", "ModuleUpdatePolicy");
+        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "moduleupdatepolicies");
+        let policies = Api::<kube::api::DynamicObject>::all_with(self.client.clone(), &resource)
             .list(&ListParams::default())
             .await
             .map_err(|e| Error::kube("list ModuleUpdatePolicies (v1alpha1)", e))?
             .items;
-        let selectors: Vec<(String, &api::module_update_policy::v1alpha1::LabelSelector)> =
-            policies
-                .iter()
-                .map(|p| (p.name_any(), &p.spec.module_release_selector.label_selector))
-                .collect();
-        let selectors: Vec<(&str, _)> = selectors.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        let selectors: Vec<(String, api::module_update_policy::v1alpha1::LabelSelector)> = policies
+            .iter()
+            .filter_map(|p| {
+                let selector = p
+                    .data
+                    .pointer("/spec/moduleReleaseSelector/labelSelector")?;
+                Some((p.name_any(), serde_json::from_value(selector.clone()).ok()?))
+            })
+            .collect();
+        let selectors: Vec<(&str, _)> = selectors.iter().map(|(n, s)| (n.as_str(), s)).collect();
         let modules: Vec<module_plan::deprecated_policy::Module<'_>> = facts
             .iter()
             .map(
