@@ -59,6 +59,9 @@ use crate::runtime::metrics::BareCounter;
 
 type Labels = Vec<(&'static str, String)>;
 
+/// The step-by-step failure series written per module: the family's kind and the labels.
+type FailureSeries = Vec<(&'static str, Labels)>;
+
 /// Why a module source could not create a module's releases step by step.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpdatingFailure {
@@ -187,7 +190,7 @@ pub struct Metrics {
     broken_sequence: Family<Labels, Gauge>,
     module_is_not_valid: Family<Labels, Gauge>,
     /// Per module: the step-by-step failures last written (family kind and labels).
-    updating_failures: Arc<Mutex<BTreeMap<String, Vec<(&'static str, Labels)>>>>,
+    updating_failures: Arc<Mutex<BTreeMap<String, FailureSeries>>>,
     edition_not_found: Family<Labels, Gauge>,
     /// The `d8_module_release_info` labels last written per release, to replace them.
     module_release_labels: Arc<Mutex<HashMap<String, Labels>>>,
@@ -353,8 +356,7 @@ impl Metrics {
         for (kind, labels) in last.remove(module).unwrap_or_default() {
             family(kind).remove(&labels);
         }
-        let series: Vec<(&'static str, Labels)> =
-            failures.iter().map(|f| f.series(module)).collect();
+        let series: FailureSeries = failures.iter().map(|f| f.series(module)).collect();
         for (kind, labels) in &series {
             family(kind).get_or_create(labels).set(1);
         }

@@ -14,7 +14,7 @@
 //! - [`install`]: an Application's release, through the module runtime's release install;
 //! - [`hooks`]: package hooks, through the module runtime's hook runner, scoped to the
 //!   Application — every binding, their values kept in the Application's namespace;
-//! - [`metrics`]: `deckhouse_application_maintenance`;
+//! - [`metrics`]: the metric `deckhouse_application_maintenance`;
 //! - [`bookkeeping`]: Deckhouse's bookkeeping — registry spec checksums, owner references,
 //!   old operations, gone repositories (pure);
 //! - [`controller`]: the loop `d8 controller` runs under the platform's Lease.
