@@ -47,13 +47,12 @@ pub(crate) async fn push_module(
             format!("{{\"version\":\"{version}\"}}").as_bytes(),
         )])
         .build(layout);
-    push.push_image(
-        &format!("{REPO}/{module}/release"),
-        Some("stable"),
-        &release,
-    )
-    .await
-    .unwrap();
+    // Under the channel's tag and the version's, read for a step-by-step release.
+    for tag in ["stable", version] {
+        push.push_image(&format!("{REPO}/{module}/release"), Some(tag), &release)
+            .await
+            .unwrap();
+    }
     let marker = ImageBuilder::new("marker").build(layout);
     push.push_image(REPO, Some(module), &marker).await.unwrap();
 }
