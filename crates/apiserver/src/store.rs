@@ -17,6 +17,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -91,6 +92,8 @@ pub(crate) struct Store {
     open: Mutex<Open>,
     /// Which batches are committed (or failed); held by the writer committing one.
     settled: Mutex<Settled>,
+    /// Writes past their admission, queued to decide into the open batch.
+    joining: AtomicUsize,
     hub: Hub,
     sealer: Sealer,
 }
@@ -113,6 +116,26 @@ struct Open {
     rv: u64,
     /// The batch's changes, published in order once it is committed.
     events: Vec<Event>,
+}
+
+/// How many times a committer yields to writes queued to join its batch (a bound, so that a
+/// stream of arrivals cannot hold a commit back).
+const JOIN_YIELDS: usize = 64;
+
+/// Counts a write as queued to join the open batch while it lives.
+struct Joining<'a>(&'a AtomicUsize);
+
+impl<'a> Joining<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count)
+    }
+}
+
+impl Drop for Joining<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// How many failed batches are remembered for their members to read.
@@ -234,6 +257,7 @@ impl Store {
                 ..Open::default()
             }),
             settled: Mutex::new(Settled::default()),
+            joining: AtomicUsize::new(0),
             hub: Hub::new(current, history),
             sealer,
         })
@@ -435,7 +459,7 @@ impl Store {
                 },
                 _ => false,
             };
-            Ok(same.then(|| (seen, change)))
+            Ok(same.then_some((seen, change)))
         })
     }
 
@@ -448,6 +472,7 @@ impl Store {
         plan: impl FnOnce(&str, Option<Vec<u8>>) -> Result<Option<(Option<Value>, Change)>, ApiError>,
     ) -> Result<Option<Committed>, ApiError> {
         let k = key.encode();
+        let joining = Joining::enter(&self.joining);
         let (batch, outcome) = {
             let mut open = lock(&self.open);
             let txn = match open.txn.take() {
@@ -490,6 +515,7 @@ impl Store {
                 }
             }
         };
+        drop(joining);
         // A decision that saw uncommitted changes waits for them to be committed.
         self.settle(batch)?;
         outcome
@@ -569,6 +595,15 @@ impl Store {
     fn settle(&self, batch: u64) -> Result<(), ApiError> {
         let mut settled = lock(&self.settled);
         if settled.through < batch {
+            // The writes already queued for the open batch are past their admission and decide
+            // in microseconds: let them in, so that one fsync serves them too, rather than
+            // leaving them to wait for this commit and then commit again.
+            for _ in 0..JOIN_YIELDS {
+                if self.joining.load(Ordering::Acquire) == 0 {
+                    break;
+                }
+                std::thread::yield_now();
+            }
             // Batches are committed in order under this lock: `batch` is still the open one.
             let (txn, events) = {
                 let mut open = lock(&self.open);
