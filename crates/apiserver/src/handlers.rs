@@ -584,9 +584,10 @@ async fn resource(
             let d = def.clone();
             let obj = blocking(move || core.get(&d, &version, ns.as_deref(), &name)).await?;
             if table {
+                let meta = table::TableMeta::of_object(&obj);
                 return Ok(json_response(
                     200,
-                    &table::table(&def, &rp.version, &[obj], None, None, &include),
+                    &table::table(&def, &rp.version, &[obj], &meta, &include),
                 ));
             }
             Ok(json_response(200, &obj))
@@ -595,17 +596,14 @@ async fn resource(
             let d = def.clone();
             let page = blocking(move || core.list(&d, &version, &lq)).await?;
             if table {
-                let (rv, cont) = (page.resource_version, page.continue_token.clone());
+                let meta = table::TableMeta {
+                    resource_version: Some(page.resource_version.to_string()),
+                    continue_token: page.continue_token.clone(),
+                    remaining: page.remaining,
+                };
                 return Ok(json_response(
                     200,
-                    &table::table(
-                        &def,
-                        &rp.version,
-                        &page.values()?,
-                        Some(rv),
-                        cont.as_deref(),
-                        &include,
-                    ),
+                    &table::table(&def, &rp.version, &page.values()?, &meta, &include),
                 ));
             }
             let v = rp.version.clone();
