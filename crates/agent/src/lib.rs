@@ -10,6 +10,7 @@ pub mod dropin;
 pub mod metrics;
 pub mod pki;
 pub mod proxy;
+mod read_ahead;
 pub mod run;
 pub mod server;
 pub mod source;
