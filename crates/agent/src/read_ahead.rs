@@ -76,16 +76,25 @@ pub(crate) struct ReadAhead {
     tcp: TcpStream,
     buffered: BytesMut,
     framing: Framing,
+    /// Off: reads go straight to the socket, as rustls asks (the bench's baseline).
+    enabled: bool,
 }
 
 impl ReadAhead {
-    pub(crate) fn new(tcp: TcpStream) -> Self {
+    fn with(tcp: TcpStream, enabled: bool) -> Self {
         Self {
             tcp,
             buffered: BytesMut::new(),
             framing: Framing::default(),
+            enabled,
         }
     }
+}
+
+/// Whether upstream sockets are read ahead: yes, unless `D8_AGENT_BENCH_PLAIN_READS` is set —
+/// a switch for `agent_pull`'s side-by-side runs only, not a supported setting.
+pub(crate) fn enabled() -> bool {
+    std::env::var_os("D8_AGENT_BENCH_PLAIN_READS").is_none()
 }
 
 impl AsyncRead for ReadAhead {
@@ -95,6 +104,9 @@ impl AsyncRead for ReadAhead {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if !this.enabled {
+            return Pin::new(&mut this.tcp).poll_read(cx, out);
+        }
         if this.buffered.is_empty() {
             let wanted = this.framing.next_read();
             if out.remaining() >= wanted {
@@ -165,9 +177,9 @@ impl Connection for ReadAhead {
     }
 }
 
-/// hyper's TCP connector, its connections wrapped in [`ReadAhead`].
+/// hyper's TCP connector, its connections wrapped in [`ReadAhead`] (on when the flag is).
 #[derive(Clone, Debug)]
-pub(crate) struct Connector(pub(crate) HttpConnector);
+pub(crate) struct Connector(pub(crate) HttpConnector, pub(crate) bool);
 
 impl Service<Uri> for Connector {
     type Response = TokioIo<ReadAhead>;
@@ -180,9 +192,10 @@ impl Service<Uri> for Connector {
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let connecting = self.0.call(uri);
+        let enabled = self.1;
         Box::pin(async move {
             let tcp = connecting.await?.into_inner();
-            Ok(TokioIo::new(ReadAhead::new(tcp)))
+            Ok(TokioIo::new(ReadAhead::with(tcp, enabled)))
         })
     }
 }
@@ -242,6 +255,10 @@ mod tests {
     /// Sends `wire` in `piece`-byte writes and reads it through `ReadAhead` in `ask`-byte reads,
     /// as rustls does.
     async fn relayed(wire: Vec<u8>, piece: usize, ask: usize) {
+        relayed_with(wire, piece, ask, true).await;
+    }
+
+    async fn relayed_with(wire: Vec<u8>, piece: usize, ask: usize, enabled: bool) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let writer = {
@@ -253,7 +270,7 @@ mod tests {
                 }
             })
         };
-        let mut stream = ReadAhead::new(TcpStream::connect(address).await.unwrap());
+        let mut stream = ReadAhead::with(TcpStream::connect(address).await.unwrap(), enabled);
         let mut received = Vec::new();
         let mut buf = vec![0; ask];
         loop {
@@ -276,6 +293,12 @@ mod tests {
             .collect();
         relayed(records(&sizes), 5000, 4096).await;
         relayed(records(&sizes), 100_000, 4096).await;
+    }
+
+    #[tokio::test]
+    async fn switched_off_reads_go_straight_to_the_socket() {
+        let sizes: Vec<usize> = (0..40).map(|i| [16 * 1024 + 17, 5][i % 2]).collect();
+        relayed_with(records(&sizes), 5000, 4096, false).await;
     }
 
     #[tokio::test]

@@ -301,7 +301,10 @@ impl Upstreams {
             .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
-            .wrap_connector(crate::read_ahead::Connector(connector));
+            .wrap_connector(crate::read_ahead::Connector(
+                connector,
+                crate::read_ahead::enabled(),
+            ));
         let client = HyperClient::builder(TokioExecutor::new())
             .http1_max_buf_size(READ_BUFFER)
             .pool_idle_timeout(IDLE_FOR)
