@@ -10,7 +10,6 @@ pub mod dropin;
 pub mod metrics;
 pub mod pki;
 pub mod proxy;
-mod read_ahead;
 pub mod run;
 pub mod server;
 pub mod source;

@@ -85,17 +85,6 @@ const STREAM_BOUNDS: http_serve::Bounds = http_serve::Bounds {
     http1_buffer: Some(16 * 1024),
 };
 
-/// [`STREAM_BOUNDS`], unless `D8_AGENT_BENCH_HTTP1_BUFFER` (bytes) says otherwise: a switch for
-/// `agent_pull`'s side-by-side runs only, not a supported setting.
-fn stream_bounds() -> http_serve::Bounds {
-    let http1_buffer = std::env::var("D8_AGENT_BENCH_HTTP1_BUFFER")
-        .ok()
-        .and_then(|v| v.parse().ok());
-    http_serve::Bounds {
-        http1_buffer: http1_buffer.or(STREAM_BOUNDS.http1_buffer),
-    }
-}
-
 /// Serves the proxy on `listener` until `shutdown` resolves, then lets requests in flight
 /// finish (up to 30 s).
 pub async fn serve_registry(
@@ -111,7 +100,7 @@ pub async fn serve_registry(
             async move { Ok::<_, std::convert::Infallible>(proxy.handle(request).await) }
         })
     };
-    http_serve::serve(listener, tls, stream_bounds(), service, shutdown).await;
+    http_serve::serve(listener, tls, STREAM_BOUNDS, service, shutdown).await;
 }
 
 /// Serves `/metrics` and `/healthz` on `listener` (plain HTTP, loopback).

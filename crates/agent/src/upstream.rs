@@ -10,8 +10,7 @@
 //! GET and HEAD with any `Authorization` dropped when the origin changes, one retry after a 401
 //! to a cached token, the connect / response-headers / stall / total timeouts of the registry
 //! client's settings, and the body watched as the registry client watches its own (stall window,
-//! minimum throughput, deadline, `Content-Length`). Upstream sockets are read ahead of rustls'
-//! 4 KiB asks ([`crate::read_ahead`]).
+//! minimum throughput, deadline, `Content-Length`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -38,7 +37,7 @@ const MAX_REDIRECTS: usize = 10;
 const IDLE_PER_HOST: usize = 64;
 const IDLE_FOR: Duration = Duration::from_secs(90);
 
-type Http = HyperClient<hyper_rustls::HttpsConnector<crate::read_ahead::Connector>, Empty<Bytes>>;
+type Http = HyperClient<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
 /// Where one request goes.
 #[derive(Debug)]
@@ -301,10 +300,7 @@ impl Upstreams {
             .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
-            .wrap_connector(crate::read_ahead::Connector(
-                connector,
-                crate::read_ahead::enabled(),
-            ));
+            .wrap_connector(connector);
         let client = HyperClient::builder(TokioExecutor::new())
             .http1_max_buf_size(READ_BUFFER)
             .pool_idle_timeout(IDLE_FOR)

@@ -19,8 +19,8 @@
 //! `BENCH_AGENT_VARIANTS` adds more agents from the same binary to the rotation, each started
 //! with extra environment variables, to measure an agent change side by side with its
 //! baseline: `name:VAR=value[,VAR=value…][;name:…]`, e.g.
-//! `plain-reads:D8_AGENT_BENCH_PLAIN_READS=1` (upstream sockets read as rustls asks, without
-//! the read-ahead).
+//! `one-worker:TOKIO_WORKER_THREADS=1` (the runtime on one thread), or a switch a change under
+//! test reads from the environment.
 //!
 //! Last, `ctr images pull` of the image by a private containerd, straight from the upstream and
 //! through the agent (containerd reading the agent's `hosts.toml`), in alternating order.
