@@ -237,10 +237,10 @@ async fn main() {
         "agent/nginx by round: {} (target >= 1.15 in every round)",
         nginx_rounds(3)
     );
-    for i in 4..ways.len() {
+    for (i, way) in ways.iter().enumerate().skip(4) {
         println!(
             "{}: /nginx {:.3} (rounds {}), /agent {:.3}",
-            ways[i].name,
+            way.name,
             ratio_to(i, 2),
             nginx_rounds(i),
             ratio_to(i, 3),
