@@ -52,11 +52,13 @@ fn address(text: &str) -> Option<IpAddr> {
 mod tests {
     use super::*;
 
+    /// (headers, front verified, address used)
+    type Row = (&'static [(&'static str, &'static str)], bool, &'static str);
+
     #[test]
     fn the_header_is_believed_only_behind_the_front() {
         let peer: SocketAddr = "10.0.0.5:41234".parse().unwrap();
-        let table: [(&[(&str, &str)], bool, &str); 14] = [
-            // (headers, front verified, address used)
+        let table: [Row; 14] = [
             (&[], false, "10.0.0.5"),
             (&[], true, "10.0.0.5"),
             (&[("x-forwarded-for", "203.0.113.7")], false, "10.0.0.5"),

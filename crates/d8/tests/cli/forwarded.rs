@@ -82,6 +82,14 @@ fn strip_ansi(text: &str) -> String {
     out
 }
 
+/// (case, client certificate, forwarded-address headers, address in the access log)
+type Case<'a> = (
+    &'a str,
+    Option<&'a testkit::CertKey>,
+    &'a [(&'a str, &'a str)],
+    &'a str,
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_forwarded_address_is_believed_only_behind_the_ingress_client_certificate() {
     let pki = Certs::new("registry-storage-ca");
@@ -141,8 +149,7 @@ async fn the_forwarded_address_is_believed_only_behind_the_ingress_client_certif
     let forwarded = [("x-forwarded-for", "203.0.113.7, 10.0.0.1")];
     let real_ip = [("x-real-ip", "203.0.113.8")];
     let ca = pki.ca_pem();
-    // (case, client certificate, headers, address in the access log)
-    let cases: [(&str, Option<&testkit::CertKey>, &[(&str, &str)], &str); 6] = [
+    let cases: [Case; 6] = [
         ("ingress", Some(&ingress), &forwarded, "203.0.113.7"),
         ("ingress-real-ip", Some(&ingress), &real_ip, "203.0.113.8"),
         ("ingress-no-header", Some(&ingress), &[], "127.0.0.1"),
