@@ -161,3 +161,48 @@ impl ClientCertVerifier for ClientAuth {
         self.signatures.supported_verify_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(pem: &str) -> Vec<CertificateDer<'static>> {
+        CertificateDer::pem_slice_iter(pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn what_a_certificate_proves() {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let publish = testkit::Certs::new("publish-client-ca");
+        let ingress = testkit::Certs::new("registry-storage-ingress-client-ca");
+        let stranger = testkit::Certs::new("someone-else");
+        let both = ClientAuth::new(Some(&publish.ca_pem()), Some(&ingress.ca_pem()), &provider)
+            .unwrap()
+            .unwrap();
+        let table = [
+            // (chain presented, publish, front)
+            (Vec::new(), false, false),
+            (chain(&ingress.client("ingress").cert_pem), false, true),
+            (chain(&ingress.server(&[]).cert_pem), false, false),
+            (chain(&publish.client("d8-mirror").cert_pem), true, false),
+            (chain(&stranger.client("ingress").cert_pem), false, false),
+        ];
+        for (presented, publish, front) in table {
+            assert_eq!(
+                both.verdict(&presented),
+                Verdict { publish, front },
+                "{publish} {front}"
+            );
+        }
+        assert!(both.client_auth_mandatory());
+        let requested = ClientAuth::new(None, Some(&ingress.ca_pem()), &provider)
+            .unwrap()
+            .unwrap();
+        assert!(!requested.client_auth_mandatory());
+        assert!(ClientAuth::new(None, None, &provider).unwrap().is_none());
+        let error = ClientAuth::new(None, Some("not a certificate"), &provider).unwrap_err();
+        assert!(error.to_string().contains("ingress client CA"), "{error}");
+    }
+}
