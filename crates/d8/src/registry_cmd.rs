@@ -69,6 +69,12 @@ pub(crate) struct StorageArgs {
     /// credentials.
     #[arg(long, requires = "tls_cert")]
     client_ca: Option<PathBuf>,
+    /// CA (PEM) of the ingress in front of the write listener (`/pki/ingress-client-ca.crt`):
+    /// a client certificate is requested there, and on a connection presenting one from this CA
+    /// the client address in `X-Forwarded-For` / `X-Real-IP` is believed; otherwise the socket's
+    /// peer address is the client's.
+    #[arg(long, requires = "tls_cert")]
+    ingress_client_ca: Option<PathBuf>,
     /// Accounts that may pull (the node account): `username:password` per line. Also read
     /// from the environment variable `D8_REGISTRY_PULL_CREDENTIALS`.
     #[arg(long)]
@@ -392,6 +398,11 @@ fn storage_config(args: &StorageArgs) -> anyhow::Result<storage::run::Config> {
                 .client_ca
                 .as_deref()
                 .map(|p| read_text(p, "--client-ca"))
+                .transpose()?,
+            ingress_client_ca_pem: args
+                .ingress_client_ca
+                .as_deref()
+                .map(|p| read_text(p, "--ingress-client-ca"))
                 .transpose()?,
         }),
         _ => None,

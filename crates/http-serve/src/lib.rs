@@ -25,12 +25,14 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a service may want to know about its connection.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Connection {
     /// The client's address.
     pub peer: SocketAddr,
     /// Whether the client presented a certificate the acceptor verified.
     pub client_certificate: bool,
+    /// The certificate chain the client presented (end entity first); empty without one.
+    pub client_chain: Vec<tokio_rustls::rustls::pki_types::CertificateDer<'static>>,
 }
 
 /// Per-connection buffer bounds, for servers that hold many slow clients at once. Unset, hyper
@@ -116,6 +118,7 @@ pub async fn serve<F, S, B>(
                 let connection = Connection {
                     peer,
                     client_certificate: false,
+                    client_chain: Vec::new(),
                 };
                 let serving = builder.serve_connection(
                     TokioIo::new(Lingering::new(stream)),
@@ -126,13 +129,16 @@ pub async fn serve<F, S, B>(
             };
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(stream)) => {
+                    let client_chain = stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .map(|c| c.iter().map(|c| c.clone().into_owned()).collect::<Vec<_>>())
+                        .unwrap_or_default();
                     let connection = Connection {
                         peer,
-                        client_certificate: stream
-                            .get_ref()
-                            .1
-                            .peer_certificates()
-                            .is_some_and(|c| !c.is_empty()),
+                        client_certificate: !client_chain.is_empty(),
+                        client_chain,
                     };
                     let serving = builder.serve_connection(
                         TokioIo::new(Lingering::new(stream)),

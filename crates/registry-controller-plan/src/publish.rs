@@ -21,6 +21,11 @@ pub const INGRESS: &str = crate::push::SERVICE;
 pub const SERVICE_PORT: &str = crate::push::PORT_NAME;
 /// Secret (in `d8-system`, key `ca.crt`) with the CA whose client certificates may push.
 pub const CLIENT_CA_SECRET: &str = "registry-publish-client-ca";
+/// Secret (in `d8-system`, `kubernetes.io/tls`) with the client certificate the ingress
+/// controller presents to the replicas' write listener (`proxy-ssl-secret`); the replicas believe
+/// the client address it forwards (`X-Forwarded-For`) because its CA is their
+/// `ingress-client-ca.crt` (`d8 registry storage --ingress-client-ca`).
+pub const INGRESS_CLIENT_SECRET: &str = "registry-storage-ingress-client";
 /// Secret cert-manager issues the serving certificate into (`https.mode: CertManager`).
 pub const TLS_SECRET: &str = "registry-publish-tls";
 /// The name substituted into `publicDomainTemplate`.
@@ -145,6 +150,17 @@ pub fn ingress(
     annotations.insert(
         "nginx.ingress.kubernetes.io/auth-tls-secret".into(),
         format!("{NAMESPACE}/{CLIENT_CA_SECRET}").into(),
+    );
+    // To the backend: the ingress's own client certificate (whose forwarded client address the
+    // replica believes); the replica's serving certificate is not verified (its names are node
+    // addresses, the EndpointSlice's).
+    annotations.insert(
+        "nginx.ingress.kubernetes.io/proxy-ssl-secret".into(),
+        format!("{NAMESPACE}/{INGRESS_CLIENT_SECRET}").into(),
+    );
+    annotations.insert(
+        "nginx.ingress.kubernetes.io/proxy-ssl-verify".into(),
+        "off".into(),
     );
     if !settings.whitelist_source_ranges.is_empty() {
         annotations.insert(
@@ -296,6 +312,18 @@ mod tests {
             assert_eq!(
                 annotation("nginx.ingress.kubernetes.io/auth-tls-verify-client"),
                 Some("on")
+            );
+            assert_eq!(
+                annotation("nginx.ingress.kubernetes.io/proxy-ssl-secret"),
+                Some("d8-system/registry-storage-ingress-client")
+            );
+            assert_eq!(
+                annotation("nginx.ingress.kubernetes.io/proxy-ssl-verify"),
+                Some("off")
+            );
+            assert_eq!(
+                annotation("nginx.ingress.kubernetes.io/backend-protocol"),
+                Some("HTTPS")
             );
             assert_eq!(got["spec"]["rules"][0]["host"], "registry.example.com");
         }

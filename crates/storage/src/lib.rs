@@ -23,6 +23,7 @@ mod error;
 pub mod fill;
 pub mod gc;
 pub mod metrics;
+pub mod realip;
 pub mod replicate;
 pub mod run;
 pub mod server;

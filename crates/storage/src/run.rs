@@ -74,11 +74,15 @@ pub async fn start(config: Config) -> Result<Running, Error> {
         .map_err(|e| Error::Config(format!("opening the store: {e}")))??;
     let registry = Registry::new(store, config.upstream.clone(), config.settings.clone());
     let acceptor = config.tls.as_ref().map(server::acceptor).transpose()?;
+    // Nothing fronts the read listener and nobody needs a certificate there.
     let read_acceptor = match &config.tls {
-        Some(tls) if tls.client_ca_pem.is_some() => Some(server::acceptor(&Tls {
-            client_ca_pem: None,
-            ..tls.clone()
-        })?),
+        Some(tls) if tls.client_ca_pem.is_some() || tls.ingress_client_ca_pem.is_some() => {
+            Some(server::acceptor(&Tls {
+                client_ca_pem: None,
+                ingress_client_ca_pem: None,
+                ..tls.clone()
+            })?)
+        }
         _ => acceptor.clone(),
     };
     let require_client_certificate = config

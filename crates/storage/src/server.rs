@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 
 use crate::error::Error;
 use crate::service::{Listener, Peer};
+use client_auth::ClientAuth;
 
 /// TLS settings of a listener.
 #[derive(Clone)]
@@ -23,18 +24,38 @@ pub struct Tls {
     /// CA. Answering over HTTP instead would not help: clients do not show the body of a
     /// refused `/v2/` ping.
     pub client_ca_pem: Option<String>,
+    /// When set, a client certificate is requested (not required): one that chains to this CA
+    /// (PEM; `/pki/ingress-client-ca.crt`) marks the ingress in front, whose forwarded client
+    /// address is then believed ([`crate::realip`]).
+    pub ingress_client_ca_pem: Option<String>,
 }
 
 impl std::fmt::Debug for Tls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tls")
             .field("client_ca", &self.client_ca_pem.is_some())
+            .field("ingress_client_ca", &self.ingress_client_ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A TLS listener's acceptor and its client-certificate policy.
+#[derive(Clone)]
+pub struct Acceptor {
+    tls: tokio_rustls::TlsAcceptor,
+    client_auth: Option<Arc<ClientAuth>>,
+}
+
+impl std::fmt::Debug for Acceptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Acceptor")
+            .field("client_auth", &self.client_auth)
             .finish_non_exhaustive()
     }
 }
 
 /// Builds the acceptor for `tls`.
-pub fn acceptor(tls: &Tls) -> Result<tokio_rustls::TlsAcceptor, Error> {
+pub fn acceptor(tls: &Tls) -> Result<Acceptor, Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certs: Vec<CertificateDer<'static>> =
         CertificateDer::pem_slice_iter(tls.cert_pem.as_bytes())
@@ -45,39 +66,33 @@ pub fn acceptor(tls: &Tls) -> Result<tokio_rustls::TlsAcceptor, Error> {
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::Config(format!("TLS versions: {e}")))?;
-    let builder = match &tls.client_ca_pem {
-        Some(ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_slice_iter(ca.as_bytes()) {
-                let cert = cert.map_err(|e| Error::Config(format!("client CA: {e}")))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| Error::Config(format!("client CA: {e}")))?;
-            }
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                Arc::new(roots),
-                provider,
-            )
-            .build()
-            .map_err(|e| Error::Config(format!("client CA: {e}")))?;
-            builder.with_client_cert_verifier(verifier)
-        }
+    let client_auth = ClientAuth::new(
+        tls.client_ca_pem.as_deref(),
+        tls.ingress_client_ca_pem.as_deref(),
+        &provider,
+    )?;
+    let builder = match &client_auth {
+        Some(policy) => builder.with_client_cert_verifier(policy.clone()),
         None => builder.with_no_client_auth(),
     };
     let mut config = builder
         .with_single_cert(certs, key)
         .map_err(|e| Error::Config(format!("server certificate: {e}")))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    Ok(Acceptor {
+        tls: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        client_auth,
+    })
 }
 
+mod client_auth;
 mod plain;
 
 /// Serves `handler` on `listener` until `shutdown` resolves, then lets requests in flight finish
 /// (up to 30 s). Plain HTTP (no `tls`) sends complete blobs with `sendfile(2)`.
 pub async fn serve(
     listener: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Option<Acceptor>,
     handler: Listener,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
@@ -85,21 +100,27 @@ pub async fn serve(
         plain::serve(listener, handler, shutdown).await;
         return;
     };
-    let tls_on = true;
+    let policy = tls.client_auth.clone();
     let service = move |connection: http_serve::Connection| {
         let handler = handler.clone();
-        let peer = Peer {
-            client_certificate: connection.client_certificate,
-            tls: tls_on,
-        };
+        let verdict = policy
+            .as_ref()
+            .map(|p| p.verdict(&connection.client_chain))
+            .unwrap_or_default();
+        let socket = connection.peer;
         hyper::service::service_fn(move |request: http::Request<Incoming>| {
             let handler = handler.clone();
+            let peer = Peer {
+                client_certificate: verdict.publish,
+                tls: true,
+                address: crate::realip::client_address(socket, request.headers(), verdict.front),
+            };
             async move { Ok::<_, std::convert::Infallible>(handler.handle(request, peer).await) }
         })
     };
     http_serve::serve(
         listener,
-        Some(tls),
+        Some(tls.tls),
         http_serve::Bounds::default(),
         service,
         shutdown,

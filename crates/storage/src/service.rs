@@ -109,12 +109,37 @@ pub enum Role {
 }
 
 /// What the connection told us about the client.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Peer {
     /// The client presented a certificate that chains to the configured client CA.
     pub client_certificate: bool,
     /// The connection is TLS (the scheme of the token endpoint's address in a challenge).
     pub tls: bool,
+    /// The client's address as the request is logged: the socket's peer, or the one the
+    /// ingress in front forwarded ([`crate::realip`]).
+    pub address: std::net::IpAddr,
+}
+
+impl Default for Peer {
+    fn default() -> Self {
+        Self {
+            client_certificate: false,
+            tls: false,
+            address: std::net::Ipv4Addr::UNSPECIFIED.into(),
+        }
+    }
+}
+
+impl Peer {
+    /// A plain-HTTP connection: nobody fronts it, so its socket's peer is the client.
+    pub fn plain(stream: &tokio::net::TcpStream) -> Self {
+        Self {
+            address: stream
+                .peer_addr()
+                .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip()),
+            ..Self::default()
+        }
+    }
 }
 
 /// One listener's request handler.
@@ -248,9 +273,26 @@ impl Listener {
     {
         let announced = unread::announced(request.headers());
         let (parts, body) = request.into_parts();
+        let (method, path) = (parts.method.clone(), parts.uri.path().to_owned());
         let (kept, leftover) = unread::Kept::new(body);
         let response = self.route(Request::from_parts(parts, kept), peer).await;
+        self.access_log(peer, &method, &path, response.status());
         leftover.settle(announced, response).await
+    }
+
+    /// One line per request, naming the client by [`Peer::address`]: at `info` on the write
+    /// listener (pushes are rare and each one matters), at `debug` on the read listener.
+    fn access_log(&self, peer: Peer, method: &Method, path: &str, status: StatusCode) {
+        let client = peer.address;
+        let status = status.as_u16();
+        match self.role {
+            Role::Write => {
+                tracing::info!(listener = "write", %client, %method, path, status, "request");
+            }
+            Role::Read => {
+                tracing::debug!(listener = "read", %client, %method, path, status, "request");
+            }
+        }
     }
 
     /// parse → authenticate → route to a stage.

@@ -8,6 +8,7 @@ mod apiserver;
 mod cni_detect;
 mod cni_migration;
 mod documentation;
+mod forwarded;
 mod image;
 mod install;
 mod metrics;

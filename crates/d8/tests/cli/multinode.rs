@@ -166,11 +166,8 @@ fn storage_secret(dir: &Path, admin: &Path, replica_ips: &[String]) -> PathBuf {
     std::fs::write(secret.join("tls.crt"), &server.cert_pem).unwrap();
     std::fs::write(secret.join("tls.key"), &server.key_pem).unwrap();
     std::fs::write(secret.join("ca.crt"), ca.ca_pem()).unwrap();
-    std::fs::write(
-        secret.join("client-ca.crt"),
-        testkit::Certs::new("publish-client-ca").ca_pem(),
-    )
-    .unwrap();
+    // The CA of the ingress's client certificate (Secret registry-storage-ingress-client).
+    std::fs::write(secret.join("ingress-client-ca.crt"), ca.ca_pem()).unwrap();
     std::fs::write(secret.join("pull"), "node:node-pw\n").unwrap();
     std::fs::write(secret.join("push"), "sync:sync-pw\n").unwrap();
     std::fs::write(secret.join("token.key"), [7u8; 48]).unwrap();

@@ -117,6 +117,7 @@ async fn connection(
     handler: Listener,
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
+    let peer = Peer::plain(&stream);
     let mut buf = BytesMut::with_capacity(8 << 10);
     loop {
         let head = loop {
@@ -149,7 +150,7 @@ async fn connection(
             *response.status_mut() = http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
             response
         } else {
-            handler.handle(head.request, Peer::default()).await
+            handler.handle(head.request, peer).await
         };
         write_response(&mut stream, response, head_only).await?;
         if head.close || *stop.borrow() {
@@ -166,9 +167,10 @@ async fn hand_over(
     handler: Listener,
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
+    let peer = Peer::plain(&stream);
     let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
         let handler = handler.clone();
-        async move { Ok::<_, std::convert::Infallible>(handler.handle(request, Peer::default()).await) }
+        async move { Ok::<_, std::convert::Infallible>(handler.handle(request, peer).await) }
     });
     let builder = http_serve::builder(http_serve::Bounds::default());
     let io = TokioIo::new(http_serve::Lingering::new(Rewind {
