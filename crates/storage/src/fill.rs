@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::sync::{Arc, Mutex};
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use futures_util::StreamExt;
 use oci::Digest;
 use tokio::sync::watch;
@@ -133,14 +133,34 @@ impl Fills {
     }
 }
 
+/// Chunks received and not yet handed to the writer: kept as they came (no copy into one
+/// buffer), written with one vectored write.
+#[derive(Default)]
+struct Batch {
+    chunks: Vec<Bytes>,
+    len: usize,
+}
+
+impl Batch {
+    fn push(&mut self, chunk: Bytes) {
+        self.len += chunk.len();
+        self.chunks.push(chunk);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// Writes `batch` on the blocking pool (the writer hashes as it writes).
 fn write_batch(
     mut writer: BlobWriter,
-    batch: BytesMut,
+    batch: Batch,
 ) -> tokio::task::JoinHandle<Result<(BlobWriter, u64), Error>> {
     tokio::task::spawn_blocking(move || {
-        writer.write(&batch)?;
-        Ok((writer, batch.len() as u64))
+        let parts: Vec<&[u8]> = batch.chunks.iter().map(|c| &c[..]).collect();
+        writer.write_vectored(&parts)?;
+        Ok((writer, batch.len as u64))
     })
 }
 
@@ -205,7 +225,7 @@ async fn run(
     let mut idle = Some(writer);
     // One write in flight; while it runs, the next batch keeps growing from the network.
     let mut in_flight: Option<tokio::task::JoinHandle<Result<(BlobWriter, u64), Error>>> = None;
-    let mut batch = BytesMut::new();
+    let mut batch = Batch::default();
     let mut ended = false;
     loop {
         if let Some(writer) = idle.take() {
@@ -220,10 +240,10 @@ async fn run(
         }
         tokio::select! {
             biased;
-            chunk = body.next(), if !ended && batch.len() < WRITE_BATCH => match chunk {
+            chunk = body.next(), if !ended && batch.len < WRITE_BATCH => match chunk {
                 Some(Ok(chunk)) => {
                     received += chunk.len() as u64;
-                    batch.extend_from_slice(&chunk);
+                    batch.push(chunk);
                 }
                 Some(Err(error)) => {
                     body = resume(source, digest, received, error, &mut resumes).await?;
