@@ -495,6 +495,7 @@ async fn fill_rate(knobs: &Knobs, scratch: &std::path::Path, http: &reqwest::Cli
     let (cache, ours) = pull_through(&upstream, &scratch.join("cache-c")).await;
     let (relay, _socat) = socat_relay(&upstream, scratch.join("socat.log"));
     let names = ["direct", "socat", "fill"];
+    let bases = [upstream.url(), relay, ours];
     let mut secs = vec![Vec::new(); names.len()];
     for round in 0..knobs.fill_rounds {
         let data = content(knobs.blob, 300 + round as u64);
@@ -506,8 +507,7 @@ async fn fill_rate(knobs: &Knobs, scratch: &std::path::Path, http: &reqwest::Cli
         sync_disks().await;
         for k in 0..names.len() {
             let i = (round + k) % names.len();
-            let base = [&upstream.url(), &relay, &ours][i];
-            let urls = blob_urls(base, BIG_REPO, &[digest.to_string()]);
+            let urls = blob_urls(&bases[i], BIG_REPO, &[digest.to_string()]);
             secs[i].push(curl_all(1, &urls, &[]).await);
             if names[i] == "fill" {
                 // the commit (fsync) follows the last byte: let it end before the next pull

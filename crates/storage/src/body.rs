@@ -201,7 +201,8 @@ mod tests {
             status: 502,
         };
         // (state, pos, end) → limit, None to wait, Err for an error
-        let table: [(&FillState, u64, Option<u64>, Result<Option<u64>, ()>); 11] = [
+        type Row<'a> = (&'a FillState, u64, Option<u64>, Result<Option<u64>, ()>);
+        let table: [Row<'_>; 11] = [
             (&streaming(0), 0, None, Ok(None)),
             (&streaming(40), 0, None, Ok(Some(40))),
             (&streaming(40), 40, None, Ok(None)),
