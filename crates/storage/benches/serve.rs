@@ -250,17 +250,21 @@ struct Way {
 }
 
 /// `rounds` rounds of every way with `clients` clients, the order rotating by one each round;
-/// returns each way's seconds per round.
-async fn rotate(ways: &[Way], clients: usize, rounds: usize) -> Vec<Vec<f64>> {
+/// returns each way's seconds per round, and the CPU seconds this process spent in its rounds
+/// (the replica's, for our way).
+async fn rotate(ways: &[Way], clients: usize, rounds: usize) -> (Vec<Vec<f64>>, Vec<f64>) {
     let mut secs = vec![Vec::new(); ways.len()];
+    let mut cpu = vec![0.0; ways.len()];
     for round in 0..rounds {
         for k in 0..ways.len() {
             let i = (round + k) % ways.len();
             let way = &ways[i];
+            let before = own_cpu_secs();
             secs[i].push(curl_all(clients, &way.urls, &way.args).await);
+            cpu[i] += own_cpu_secs() - before;
         }
     }
-    secs
+    (secs, cpu)
 }
 
 /// (a) warm serving over plain HTTP: ours vs distribution vs a bare sendfile server.
@@ -310,7 +314,7 @@ async fn warm_rounds(title: &str, ways: &[Way], knobs: &Knobs, per_client: usize
     for way in ways {
         curl_all(1, &way.urls, &way.args).await;
     }
-    let secs = rotate(ways, clients, knobs.rounds).await;
+    let (secs, cpu) = rotate(ways, clients, knobs.rounds).await;
     let total = (clients * per_client) as f64;
     let rates: Vec<String> = ways
         .iter()
@@ -335,6 +339,10 @@ async fn warm_rounds(title: &str, ways: &[Way], knobs: &Knobs, per_client: usize
         rates.join("; ")
     );
     let ours = secs.len() - 1;
+    println!(
+        "    our CPU per GiB served = {:.2} s",
+        cpu[ours] / (total * knobs.rounds as f64 / (1u64 << 30) as f64)
+    );
     for (i, way) in ways.iter().enumerate().take(ours) {
         let ratios: Vec<f64> = secs[i]
             .iter()
@@ -497,6 +505,7 @@ async fn fill_rate(knobs: &Knobs, scratch: &std::path::Path, http: &reqwest::Cli
     let names = ["direct", "socat", "fill"];
     let bases = [upstream.url(), relay, ours];
     let mut secs = vec![Vec::new(); names.len()];
+    let mut fill_cpu = Vec::new();
     for round in 0..knobs.fill_rounds {
         let data = content(knobs.blob, 300 + round as u64);
         let digest: oci::Digest = push_blob(http, &upstream.url(), BIG_REPO, data)
@@ -508,8 +517,10 @@ async fn fill_rate(knobs: &Knobs, scratch: &std::path::Path, http: &reqwest::Cli
         for k in 0..names.len() {
             let i = (round + k) % names.len();
             let urls = blob_urls(&bases[i], BIG_REPO, &[digest.to_string()]);
+            let cpu = own_cpu_secs();
             secs[i].push(curl_all(1, &urls, &[]).await);
             if names[i] == "fill" {
+                fill_cpu.push((own_cpu_secs() - cpu) / (knobs.blob as f64 / (1u64 << 30) as f64));
                 // the commit (fsync) follows the last byte: let it end before the next pull
                 while cache.blob_size(&digest).is_none() {
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -547,6 +558,23 @@ async fn fill_rate(knobs: &Knobs, scratch: &std::path::Path, http: &reqwest::Cli
         median(ratios(1)),
         show(&ratios(1))
     );
+    println!(
+        "    our CPU per GiB filled (receive, write, hash, send) = {:.2} s (median; rounds {})",
+        median(fill_cpu.clone()),
+        show(&fill_cpu)
+    );
+}
+
+/// CPU seconds this process has used, all threads (`/proc/self/stat`, 10 ms ticks): the
+/// replica's work, since the bench's own thread only waits for curl.
+fn own_cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    let after_name = &stat[stat.rfind(')').expect("command name") + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // utime and stime: fields 14 and 15 of the line, 11 and 12 after the name and state
+    let ticks: u64 =
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    ticks as f64 / 100.0
 }
 
 async fn sync_disks() {

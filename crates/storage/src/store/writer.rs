@@ -84,29 +84,24 @@ impl BlobWriter {
                 self.reserved += needed;
             }
         }
-        let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
-        let mut left = &mut slices[..];
-        IoSlice::advance_slices(&mut left, 0);
-        let mut at = self.len;
-        while !left.is_empty() {
-            let batch = &left[..left.len().min(MAX_IOV)];
-            let written = rustix::io::pwritev(&*self.file, batch, at)
-                .map_err(|e| Error::io("write", &self.path, e.into()))?;
-            if written == 0 {
-                return Err(Error::io(
-                    "write",
-                    &self.path,
-                    io::ErrorKind::WriteZero.into(),
-                ));
+        let result = match self.hasher.as_mut() {
+            // A large batch is hashed on a second thread while this one writes it: the two
+            // take about as long each, and a fill's receiving waits for both.
+            Some(hasher) if incoming >= PARALLEL_HASH_FROM => std::thread::scope(|scope| {
+                scope.spawn(|| hash(hasher, parts));
+                write_at(&self.file, &self.path, parts, self.len)
+            }),
+            Some(hasher) => {
+                write_at(&self.file, &self.path, parts, self.len).inspect(|()| hash(hasher, parts))
             }
-            at += written as u64;
-            IoSlice::advance_slices(&mut left, written);
+            None => write_at(&self.file, &self.path, parts, self.len),
+        };
+        if result.is_err() {
+            // The hash may have taken bytes the file did not: nothing more can be written, and
+            // a commit fails.
+            self.hasher = None;
         }
-        if let Some(h) = self.hasher.as_mut() {
-            for part in parts {
-                h.update(part);
-            }
-        }
+        result?;
         self.len += incoming;
         Ok(())
     }
@@ -119,11 +114,9 @@ impl BlobWriter {
     /// Verifies against `expected` (when given), syncs, and renames into place. Returns the
     /// digest. On a mismatch nothing is stored.
     pub fn commit(mut self, expected: Option<Digest>) -> Result<Digest, Error> {
-        let actual = self
-            .hasher
-            .take()
-            .map(Hasher::finish)
-            .ok_or_else(|| Error::Config("blob writer committed twice".into()))?;
+        let actual = self.hasher.take().map(Hasher::finish).ok_or_else(|| {
+            Error::Config("blob writer committed twice, or after a failed write".into())
+        })?;
         if let Some(expected) = expected
             && expected != actual
         {
@@ -152,6 +145,38 @@ impl BlobWriter {
         }
         Ok(actual)
     }
+}
+
+/// Writes below this size are hashed on the writing thread.
+const PARALLEL_HASH_FROM: u64 = 256 << 10;
+
+fn hash(hasher: &mut Hasher, parts: &[&[u8]]) {
+    for part in parts {
+        hasher.update(part);
+    }
+}
+
+/// Writes `parts` in order at `at` with positional vectored writes.
+fn write_at(
+    file: &File,
+    path: &std::path::Path,
+    parts: &[&[u8]],
+    mut at: u64,
+) -> Result<(), Error> {
+    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
+    let mut left = &mut slices[..];
+    IoSlice::advance_slices(&mut left, 0);
+    while !left.is_empty() {
+        let batch = &left[..left.len().min(MAX_IOV)];
+        let written =
+            rustix::io::pwritev(file, batch, at).map_err(|e| Error::io("write", path, e.into()))?;
+        if written == 0 {
+            return Err(Error::io("write", path, io::ErrorKind::WriteZero.into()));
+        }
+        at += written as u64;
+        IoSlice::advance_slices(&mut left, written);
+    }
+    Ok(())
 }
 
 impl Drop for BlobWriter {
