@@ -21,9 +21,9 @@ pub type ResponseBody = UnsyncBoxBody<Bytes, io::Error>;
 /// frame) small against the copy itself.
 const READ_CHUNK: usize = 1 << 20;
 
-/// Marks a response whose body is exactly bytes `start..end` of a file: a plain-HTTP listener
-/// may send those bytes with `sendfile(2)` instead of reading the body (a response extension;
-/// the body itself stays a normal one for every other listener).
+/// Marks a response whose body is exactly bytes `start..end` of a complete file: a plain-HTTP
+/// listener may send those bytes with `sendfile(2)` instead of reading the body (a response
+/// extension; the body itself stays a normal one for every other listener).
 #[derive(Clone, Debug)]
 pub struct ZeroCopy {
     /// The file.
@@ -32,9 +32,6 @@ pub struct ZeroCopy {
     pub start: u64,
     /// One past the last byte.
     pub end: u64,
-    /// The fill still writing the file, if it is: bytes go out as it reports them written
-    /// ([`readable`]), and a failed fill ends the response short.
-    pub progress: Option<watch::Receiver<FillState>>,
 }
 
 /// A body of known bytes.
@@ -92,7 +89,7 @@ fn limit(state: &FillState, pos: u64, end: Option<u64>) -> Result<Option<u64>, i
 /// Waits until the fill of a growing file has bytes past `pos` for a reader stopping at `end`
 /// (if given), and returns how far it may read (`pos` itself once nothing is left). The writer
 /// wakes the reader with every batch it reports written; nothing polls.
-pub(crate) async fn readable(
+async fn readable(
     progress: &mut watch::Receiver<FillState>,
     pos: u64,
     end: Option<u64>,

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
+use bytes::BytesMut;
 use futures_util::StreamExt;
 use oci::Digest;
 use tokio::sync::watch;
@@ -82,11 +82,9 @@ pub struct Source {
     pub repository: String,
 }
 
-/// What a fill receives ahead of its writer, at most. The writer takes everything received
-/// while it wrote the last batch, so batches grow only when writing falls behind: on a loaded
-/// machine each hand-over to the blocking pool and back waits for a time slice, and with a
-/// small cap receiving stalled on every one of them (the `serve` bench's row (c)).
-const AHEAD: usize = 8 << 20;
+/// Batches written at once: large enough to amortise the blocking-pool hop, small enough that
+/// followers see bytes promptly.
+const WRITE_BATCH: usize = 1 << 20;
 
 impl Fills {
     /// Fills started so far (one per upstream blob request).
@@ -135,34 +133,14 @@ impl Fills {
     }
 }
 
-/// Chunks received and not yet handed to the writer: kept as they came (no copy into one
-/// buffer), written with one vectored write.
-#[derive(Default)]
-struct Batch {
-    chunks: Vec<Bytes>,
-    len: usize,
-}
-
-impl Batch {
-    fn push(&mut self, chunk: Bytes) {
-        self.len += chunk.len();
-        self.chunks.push(chunk);
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
 /// Writes `batch` on the blocking pool (the writer hashes as it writes).
 fn write_batch(
     mut writer: BlobWriter,
-    batch: Batch,
+    batch: BytesMut,
 ) -> tokio::task::JoinHandle<Result<(BlobWriter, u64), Error>> {
     tokio::task::spawn_blocking(move || {
-        let parts: Vec<&[u8]> = batch.chunks.iter().map(|c| &c[..]).collect();
-        writer.write_vectored(&parts)?;
-        Ok((writer, batch.len as u64))
+        writer.write(&batch)?;
+        Ok((writer, batch.len() as u64))
     })
 }
 
@@ -227,7 +205,7 @@ async fn run(
     let mut idle = Some(writer);
     // One write in flight; while it runs, the next batch keeps growing from the network.
     let mut in_flight: Option<tokio::task::JoinHandle<Result<(BlobWriter, u64), Error>>> = None;
-    let mut batch = Batch::default();
+    let mut batch = BytesMut::new();
     let mut ended = false;
     loop {
         if let Some(writer) = idle.take() {
@@ -242,10 +220,10 @@ async fn run(
         }
         tokio::select! {
             biased;
-            chunk = body.next(), if !ended && batch.len < AHEAD => match chunk {
+            chunk = body.next(), if !ended && batch.len() < WRITE_BATCH => match chunk {
                 Some(Ok(chunk)) => {
                     received += chunk.len() as u64;
-                    batch.push(chunk);
+                    batch.extend_from_slice(&chunk);
                 }
                 Some(Err(error)) => {
                     body = resume(source, digest, received, error, &mut resumes).await?;

@@ -1,16 +1,13 @@
 //! The plain-HTTP listener with a zero-copy path: HTTP/1.1 `GET`/`HEAD` requests without a
-//! body are parsed here, and a blob (whole or a Range of it) is written to the socket with
-//! `sendfile(2)` — the page cache to the socket without a trip through user space, which is
-//! what makes warm serving as fast as a bare file server. A blob a fill is still writing goes
-//! out the same way, as far as the fill has reported it written, the sender waking on each
-//! report; a fill that fails ends the response short.
+//! body are parsed here, and a complete blob (whole or a Range of it) is written to the socket
+//! with `sendfile(2)` — the page cache to the socket without a trip through user space, which
+//! is what makes warm serving as fast as a bare file server.
 //!
 //! Everything else on the connection — a request with a body, HTTP/1.0, an upgrade, HTTP/2
 //! prior knowledge, a head that does not parse — hands the connection, with the bytes already
 //! read, to hyper for the rest of its life, so nothing is served differently from the TLS
-//! listeners. Responses that are not a file range of known length (a fill whose upstream sent
-//! no length, manifests, errors) are written from their body frames, chunked when their length
-//! is unknown.
+//! listeners. Responses that are not a complete file (a growing file during a fill, manifests,
+//! errors) are written from their body frames, chunked when their length is unknown.
 //!
 //! TLS listeners do not take this path: rustls encrypts in user space (kTLS would be needed to
 //! send files from the kernel).
@@ -226,11 +223,11 @@ async fn write_response(
         || response.status() == http::StatusCode::NOT_MODIFIED;
     let zero_copy = response.extensions_mut().remove::<ZeroCopy>();
     let (mut parts, body) = response.into_parts();
-    if let (Some(mut file), false) = (zero_copy, no_body) {
+    if let (Some(file), false) = (zero_copy, no_body) {
         stream
             .write_all(&head_bytes(&line, &parts.headers, false))
             .await?;
-        return send_file(stream, &mut file).await;
+        return send_file(stream, &file).await;
     }
     if no_body {
         return stream
@@ -283,22 +280,11 @@ async fn write_response(
     stream.write_all(&out).await
 }
 
-/// `sendfile(2)` of the range, waiting for the socket when it is full and, while a fill writes
-/// the file, for the bytes it has not written yet.
-async fn send_file(stream: &TcpStream, file: &mut ZeroCopy) -> io::Result<()> {
+/// `sendfile(2)` of the range, waiting for the socket when it is full.
+async fn send_file(stream: &TcpStream, file: &ZeroCopy) -> io::Result<()> {
     let mut offset = file.start;
     while offset < file.end {
-        let limit = match file.progress.as_mut() {
-            Some(progress) => crate::body::readable(progress, offset, Some(file.end)).await?,
-            None => file.end,
-        };
-        if limit <= offset {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the fill ended before the response's length",
-            ));
-        }
-        let count = (limit - offset).min(SENDFILE_CHUNK) as usize;
+        let count = (file.end - offset).min(SENDFILE_CHUNK) as usize;
         stream.writable().await?;
         let sent = stream.try_io(Interest::WRITABLE, || {
             rustix::fs::sendfile(stream, &*file.file, Some(&mut offset), count)

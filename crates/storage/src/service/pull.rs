@@ -64,29 +64,21 @@ fn serve_blob(
             return respond(StatusCode::RANGE_NOT_SATISFIABLE, headers, body::empty());
         }
     };
-    let (zero_copy, body) = match content {
-        Content::Complete(file) => (
-            body::ZeroCopy {
+    match content {
+        Content::Complete(file) => {
+            let zero_copy = body::ZeroCopy {
                 file: file.clone(),
                 start,
                 end,
-                progress: None,
-            },
-            body::file(file, start, end),
-        ),
-        Content::Growing(file, rx) => (
-            body::ZeroCopy {
-                file: file.clone(),
-                start,
-                end,
-                progress: Some(rx.clone()),
-            },
-            body::growing(file, start, Some(end), rx),
-        ),
-    };
-    let mut response = respond(status, headers, body);
-    response.extensions_mut().insert(zero_copy);
-    response
+            };
+            let mut response = respond(status, headers, body::file(file, start, end));
+            response.extensions_mut().insert(zero_copy);
+            response
+        }
+        Content::Growing(file, rx) => {
+            respond(status, headers, body::growing(file, start, Some(end), rx))
+        }
+    }
 }
 
 fn manifest_response(m: &StoredManifest, head: bool) -> Response<ResponseBody> {

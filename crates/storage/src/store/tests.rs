@@ -41,35 +41,6 @@ fn a_blob_is_visible_only_once_committed_and_verified() {
 }
 
 #[test]
-fn parts_written_in_one_vectored_write_land_in_order_and_hash_as_one() {
-    let (_dir, store) = store(Limits {
-        budget: None,
-        reserve: Some(0),
-    });
-    // More parts than one pwritev takes, empty ones among them, and uneven sizes.
-    let parts: Vec<Vec<u8>> = (0..1500u32)
-        .map(|i| vec![(i % 251) as u8; (i % 7) as usize * 3])
-        .collect();
-    let whole: Vec<u8> = parts.concat();
-    let digest = Digest::sha256(&whole);
-    let mut w = store.writer(Algorithm::Sha256, None).expect("writer");
-    w.write(b"").expect("nothing");
-    let slices: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-    w.write_vectored(&slices[..700]).expect("write");
-    let file = w.file();
-    let mut head = vec![0u8; w.len() as usize];
-    std::os::unix::fs::FileExt::read_exact_at(&*file, &mut head, 0).expect("read");
-    assert_eq!(head, whole[..head.len()], "readable as written");
-    w.write_vectored(&slices[700..]).expect("write");
-    assert_eq!(w.len(), whole.len() as u64);
-    assert_eq!(w.commit(Some(digest)).expect("commit"), digest);
-    assert_eq!(
-        store.read_blob(&digest, 1 << 20).expect("read"),
-        Some(whole)
-    );
-}
-
-#[test]
 fn a_mismatch_stores_nothing_and_leaves_no_temp_file() {
     let (_dir, store) = store(Limits {
         budget: None,

@@ -1,7 +1,7 @@
 //! [`BlobWriter`]: a blob being written to a temporary file of the store.
 
 use std::fs::{self, File};
-use std::io::{self, IoSlice};
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -27,8 +27,6 @@ pub struct BlobWriter {
 
 /// Reservations for writes of unknown size grow by at least this much at a time.
 const RESERVE_STEP: u64 = 8 << 20;
-/// Buffers per `pwritev` call (Linux's `IOV_MAX`).
-const MAX_IOV: usize = 1024;
 
 impl BlobWriter {
     pub(super) fn new(
@@ -66,15 +64,7 @@ impl BlobWriter {
 
     /// Appends `data`, reserving more room against the limits when needed.
     pub fn write(&mut self, data: &[u8]) -> Result<(), Error> {
-        self.write_vectored(&[data])
-    }
-
-    /// Appends `parts` in order, reserving more room against the limits when needed: one
-    /// positional vectored write (received chunks go to the page cache without being gathered
-    /// into one buffer first), then the hash over each part.
-    pub fn write_vectored(&mut self, parts: &[&[u8]]) -> Result<(), Error> {
-        let incoming: u64 = parts.iter().map(|p| p.len() as u64).sum();
-        let needed = (self.len + incoming).saturating_sub(self.reserved);
+        let needed = (self.len + data.len() as u64).saturating_sub(self.reserved);
         if needed > 0 {
             let step = needed.max(RESERVE_STEP);
             if self.store.reserve_bytes(step).is_ok() {
@@ -84,25 +74,13 @@ impl BlobWriter {
                 self.reserved += needed;
             }
         }
-        let result = match self.hasher.as_mut() {
-            // A large batch is hashed on a second thread while this one writes it: the two
-            // take about as long each, and a fill's receiving waits for both.
-            Some(hasher) if incoming >= PARALLEL_HASH_FROM => std::thread::scope(|scope| {
-                scope.spawn(|| hash(hasher, parts));
-                write_at(&self.file, &self.path, parts, self.len)
-            }),
-            Some(hasher) => {
-                write_at(&self.file, &self.path, parts, self.len).inspect(|()| hash(hasher, parts))
-            }
-            None => write_at(&self.file, &self.path, parts, self.len),
-        };
-        if result.is_err() {
-            // The hash may have taken bytes the file did not: nothing more can be written, and
-            // a commit fails.
-            self.hasher = None;
+        self.file
+            .write_all_at(data, self.len)
+            .map_err(|e| Error::io("write", &self.path, e))?;
+        if let Some(h) = self.hasher.as_mut() {
+            h.update(data);
         }
-        result?;
-        self.len += incoming;
+        self.len += data.len() as u64;
         Ok(())
     }
 
@@ -145,38 +123,6 @@ impl BlobWriter {
         }
         Ok(actual)
     }
-}
-
-/// Writes below this size are hashed on the writing thread.
-const PARALLEL_HASH_FROM: u64 = 256 << 10;
-
-fn hash(hasher: &mut Hasher, parts: &[&[u8]]) {
-    for part in parts {
-        hasher.update(part);
-    }
-}
-
-/// Writes `parts` in order at `at` with positional vectored writes.
-fn write_at(
-    file: &File,
-    path: &std::path::Path,
-    parts: &[&[u8]],
-    mut at: u64,
-) -> Result<(), Error> {
-    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
-    let mut left = &mut slices[..];
-    IoSlice::advance_slices(&mut left, 0);
-    while !left.is_empty() {
-        let batch = &left[..left.len().min(MAX_IOV)];
-        let written =
-            rustix::io::pwritev(file, batch, at).map_err(|e| Error::io("write", path, e.into()))?;
-        if written == 0 {
-            return Err(Error::io("write", path, io::ErrorKind::WriteZero.into()));
-        }
-        at += written as u64;
-        IoSlice::advance_slices(&mut left, written);
-    }
-    Ok(())
 }
 
 impl Drop for BlobWriter {
