@@ -6,6 +6,8 @@
 
 use crate::Error;
 
+mod selector;
+
 /// The stored version.
 pub mod v1alpha2 {
     use kube::CustomResource;

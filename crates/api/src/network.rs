@@ -59,19 +59,38 @@ pub struct CNIMigrationStatus {
     pub nodes_failed: Option<i64>,
     /// The failed nodes and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "failed_summary_schema")]
     pub failed_summary: Vec<FailedNode>,
     /// State of the migration as a whole; `Succeeded=True` when done.
+    // A plain list, as Deckhouse's CRD has it (no list-type markers).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::schema::condition_map")]
     pub conditions: Vec<Condition>,
+}
+
+/// `failedSummary` as Deckhouse's CRD declares it: neither field is required.
+fn failed_summary_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "The failed nodes and why.",
+        "type": "array",
+        "items": {
+            "description": "A node where the migration failed.",
+            "type": "object",
+            "properties": {
+                "node": {"description": "Node name.", "type": "string"},
+                "reason": {"description": "Why it failed.", "type": "string"},
+            },
+        },
+    })
 }
 
 /// A node where the migration failed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FailedNode {
     /// Node name.
+    #[serde(default)]
     pub node: String,
     /// Why it failed.
+    #[serde(default)]
     pub reason: String,
 }
 
@@ -171,8 +190,8 @@ pub struct CNINodeMigrationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// The steps performed on the node.
+    // A plain list, as Deckhouse's CRD has it (no list-type markers).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::schema::condition_map")]
     pub conditions: Vec<Condition>,
 }
 

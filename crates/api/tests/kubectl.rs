@@ -420,3 +420,104 @@ spec:
         }
     }
 }
+
+/// CNIMigration and CNINodeMigration: Deckhouse's CRDs declare `status.conditions` (and
+/// `failedSummary`) as plain lists, without `x-kubernetes-list-type` markers or required
+/// `failedSummary` fields: a second condition of one type is stored, as a failed node reported
+/// without a reason is.
+#[tokio::test]
+async fn cni_migration_lists_are_plain_as_deckhouses() {
+    let s = Server::start().await;
+    s.apply_ok(
+        "apiVersion: network.deckhouse.io/v1alpha1
+kind: CNIMigration
+metadata:
+  name: cni-migration
+spec:
+  targetCNI: cilium
+---
+apiVersion: network.deckhouse.io/v1alpha1
+kind: CNINodeMigration
+metadata:
+  name: worker-0
+",
+    )
+    .await;
+    for object in [
+        ["cnimigration", "cni-migration"],
+        ["cninodemigration", "worker-0"],
+    ] {
+        let (ok, err) = patch_status(&s, &object, &format!("[{READY},{READY}]")).await;
+        assert!(ok, "{object:?}: {err}");
+        let (ok, out, _) = s
+            .kubectl(
+                &[
+                    "get",
+                    object[0],
+                    object[1],
+                    "-o",
+                    "jsonpath={.status.conditions[*].type}",
+                ],
+                None,
+            )
+            .await;
+        assert!(ok);
+        assert_eq!(out, "Ready Ready", "{object:?}");
+    }
+    let (ok, _, err) = s
+        .kubectl(
+            &[
+                "patch",
+                "cnimigration",
+                "cni-migration",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                r#"{"status":{"failedSummary":[{"node":"worker-0"}]}}"#,
+            ],
+            None,
+        )
+        .await;
+    assert!(ok, "{err}");
+}
+
+/// Application `spec.maintenance`: Deckhouse's enum, `NoResourceReconciliation` only.
+#[tokio::test]
+async fn application_maintenance_is_deckhouses_enum() {
+    let s = Server::start().await;
+    s.apply_ok(
+        "apiVersion: deckhouse.io/v1alpha1
+kind: Application
+metadata:
+  name: nginx
+  namespace: default
+spec:
+  packageName: nginx
+  packageVersion: v1.2.3
+  maintenance: NoResourceReconciliation
+",
+    )
+    .await;
+    let (ok, _, err) = s
+        .kubectl(
+            &["apply", "-f", "-"],
+            Some(
+                "apiVersion: deckhouse.io/v1alpha1
+kind: Application
+metadata:
+  name: other
+  namespace: default
+spec:
+  packageName: nginx
+  packageVersion: v1.2.3
+  maintenance: Paused
+",
+            ),
+        )
+        .await;
+    assert!(!ok);
+    assert!(
+        err.contains("spec.maintenance: Unsupported value: \"Paused\""),
+        "{err}"
+    );
+}

@@ -290,12 +290,9 @@ impl Core {
                 }),
             };
         }
-        if self.webhooks_may_apply(def)? {
-            let committed = self.commit_optimistically(key, decide)?;
-            self.committed(def, &committed)?;
-            return Ok(committed);
-        }
-        self.commit_locked(def, key, decide)
+        let committed = self.commit_decided(key, decide)?;
+        self.committed(def, &committed)?;
+        Ok(committed)
     }
 
     /// Decides and commits under the store's write lock.
@@ -318,10 +315,12 @@ impl Core {
         Ok(())
     }
 
-    /// A write that may call webhooks is decided outside the store's write lock (a webhook
-    /// may take seconds, or write to this server itself), then committed if the object has not
-    /// changed meanwhile — else decided again, as kube-apiserver's optimistic update retries.
-    fn commit_optimistically(
+    /// A request's write is decided outside the store's write lock — admission (schema,
+    /// defaults, managedFields, the hook, webhooks that may take seconds or write to this
+    /// server itself) runs concurrently with the other writers — then committed if the object
+    /// has not changed meanwhile, else decided again, as kube-apiserver's optimistic update
+    /// retries. Only the comparison and the store's write are serialised.
+    fn commit_decided(
         &self,
         key: &Key,
         mut decide: impl FnMut(Option<Value>) -> Result<Change, ApiError>,
@@ -330,16 +329,7 @@ impl Core {
         for _ in 1..ATTEMPTS {
             let current = self.store.get(key)?;
             let change = decide(current.clone())?;
-            let mut stale = false;
-            let committed = self.store.mutate(key, |now| {
-                if now == current {
-                    Ok(change)
-                } else {
-                    stale = true;
-                    Ok(Change::Unchanged)
-                }
-            })?;
-            if !stale {
+            if let Some(committed) = self.store.mutate_seen(key, current, change)? {
                 return Ok(committed);
             }
         }
@@ -562,11 +552,7 @@ impl Core {
             if finalized(&new) {
                 return Ok(Change::Delete);
             }
-            let mut a = new.clone();
-            let mut b = old.clone();
-            meta::meta_mut(&mut a).remove("resourceVersion");
-            meta::meta_mut(&mut b).remove("resourceVersion");
-            if a == b {
+            if meta::same_but_revision(&new, old) {
                 return Ok(Change::Unchanged);
             }
         }
@@ -920,7 +906,7 @@ impl Core {
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
-            let bumped = meta::spec_part(&old, has_status) != meta::spec_part(&new, has_status);
+            let bumped = !meta::same_spec(&old, &new, has_status);
             meta::meta_mut(&mut new).insert(
                 "generation".into(),
                 json!(if bumped { current_gen + 1 } else { current_gen }),

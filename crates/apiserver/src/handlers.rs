@@ -271,6 +271,32 @@ async fn handle(State(st): State<Arc<AppState>>, req: Request) -> Response {
     r
 }
 
+/// An apply that would create `name` is also a `create`, and is authorized as one, as
+/// kube-apiserver's patch handler does (so a role granting `patch` alone cannot create).
+async fn require_create_if_missing(
+    st: &Arc<AppState>,
+    user: &User,
+    def: &ResourceDef,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<(), ApiError> {
+    let core = st.core.clone();
+    let key = Core::key(def, namespace, name);
+    let exists = blocking(move || Ok(core.store.get(&key)?.is_some())).await?;
+    if exists {
+        return Ok(());
+    }
+    let attrs = Attributes {
+        verb: "create",
+        group: &def.group,
+        resource: &def.plural,
+        subresource: None,
+        namespace,
+        name: Some(name),
+    };
+    st.require(user, attrs).await
+}
+
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
@@ -558,9 +584,10 @@ async fn resource(
             let d = def.clone();
             let obj = blocking(move || core.get(&d, &version, ns.as_deref(), &name)).await?;
             if table {
+                let meta = table::TableMeta::of_object(&obj);
                 return Ok(json_response(
                     200,
-                    &table::table(&def, &rp.version, &[obj], None, None, &include),
+                    &table::table(&def, &rp.version, &[obj], &meta, &include),
                 ));
             }
             Ok(json_response(200, &obj))
@@ -569,17 +596,14 @@ async fn resource(
             let d = def.clone();
             let page = blocking(move || core.list(&d, &version, &lq)).await?;
             if table {
-                let (rv, cont) = (page.resource_version, page.continue_token.clone());
+                let meta = table::TableMeta {
+                    resource_version: Some(page.resource_version.to_string()),
+                    continue_token: page.continue_token.clone(),
+                    remaining: page.remaining,
+                };
                 return Ok(json_response(
                     200,
-                    &table::table(
-                        &def,
-                        &rp.version,
-                        &page.values()?,
-                        Some(rv),
-                        cont.as_deref(),
-                        &include,
-                    ),
+                    &table::table(&def, &rp.version, &page.values()?, &meta, &include),
                 ));
             }
             let v = rp.version.clone();
@@ -648,6 +672,9 @@ async fn resource(
             }
             opts.manager = Some(field_manager(&q, &user_agent)?);
             opts.force = force;
+            if ty == PatchType::Apply && sub.is_none() {
+                require_create_if_missing(st, user, &def, ns.as_deref(), &name).await?;
+            }
             let w = blocking(move || {
                 core.patch(
                     &def,

@@ -14,6 +14,7 @@
 //! kinds it serves. It must not depend on `kube` or `k8s-openapi` (they are test-only here),
 //! nor on the platform's API crate: that crate's validation is injected as a [`Validator`].
 
+mod aggregation;
 mod auth;
 mod core;
 mod discovery;

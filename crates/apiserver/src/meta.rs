@@ -175,20 +175,50 @@ pub(crate) fn validate_maps(obj: &Value) -> Vec<Cause> {
     out
 }
 
-/// Everything but `metadata` and (when `status_separate`) `status`: what bumps `generation`.
-pub(crate) fn spec_part(obj: &Value, status_separate: bool) -> Value {
-    match obj {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, _)| {
-                    let ignored = matches!(k.as_str(), "metadata" | "apiVersion" | "kind")
-                        || (status_separate && k.as_str() == "status");
-                    !ignored
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ),
-        other => other.clone(),
+/// Whether the maps are equal but for the keys `skip` accepts.
+fn equal_except(
+    a: &Map<String, Value>,
+    b: &Map<String, Value>,
+    skip: impl Fn(&str) -> bool,
+) -> bool {
+    let kept = |m: &Map<String, Value>| m.keys().filter(|k| !skip(k)).count();
+    kept(a) == kept(b) && a.iter().all(|(k, v)| skip(k) || b.get(k) == Some(v))
+}
+
+/// An object's `metadata` (`empty` when it has none); `None` when it is not a map.
+fn metadata_of<'a>(
+    obj: &'a Map<String, Value>,
+    empty: &'a Map<String, Value>,
+) -> Option<&'a Map<String, Value>> {
+    match obj.get("metadata") {
+        Some(Value::Object(meta)) => Some(meta),
+        None => Some(empty),
+        Some(_) => None,
+    }
+}
+
+/// Whether two objects are the same but for `metadata.resourceVersion` (an update that
+/// changes nothing else is a no-op), compared in place.
+pub(crate) fn same_but_revision(a: &Value, b: &Value) -> bool {
+    let (Value::Object(a), Value::Object(b)) = (a, b) else {
+        return a == b;
+    };
+    let empty = Map::new();
+    let (Some(ma), Some(mb)) = (metadata_of(a, &empty), metadata_of(b, &empty)) else {
+        return a == b;
+    };
+    equal_except(a, b, |k| k == "metadata") && equal_except(ma, mb, |k| k == "resourceVersion")
+}
+
+/// Whether two objects are the same in everything but `metadata`, `apiVersion`, `kind` and
+/// (when `status_separate`) `status`: whether `generation` stays.
+pub(crate) fn same_spec(a: &Value, b: &Value, status_separate: bool) -> bool {
+    let skip = |k: &str| {
+        matches!(k, "metadata" | "apiVersion" | "kind") || (status_separate && k == "status")
+    };
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => equal_except(a, b, skip),
+        _ => a == b,
     }
 }
 
@@ -219,10 +249,84 @@ mod tests {
     }
 
     #[test]
-    fn spec_part_ignores_metadata_and_maybe_status() {
+    fn same_but_revision_ignores_only_the_revision() {
+        let base = json!({"kind": "K", "metadata": {"name": "a", "resourceVersion": "1"}, "data": {"x": "1"}});
+        let cases = [
+            (
+                json!({"kind": "K", "metadata": {"name": "a", "resourceVersion": "2"}, "data": {"x": "1"}}),
+                true,
+            ),
+            (
+                json!({"kind": "K", "metadata": {"name": "a"}, "data": {"x": "1"}}),
+                true,
+            ),
+            (
+                json!({"kind": "K", "metadata": {"name": "b", "resourceVersion": "1"}, "data": {"x": "1"}}),
+                false,
+            ),
+            (
+                json!({"kind": "K", "metadata": {"name": "a", "resourceVersion": "1"}, "data": {"x": "2"}}),
+                false,
+            ),
+            (
+                json!({"kind": "K", "metadata": {"name": "a", "resourceVersion": "1"}}),
+                false,
+            ),
+            (
+                json!({"kind": "K", "metadata": {"name": "a", "resourceVersion": "1", "labels": {}}, "data": {"x": "1"}}),
+                false,
+            ),
+            (
+                json!({"kind": "K", "metadata": {"name": "a", "resourceVersion": "1"}, "data": {"x": "1"}, "extra": null}),
+                false,
+            ),
+        ];
+        for (other, want) in cases {
+            assert_eq!(same_but_revision(&base, &other), want, "{other}");
+            assert_eq!(same_but_revision(&other, &base), want, "{other}");
+        }
+        assert!(same_but_revision(
+            &json!({"metadata": {"resourceVersion": "3"}}),
+            &json!({})
+        ));
+        assert!(!same_but_revision(&json!({"metadata": 1}), &json!({})));
+    }
+
+    #[test]
+    fn same_spec_ignores_metadata_and_maybe_status() {
         let o = json!({"apiVersion": "v1", "metadata": {"x": 1}, "spec": 1, "status": 2});
-        assert_eq!(spec_part(&o, true), json!({"spec": 1}));
-        assert_eq!(spec_part(&o, false), json!({"spec": 1, "status": 2}));
+        let cases = [
+            (
+                json!({"apiVersion": "v2", "kind": "K", "metadata": {"x": 2}, "spec": 1, "status": 2}),
+                true,
+                true,
+            ),
+            (
+                json!({"apiVersion": "v1", "metadata": {"x": 1}, "spec": 1, "status": 3}),
+                true,
+                false,
+            ),
+            (
+                json!({"apiVersion": "v1", "metadata": {"x": 1}, "spec": 1}),
+                true,
+                false,
+            ),
+            (
+                json!({"apiVersion": "v1", "metadata": {"x": 1}, "spec": 2, "status": 2}),
+                false,
+                false,
+            ),
+            (json!({"metadata": {"x": 1}, "status": 2}), false, false),
+            (
+                json!({"metadata": {}, "spec": 1, "status": 2, "data": 1}),
+                false,
+                false,
+            ),
+        ];
+        for (other, with_status_apart, with_status) in cases {
+            assert_eq!(same_spec(&o, &other, true), with_status_apart, "{other}");
+            assert_eq!(same_spec(&other, &o, false), with_status, "{other}");
+        }
         assert_eq!(
             validate_maps(&json!({"metadata": {"labels": {"a": 1}}})).len(),
             1

@@ -106,6 +106,47 @@ impl LabelSelector {
         Ok(Self(reqs))
     }
 
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`); `None` when absent
+    /// or empty (it matches everything). An invalid one matches nothing.
+    pub(crate) fn from_object(v: Option<&Value>) -> Option<Self> {
+        let v = v.filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))?;
+        let mut terms = Vec::new();
+        if let Some(m) = v.get("matchLabels").and_then(Value::as_object) {
+            for (k, val) in m {
+                terms.push(format!("{k}={}", val.as_str().unwrap_or_default()));
+            }
+        }
+        for e in v
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
+            let values: Vec<&str> = e
+                .get("values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let values = values.join(",");
+            terms.push(match e.get("operator").and_then(Value::as_str) {
+                Some("In") => format!("{key} in ({values})"),
+                Some("NotIn") => format!("{key} notin ({values})"),
+                Some("Exists") => key.to_string(),
+                Some("DoesNotExist") => format!("!{key}"),
+                _ => "!".to_string(), // invalid: matches nothing below
+            });
+        }
+        Some(Self::parse(&terms.join(",")).unwrap_or_else(|_| Self::nothing()))
+    }
+
+    /// A selector no object satisfies.
+    fn nothing() -> Self {
+        Self::parse("d8.invalid/selector,!d8.invalid/selector").unwrap_or_default()
+    }
+
     /// Whether the selector selects everything.
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -280,9 +280,16 @@ impl Builder {
         } else {
             None
         };
-        let gc = tokio::spawn(crate::gc::run(core.clone()));
+        let controllers = vec![
+            tokio::spawn(crate::gc::run(core.clone())),
+            // Subscribed now, before the first request: no ClusterRole write goes unseen.
+            tokio::spawn(crate::aggregation::run(
+                core.clone(),
+                core.store.hub().receiver(),
+            )),
+        ];
         let (stop_tx, stop_rx) = oneshot::channel();
-        let task = tokio::spawn(accept_loop(listener, tls, app, stop_rx, gc));
+        let task = tokio::spawn(accept_loop(listener, tls, app, stop_rx, controllers));
         tracing::info!(%url, data_dir = %dir.display(), "embedded API server listening");
         Ok(RunningServer {
             addr,
@@ -296,7 +303,11 @@ impl Builder {
     }
 }
 
-/// Creates the standard namespaces, ClusterRole `cluster-admin` with its binding, and the given CRDs (updating CRDs whose spec changed).
+/// kube-apiserver's bootstrap ClusterRoles and binding, the ones this server seeds.
+const BOOTSTRAP_POLICY: &str = include_str!("bootstrap_policy.yaml");
+
+/// Creates the standard namespaces, the bootstrap RBAC policy (`BOOTSTRAP_POLICY`, aggregated),
+/// and the given CRDs (updating CRDs whose spec changed).
 fn seed(core: &Core, namespaces: &[String], crds: &[Value]) -> Result<(), Error> {
     let reg = core.registry();
     let ns_def = reg
@@ -318,40 +329,32 @@ fn seed(core: &Core, namespaces: &[String], crds: &[Value]) -> Result<(), Error>
             Err(e) => return Err(Error::Config(format!("namespace {ns}: {e}"))),
         }
     }
-    // kube-apiserver's bootstrap policy: ClusterRole `cluster-admin` (everything) and its
-    // binding to group `system:masters`, so a chart's binding to `cluster-admin` grants.
-    let bootstrap = [
-        (
-            "clusterroles",
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": {"name": "cluster-admin",
-                    "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-                    "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
-                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-                          {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
-        ),
-        (
-            "clusterrolebindings",
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                "metadata": {"name": "cluster-admin",
-                    "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-                    "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": "cluster-admin"},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
-                    "name": "system:masters"}]}),
-        ),
-    ];
-    for (resource, object) in bootstrap {
+    // kube-apiserver's bootstrap policy: ClusterRoles `cluster-admin`, `admin`, `edit`, `view`
+    // (and the roles aggregated into them), `cluster-admin` bound to group `system:masters`.
+    let policy: Vec<Value> = serde_saphyr::from_str(BOOTSTRAP_POLICY)
+        .map_err(|e| Error::Config(format!("bootstrap policy: {e}")))?;
+    for object in policy {
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        let resource = if kind == "ClusterRole" {
+            "clusterroles"
+        } else {
+            "clusterrolebindings"
+        };
         let def = reg
             .get("rbac.authorization.k8s.io", resource)
             .ok_or_else(|| Error::Config(format!("{resource} missing")))?;
+        let name = crate::meta::get(&object, "name")
+            .unwrap_or_default()
+            .to_owned();
         match core.create(&def, "v1", None, object, WriteOpts::default()) {
             Ok(_) => {}
             Err(e) if e.reason == "AlreadyExists" => {}
-            Err(e) => return Err(Error::Config(format!("{resource} cluster-admin: {e}"))),
+            Err(e) => return Err(Error::Config(format!("{kind} {name}: {e}"))),
         }
     }
+    // Aggregated before the first request, kept up to date by `aggregation::run` after.
+    crate::aggregation::pass(core)
+        .map_err(|e| Error::Config(format!("ClusterRole aggregation: {e}")))?;
     for crd in crds {
         let name = crd
             .pointer("/metadata/name")
@@ -547,7 +550,7 @@ async fn accept_loop(
     tls: Option<tokio_rustls::TlsAcceptor>,
     app: axum::Router,
     mut stop: oneshot::Receiver<()>,
-    gc: JoinHandle<()>,
+    controllers: Vec<JoinHandle<()>>,
 ) {
     let mut conns = JoinSet::new();
     loop {
@@ -587,8 +590,10 @@ async fn accept_loop(
             }
         }
     }
-    gc.abort();
-    let _ = gc.await;
+    for controller in controllers {
+        controller.abort();
+        let _ = controller.await;
+    }
     conns.shutdown().await;
 }
 

@@ -17,6 +17,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -91,6 +92,8 @@ pub(crate) struct Store {
     open: Mutex<Open>,
     /// Which batches are committed (or failed); held by the writer committing one.
     settled: Mutex<Settled>,
+    /// Writes past their admission, queued to decide into the open batch.
+    joining: AtomicUsize,
     hub: Hub,
     sealer: Sealer,
 }
@@ -113,6 +116,26 @@ struct Open {
     rv: u64,
     /// The batch's changes, published in order once it is committed.
     events: Vec<Event>,
+}
+
+/// How many times a committer yields to writes queued to join its batch (a bound, so that a
+/// stream of arrivals cannot hold a commit back).
+const JOIN_YIELDS: usize = 64;
+
+/// Counts a write as queued to join the open batch while it lives.
+struct Joining<'a>(&'a AtomicUsize);
+
+impl<'a> Joining<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count)
+    }
+}
+
+impl Drop for Joining<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// How many failed batches are remembered for their members to read.
@@ -170,10 +193,38 @@ fn group_plural(k: &str) -> (&str, &str) {
 fn decode(sealer: &Sealer, k: &str, stored: &[u8]) -> Result<Value, Error> {
     let (group, plural) = group_plural(k);
     let plain = sealer.open(group, plural, k, stored)?;
-    serde_json::from_slice(&plain).map_err(|source| Error::Corrupt {
+    decode_plain(k, &plain)
+}
+
+/// Decodes the JSON of the object under the database key `k`.
+fn decode_plain(k: &str, json: &[u8]) -> Result<Value, Error> {
+    serde_json::from_slice(json).map_err(|source| Error::Corrupt {
         key: k.to_string(),
         source,
     })
+}
+
+/// The `metadata.resourceVersion` of an object's JSON, read without decoding the rest.
+fn stored_rv(json: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "resourceVersion")]
+        resource_version: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Head {
+        metadata: Option<Meta>,
+    }
+    serde_json::from_slice::<Head>(json)
+        .ok()?
+        .metadata?
+        .resource_version
+}
+
+/// The `metadata.resourceVersion` of a decoded object.
+fn meta_rv(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
 }
 
 fn set_rv(obj: &mut Value, rv: u64) {
@@ -206,6 +257,7 @@ impl Store {
                 ..Open::default()
             }),
             settled: Mutex::new(Settled::default()),
+            joining: AtomicUsize::new(0),
             hub: Hub::new(current, history),
             sealer,
         })
@@ -378,7 +430,49 @@ impl Store {
         key: &Key,
         decide: impl FnOnce(Option<Value>) -> Result<Change, ApiError>,
     ) -> Result<Committed, ApiError> {
+        let committed = self.write(key, |k, stored| {
+            let current = stored.map(|b| decode_plain(k, &b)).transpose()?;
+            let change = decide(current.clone())?;
+            Ok(Some((current, change)))
+        })?;
+        committed.ok_or_else(|| ApiError::internal("a decided write was refused as stale"))
+    }
+
+    /// Commits `change`, decided outside the lock on `seen` (the object as read then, `None`:
+    /// absent), if the object is still what was seen; `Ok(None)` when it has changed meanwhile
+    /// (decide again). Only this comparison is serialised with the other writes: every change
+    /// bumps `resourceVersion`, so the stored object's revision says whether it is the one
+    /// seen, without decoding it. Batches, revisions and events as [`Store::mutate`].
+    pub(crate) fn mutate_seen(
+        &self,
+        key: &Key,
+        seen: Option<Value>,
+        change: Change,
+    ) -> Result<Option<Committed>, ApiError> {
+        self.write(key, |k, stored| {
+            let same = match (&seen, stored.as_deref()) {
+                (None, None) => true,
+                (Some(seen), Some(b)) => match (stored_rv(b), meta_rv(seen)) {
+                    (Some(now), Some(then)) => now == then,
+                    // Without revisions (not written by this store): compare the objects.
+                    _ => decode_plain(k, b)? == *seen,
+                },
+                _ => false,
+            };
+            Ok(same.then_some((seen, change)))
+        })
+    }
+
+    /// One write in the open batch: `plan` gets the object's stored JSON in the open
+    /// transaction and returns the object as it is and what to do with it, or `None` when the
+    /// write is stale (nothing is written). Waits for the commit of the batch it joined.
+    fn write(
+        &self,
+        key: &Key,
+        plan: impl FnOnce(&str, Option<Vec<u8>>) -> Result<Option<(Option<Value>, Change)>, ApiError>,
+    ) -> Result<Option<Committed>, ApiError> {
         let k = key.encode();
+        let joining = Joining::enter(&self.joining);
         let (batch, outcome) = {
             let mut open = lock(&self.open);
             let txn = match open.txn.take() {
@@ -391,18 +485,24 @@ impl Store {
                 }
             };
             let next = open.rv + 1;
-            let outcome = self.apply(&txn, key, &k, next, decide);
+            let outcome = self.apply(&txn, key, &k, next, plan);
             let dirty = !open.events.is_empty();
             match outcome {
-                Ok((committed, Some(event))) => {
+                Ok(Some((committed, Some(event)))) => {
                     open.rv = next;
                     open.events.push(event);
                     open.txn = Some(txn);
-                    (open.batch, Ok(committed))
+                    (open.batch, Ok(Some(committed)))
                 }
-                Ok((committed, None)) if dirty => {
+                Ok(Some((committed, None))) if dirty => {
                     open.txn = Some(txn);
-                    (open.batch, Ok(committed))
+                    (open.batch, Ok(Some(committed)))
+                }
+                // Stale against a change of the open batch: decided again once it is
+                // committed, so that the next read sees it.
+                Ok(None) if dirty => {
+                    open.txn = Some(txn);
+                    (open.batch, Ok(None))
                 }
                 Err(e) if dirty => {
                     open.txn = Some(txn);
@@ -411,39 +511,44 @@ impl Store {
                 // Nothing to commit, and the decision saw only committed state.
                 other => {
                     txn.abort().map_err(Error::db)?;
-                    return other.map(|(c, _)| c);
+                    return other.map(|o| o.map(|(c, _)| c));
                 }
             }
         };
+        drop(joining);
         // A decision that saw uncommitted changes waits for them to be committed.
         self.settle(batch)?;
         outcome
     }
 
-    /// Reads the current object in `txn`, decides, and writes the change at revision `rv`.
+    /// Reads the current object in `txn`, plans, and writes the change at revision `rv`;
+    /// `None` when the plan found the write stale.
     fn apply(
         &self,
         txn: &redb::WriteTransaction,
         key: &Key,
         k: &str,
         rv: u64,
-        decide: impl FnOnce(Option<Value>) -> Result<Change, ApiError>,
-    ) -> Result<(Committed, Option<Event>), ApiError> {
+        plan: impl FnOnce(&str, Option<Vec<u8>>) -> Result<Option<(Option<Value>, Change)>, ApiError>,
+    ) -> Result<Option<(Committed, Option<Event>)>, ApiError> {
         let mut t = txn.open_table(OBJECTS).map_err(Error::db)?;
-        let current: Option<Value> = match t.get(k).map_err(Error::db)? {
-            Some(g) => Some(decode(&self.sealer, k, g.value())?),
+        let stored = match t.get(k).map_err(Error::db)? {
+            Some(g) => Some(self.open_raw(k, g.value())?),
             None => None,
         };
-        let (type_, object, old) = match decide(current.clone())? {
+        let Some((current, change)) = plan(k, stored)? else {
+            return Ok(None);
+        };
+        let (type_, object, old) = match change {
             Change::Unchanged => {
                 let object = current.unwrap_or(Value::Null);
-                return Ok((
+                return Ok(Some((
                     Committed {
                         object,
                         event: None,
                     },
                     None,
-                ));
+                )));
             }
             Change::Put(mut obj) => {
                 set_rv(&mut obj, rv);
@@ -477,19 +582,28 @@ impl Store {
             object: object.clone(),
             old,
         };
-        Ok((
+        Ok(Some((
             Committed {
                 object,
                 event: Some(type_),
             },
             Some(event),
-        ))
+        )))
     }
 
     /// Returns once `batch` is committed (committing it if nobody has yet), or its failure.
     fn settle(&self, batch: u64) -> Result<(), ApiError> {
         let mut settled = lock(&self.settled);
         if settled.through < batch {
+            // The writes already queued for the open batch are past their admission and decide
+            // in microseconds: let them in, so that one fsync serves them too, rather than
+            // leaving them to wait for this commit and then commit again.
+            for _ in 0..JOIN_YIELDS {
+                if self.joining.load(Ordering::Acquire) == 0 {
+                    break;
+                }
+                std::thread::yield_now();
+            }
             // Batches are committed in order under this lock: `batch` is still the open one.
             let (txn, events) = {
                 let mut open = lock(&self.open);
@@ -689,6 +803,62 @@ mod tests {
             s.get(&Key::new("", "configmaps", "ns", "cm-3")).unwrap(),
             None
         );
+    }
+
+    /// A change decided outside the lock is committed only on the object it was decided on.
+    #[test]
+    fn a_change_decided_on_a_stale_object_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("db"), 100, Sealer::default()).unwrap();
+        let (_, mut rx) = s.hub().subscribe(0).unwrap();
+        let key = Key::new("", "configmaps", "ns", "a");
+        let put = |v: &str| Change::Put(json!({"metadata": {"name": "a"}, "data": {"v": v}}));
+        // Absent when seen: created; then absent is stale.
+        let c = s.mutate_seen(&key, None, put("1")).unwrap().unwrap();
+        assert_eq!(c.event, Some(EventType::Added));
+        assert!(s.mutate_seen(&key, None, put("x")).unwrap().is_none());
+        let seen = s.get(&key).unwrap();
+        let c = s
+            .mutate_seen(&key, seen.clone(), put("2"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.object["metadata"]["resourceVersion"], "2");
+        // The first version is stale now: nothing written, no revision used.
+        assert!(
+            s.mutate_seen(&key, seen.clone(), put("y"))
+                .unwrap()
+                .is_none()
+        );
+        assert!(s.mutate_seen(&key, seen, Change::Delete).unwrap().is_none());
+        assert_eq!(s.revision().unwrap(), 2);
+        let events: Vec<_> = (0..2).map(|_| rx.try_recv().unwrap()).collect();
+        assert!(rx.try_recv().is_err());
+        assert_eq!(events[1].object["data"]["v"], "2");
+        assert_eq!(events[1].old.as_ref().unwrap()["data"]["v"], "1");
+        let seen = s.get(&key).unwrap();
+        let c = s.mutate_seen(&key, seen, Change::Delete).unwrap().unwrap();
+        assert_eq!(c.event, Some(EventType::Deleted));
+        assert_eq!(s.get(&key).unwrap(), None);
+    }
+
+    #[test]
+    fn the_stored_revision_is_read_without_the_rest() {
+        let cases: [(&[u8], Option<&str>); 5] = [
+            (
+                br#"{"metadata":{"name":"a","resourceVersion":"7"},"data":{"x":[1,{"y":2}]}}"#,
+                Some("7"),
+            ),
+            (
+                br#"{"data":{},"metadata":{"resourceVersion":"12"}}"#,
+                Some("12"),
+            ),
+            (br#"{"metadata":{"name":"a"}}"#, None),
+            (br#"{"kind":"K"}"#, None),
+            (b"not json", None),
+        ];
+        for (json, want) in cases {
+            assert_eq!(stored_rv(json).as_deref(), want);
+        }
     }
 
     /// A decision that read an uncommitted change of its batch is answered after the commit.

@@ -108,13 +108,49 @@ fn cell(col: &Column, obj: &Value) -> Value {
     }
 }
 
+/// The `metadata` of a Table, as kube-apiserver's table convertors fill it: a list's
+/// `resourceVersion`, `continue` and `remainingItemCount`, or the one object's
+/// `resourceVersion`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct TableMeta {
+    pub(crate) resource_version: Option<String>,
+    pub(crate) continue_token: Option<String>,
+    pub(crate) remaining: Option<u64>,
+}
+
+impl TableMeta {
+    /// The metadata of the Table of one object: its `resourceVersion`.
+    pub(crate) fn of_object(obj: &Value) -> Self {
+        Self {
+            resource_version: obj
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            ..Self::default()
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let mut meta = json!({});
+        if let Some(rv) = &self.resource_version {
+            meta["resourceVersion"] = json!(rv);
+        }
+        if let Some(c) = &self.continue_token {
+            meta["continue"] = json!(c);
+        }
+        if let Some(n) = self.remaining {
+            meta["remainingItemCount"] = json!(n);
+        }
+        meta
+    }
+}
+
 /// Builds a `meta.k8s.io/v1` Table of `objects` with the columns of `version`.
 pub(crate) fn table(
     def: &ResourceDef,
     version: &str,
     objects: &[Value],
-    resource_version: Option<u64>,
-    cont: Option<&str>,
+    meta: &TableMeta,
     include_object: &str,
 ) -> Value {
     let columns = def
@@ -144,14 +180,7 @@ pub(crate) fn table(
             json!({"cells": cells, "object": object})
         })
         .collect();
-    let mut meta = json!({});
-    if let Some(rv) = resource_version {
-        meta["resourceVersion"] = json!(rv.to_string());
-    }
-    if let Some(c) = cont {
-        meta["continue"] = json!(c);
-    }
-    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": defs, "rows": rows})
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta.to_json(), "columnDefinitions": defs, "rows": rows})
 }
 
 #[cfg(test)]
@@ -173,6 +202,36 @@ mod tests {
         );
         assert_eq!(eval(&o, ".spec.missing"), None);
         assert_eq!(eval(&o, "#count .data"), Some(json!(2)));
+    }
+
+    #[test]
+    fn table_metadata_like_kube_apiservers_convertors() {
+        let cases = [
+            (TableMeta::default(), json!({})),
+            (
+                TableMeta::of_object(&json!({"metadata": {"name": "a", "resourceVersion": "12"}})),
+                json!({"resourceVersion": "12"}),
+            ),
+            (
+                TableMeta {
+                    resource_version: Some("7".into()),
+                    continue_token: Some("tok".into()),
+                    remaining: Some(3),
+                },
+                json!({"resourceVersion": "7", "continue": "tok", "remainingItemCount": 3}),
+            ),
+            (
+                TableMeta {
+                    resource_version: Some("7".into()),
+                    continue_token: None,
+                    remaining: None,
+                },
+                json!({"resourceVersion": "7"}),
+            ),
+        ];
+        for (meta, want) in cases {
+            assert_eq!(meta.to_json(), want, "{meta:?}");
+        }
     }
 
     #[test]

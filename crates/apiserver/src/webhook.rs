@@ -153,29 +153,6 @@ impl Core {
         Ok(out)
     }
 
-    /// Whether a write of `def` may call a webhook: then it is decided outside the store's
-    /// write lock (see `Core::commit`).
-    pub(crate) fn webhooks_may_apply(&self, def: &ResourceDef) -> Result<bool, ApiError> {
-        if def.conversion.is_some() {
-            return Ok(true);
-        }
-        let mut any = false;
-        for plural in [
-            "validatingwebhookconfigurations",
-            "mutatingwebhookconfigurations",
-        ] {
-            self.store.scan(
-                &prefix("admissionregistration.k8s.io", plural, None),
-                None,
-                |_, _| {
-                    any = true;
-                    false
-                },
-            )?;
-        }
-        Ok(any)
-    }
-
     /// Where a webhook is reached; the error is the cause of a failed call.
     fn endpoint(
         &self,

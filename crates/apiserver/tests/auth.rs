@@ -464,3 +464,228 @@ async fn the_bootstrap_cluster_admin_role_grants_what_it_is_bound_to() {
         .unwrap();
     secrets.list(&Default::default()).await.unwrap();
 }
+
+/// Retries `check` for up to 5 s: ClusterRole aggregation follows a change as
+/// kube-controller-manager's does, shortly after it.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..100 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{what}: not within 5 s");
+}
+
+#[tokio::test]
+async fn view_bound_in_a_namespace_reads_there_and_aggregated_roles_extend_it() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
+    let s = common::start_with(|b| b.namespace("d8-system").user(User::new("viewer"))).await;
+    let admin = s.admin().await;
+    let roles = Api::<ClusterRole>::all(admin.clone());
+    for name in ["admin", "edit", "view"] {
+        let role = roles.get(name).await.unwrap();
+        assert_eq!(
+            role.metadata.labels.unwrap()["kubernetes.io/bootstrapping"],
+            "rbac-defaults"
+        );
+        assert_eq!(
+            role.metadata.annotations.unwrap()["rbac.authorization.kubernetes.io/autoupdate"],
+            "true"
+        );
+        assert!(role.aggregation_rule.is_some(), "{name} is aggregated");
+        assert!(
+            !role.rules.unwrap_or_default().is_empty(),
+            "{name} has rules"
+        );
+    }
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "viewer", "namespace": "d8-system"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": "viewer"}]}))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), "d8-system")
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "settings"}})).unwrap();
+    Api::<ConfigMap>::namespaced(admin.clone(), "d8-system")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+
+    let viewer = s.client("viewer").await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(viewer.clone(), "d8-system");
+    let secrets: Api<Secret> = Api::namespaced(viewer.clone(), "d8-system");
+    configmaps.get("settings").await.unwrap();
+    configmaps.list(&ListParams::default()).await.unwrap();
+    let refused = configmaps
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(refused), 403, "view does not write");
+    let refused = configmaps
+        .patch(
+            "settings",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "b"}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(refused), 403, "view does not patch");
+    assert_eq!(
+        status_code(secrets.list(&ListParams::default()).await.unwrap_err()),
+        403,
+        "view reads no Secrets"
+    );
+    let elsewhere: Api<ConfigMap> = Api::namespaced(viewer.clone(), "default");
+    assert_eq!(
+        status_code(elsewhere.list(&ListParams::default()).await.unwrap_err()),
+        403,
+        "the binding grants only in its namespace"
+    );
+
+    // A role labelled to aggregate into view (as Deckhouse's user-authz roles are) extends it.
+    let extra: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "user-authz:secrets-reader",
+                     "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]}))
+    .unwrap();
+    roles.create(&PostParams::default(), &extra).await.unwrap();
+    eventually("view reads Secrets once a role aggregates into it", || {
+        let secrets = secrets.clone();
+        async move { secrets.list(&ListParams::default()).await.is_ok() }
+    })
+    .await;
+    let granted = |role: ClusterRole| {
+        role.rules.unwrap_or_default().iter().any(|r| {
+            r.resources.as_deref() == Some(&["secrets".to_owned()][..])
+                && r.verbs == ["get", "list"]
+        })
+    };
+    assert!(
+        granted(roles.get("view").await.unwrap()),
+        "view lists the rule"
+    );
+    assert!(granted(roles.get("edit").await.unwrap()), "edit holds view");
+    assert!(
+        granted(roles.get("admin").await.unwrap()),
+        "admin holds edit"
+    );
+    assert_eq!(
+        status_code(elsewhere.list(&ListParams::default()).await.unwrap_err()),
+        403
+    );
+
+    // The label taken off: view is back to what it was.
+    roles
+        .patch(
+            "user-authz:secrets-reader",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"rbac.authorization.k8s.io/aggregate-to-view": null}}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "view stops reading Secrets once the role no longer aggregates",
+        || {
+            let secrets = secrets.clone();
+            async move { secrets.list(&ListParams::default()).await.is_err() }
+        },
+    )
+    .await;
+    assert!(!granted(roles.get("admin").await.unwrap()));
+}
+
+#[tokio::test]
+async fn an_apply_that_creates_needs_create_as_kube_apiserver_authorizes_it() {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let log = apiserver::RequestLog::new();
+    let s = common::start_with(|b| {
+        b.namespace("d8-system")
+            .user(User::new("applier"))
+            .request_log(log.clone())
+    })
+    .await;
+    let admin = s.admin().await;
+    let grant = |verbs: &[&str]| -> Role {
+        serde_json::from_value(json!({
+            "metadata": {"name": "applier", "namespace": "d8-system"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]}))
+        .unwrap()
+    };
+    let roles: Api<Role> = Api::namespaced(admin.clone(), "d8-system");
+    roles
+        .create(&PostParams::default(), &grant(&["patch"]))
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "applier", "namespace": "d8-system"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "applier"},
+        "subjects": [{"kind": "User", "name": "applier"}]}))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), "d8-system")
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+
+    let applier = s.client("applier").await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(applier, "d8-system");
+    let apply = |value: &str| {
+        Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "applied"}, "data": {"k": value}}))
+    };
+    let params = PatchParams::apply("applier");
+    let refused = configmaps
+        .patch("applied", &params, &apply("a"))
+        .await
+        .unwrap_err();
+    match refused {
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 403);
+            assert_eq!(
+                status.message,
+                r#"configmaps "applied" is forbidden: User "applier" cannot create resource "configmaps" in API group "" in the namespace "d8-system""#
+            );
+        }
+        other => panic!("not an API error: {other:?}"),
+    }
+    assert!(
+        Api::<ConfigMap>::namespaced(admin.clone(), "d8-system")
+            .get_opt("applied")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Once it exists, patch alone is enough to apply to it.
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "applied"}})).unwrap();
+    Api::<ConfigMap>::namespaced(admin.clone(), "d8-system")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    configmaps
+        .patch("applied", &params, &apply("b"))
+        .await
+        .unwrap();
+
+    let checked: Vec<(String, bool)> = log
+        .entries()
+        .into_iter()
+        .filter(|r| r.user == "applier")
+        .map(|r| (r.verb, r.allowed))
+        .collect();
+    let owned = |v: &str, a: bool| (v.to_owned(), a);
+    assert_eq!(
+        checked,
+        [
+            owned("patch", true),
+            owned("create", false),
+            owned("patch", true)
+        ]
+    );
+}

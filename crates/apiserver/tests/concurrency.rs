@@ -186,3 +186,72 @@ async fn writers_in_three_processes_never_lose_updates() {
     check_history(history, &api, "shared", &writers).await;
     eprintln!("3 processes × {OPS} ops: {conflicts} conflicts (409), no update lost");
 }
+
+/// Admission runs outside the store's write lock: a write whose validation hook is still
+/// deciding holds back no other write, and the revisions follow the order of the commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_admission_holds_back_no_other_write() {
+    use apiserver::{GroupVersionKind, Validator};
+    use std::sync::{Mutex, mpsc};
+
+    /// Holds the admission of the ConfigMap "slow" until told to go on.
+    struct Slow {
+        entered: Mutex<mpsc::Sender<()>>,
+        go: Mutex<mpsc::Receiver<()>>,
+    }
+    impl Validator for Slow {
+        fn validate(
+            &self,
+            _: &GroupVersionKind,
+            _: Option<&serde_json::Value>,
+            new: &serde_json::Value,
+        ) -> Result<Vec<String>, apiserver::Denial> {
+            if new["metadata"]["name"] == "slow" {
+                let _ = self.entered.lock().unwrap().send(());
+                let _ = self.go.lock().unwrap().recv();
+            }
+            Ok(Vec::new())
+        }
+    }
+
+    let (entered_tx, entered) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel();
+    let s = common::start_with(|b| {
+        b.validator(Slow {
+            entered: Mutex::new(entered_tx),
+            go: Mutex::new(go_rx),
+        })
+    })
+    .await;
+    let api: Api<ConfigMap> = Api::namespaced(s.admin().await, "default");
+    let cm = |name: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+    };
+    let slow = {
+        let (api, cm) = (api.clone(), cm("slow"));
+        tokio::spawn(async move { api.create(&PostParams::default(), &cm).await })
+    };
+    tokio::task::spawn_blocking(move || entered.recv().unwrap())
+        .await
+        .unwrap();
+    // While "slow" is in admission, other writes go through (a guard against a hang, not a
+    // measure of time).
+    let fast = tokio::time::timeout(
+        Duration::from_secs(60),
+        api.create(&PostParams::default(), &cm("fast")),
+    )
+    .await
+    .expect("a write is not held back by another's admission")
+    .unwrap();
+    go.send(()).unwrap();
+    let slow = slow.await.unwrap().unwrap();
+    let rv = |c: &ConfigMap| {
+        c.metadata
+            .resource_version
+            .as_deref()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert!(rv(&fast) < rv(&slow), "committed first, lower revision");
+}

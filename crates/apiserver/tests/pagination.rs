@@ -17,7 +17,16 @@ const PATH: &str = "/api/v1/namespaces/default/configmaps";
 
 /// GET `path_and_query` with the admin's credentials: (status, body).
 async fn get(client: &kube::Client, path_and_query: &str) -> (u16, Value) {
+    get_as(client, path_and_query, "application/json").await
+}
+
+/// What kubectl's human-readable `get` asks for: a Table, JSON as the fallback.
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+
+/// GET `path_and_query` with `accept`: (status, body).
+async fn get_as(client: &kube::Client, path_and_query: &str, accept: &str) -> (u16, Value) {
     let req = http::Request::get(path_and_query)
+        .header(http::header::ACCEPT, accept)
         .body(kube::client::Body::empty())
         .unwrap();
     let resp = client.send(req).await.unwrap();
@@ -111,6 +120,68 @@ async fn pages_come_from_the_first_pages_snapshot() {
     let (_, now) = get(&client, PATH).await;
     assert_eq!(names(&now), ["a", "b", "bb", "d", "e", "f"]);
     assert!(now["metadata"].get("remainingItemCount").is_none());
+}
+
+fn row_names(table: &Value) -> Vec<String> {
+    table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cells"][0].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn table_pages_carry_continue_and_remaining_count() {
+    let s = common::start().await;
+    let client = s.admin().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    create(&api, &["a", "b", "c", "d", "e"]).await;
+
+    let (code, first) = get_as(&client, &format!("{PATH}?limit=2"), TABLE).await;
+    assert_eq!(code, 200, "{first}");
+    assert_eq!(first["kind"], "Table");
+    assert_eq!(row_names(&first), ["a", "b"]);
+    assert_eq!(first["metadata"]["remainingItemCount"], 3);
+    let rv = first["metadata"]["resourceVersion"].clone();
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+
+    // The later pages come from the first page's snapshot, as the JSON list's do.
+    api.delete("c", &DeleteParams::default()).await.unwrap();
+    let (code, second) = get_as(&client, &format!("{PATH}?limit=2&continue={token}"), TABLE).await;
+    assert_eq!(code, 200, "{second}");
+    assert_eq!(row_names(&second), ["c", "d"]);
+    assert_eq!(second["metadata"]["resourceVersion"], rv);
+    assert_eq!(second["metadata"]["remainingItemCount"], 1);
+    let token = second["metadata"]["continue"].as_str().unwrap();
+    let (_, last) = get_as(&client, &format!("{PATH}?limit=2&continue={token}"), TABLE).await;
+    assert_eq!(row_names(&last), ["e"]);
+    assert!(last["metadata"].get("continue").is_none(), "{last}");
+    assert!(
+        last["metadata"].get("remainingItemCount").is_none(),
+        "{last}"
+    );
+
+    // A filtered list has no count; the Table of one object carries its resourceVersion.
+    let (_, filtered) = get_as(
+        &client,
+        &format!("{PATH}?limit=1&labelSelector={}", enc("app=x")),
+        TABLE,
+    )
+    .await;
+    assert!(filtered["metadata"]["continue"].is_string(), "{filtered}");
+    assert!(filtered["metadata"].get("remainingItemCount").is_none());
+    let (_, one) = get_as(&client, &format!("{PATH}/d"), TABLE).await;
+    assert_eq!(row_names(&one), ["d"]);
+    assert_eq!(
+        one["metadata"]["resourceVersion"],
+        api.get("d")
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap()
+    );
 }
 
 #[tokio::test]
@@ -248,6 +319,28 @@ async fn kubectl_lists_in_chunks() {
     // kubectl asked for pages of two and followed the continue tokens.
     assert!(err.contains("limit=2"), "{err}");
     assert!(err.contains("continue="), "{err}");
+    // The human-readable output pages through Tables: one header, every row once.
+    let (ok, out, err) = k
+        .run(
+            &[
+                "get",
+                "configmaps",
+                "-n",
+                "default",
+                "--chunk-size=3",
+                "-v=6",
+            ],
+            None,
+        )
+        .await;
+    assert!(ok, "{err}");
+    let mut lines = out.lines();
+    assert!(lines.next().unwrap().starts_with("NAME "), "{out}");
+    let rows: Vec<&str> = lines
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(rows, all);
+    assert_eq!(err.matches("limit=3").count(), 3, "{err}");
     let (ok, out, _) = k
         .run(&["get", "--raw", &format!("{PATH}?limit=3")], None)
         .await;

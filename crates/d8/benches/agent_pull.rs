@@ -13,7 +13,17 @@
 //! - through the agent.
 //!
 //! The TLS suite and protocol each negotiates are printed, and the CPU time each process spends
-//! per GiB shows where each way's cost goes.
+//! per GiB shows where each way's cost goes. `BENCH_ROUNDS` sets the number of rotating rounds
+//! (default 5).
+//!
+//! `BENCH_AGENT_VARIANTS` adds more agents from the same binary to the rotation, each started
+//! with extra environment variables, to measure an agent change side by side with its
+//! baseline: `name:VAR=value[,VAR=value…][;name:…]`, e.g.
+//! `one-worker:TOKIO_WORKER_THREADS=1` (the runtime on one thread), or a switch a change under
+//! test reads from the environment.
+//!
+//! Last, `ctr images pull` of the image by a private containerd, straight from the upstream and
+//! through the agent (containerd reading the agent's `hosts.toml`), in alternating order.
 
 #![allow(clippy::print_stdout)] // a benchmark reports on stdout
 
@@ -31,7 +41,34 @@ use testkit::{ImageBuilder, Upstream};
 const CLIENTS: usize = 16;
 const HEADS: usize = 2000;
 const STREAMS: usize = 1000;
-const ROUNDS: usize = 3;
+
+fn rounds() -> usize {
+    std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or(5)
+}
+
+/// `BENCH_AGENT_VARIANTS`: (name, environment) of each extra agent.
+fn agent_variants() -> Vec<(String, Vec<(String, String)>)> {
+    let spec = std::env::var("BENCH_AGENT_VARIANTS").unwrap_or_default();
+    spec.split(';')
+        .filter(|v| !v.trim().is_empty())
+        .map(|variant| {
+            let (name, vars) = variant.split_once(':').unwrap_or((variant, ""));
+            let vars = vars
+                .split(',')
+                .filter(|v| !v.is_empty())
+                .map(|v| {
+                    let (key, value) = v.split_once('=').unwrap_or((v, "1"));
+                    (key.trim().to_owned(), value.to_owned())
+                })
+                .collect();
+            (name.trim().to_owned(), vars)
+        })
+        .collect()
+}
 
 #[tokio::main]
 async fn main() {
@@ -59,21 +96,37 @@ async fn main() {
     println!("image: 4 layers, {total_mb:.0} MiB; {CLIENTS} concurrent clients");
 
     let state = tempfile::tempdir().unwrap();
-    let agent = start_agent(&upstream, state.path()).await;
+    let containerd = testkit::Containerd::start().await;
+    let agent = start_agent(&upstream, state.path(), &containerd.hosts_dir(), &[]).await;
+    let variants = agent_variants();
+    let mut variant_agents = Vec::new();
+    for (name, vars) in &variants {
+        let dir = state.path().join(format!("variant-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let registry_d = dir.join("registry.d");
+        variant_agents.push((
+            name.clone(),
+            start_agent(&upstream, &dir, &registry_d, vars).await,
+        ));
+    }
+    println!("agent pid {}", agent.pid);
+    for (name, variant) in &variant_agents {
+        println!("agent[{name}] pid {}", variant.pid);
+    }
     let idle_at_start = rss_kib(agent.pid);
     let ca = std::fs::read_to_string(state.path().join("pki/ca.crt")).unwrap();
     let relay = start_socat(&upstream, state.path());
     let proxy_ca = testkit::Certs::new("bench proxy CA");
     let nginx = start_nginx(&upstream, &proxy_ca, state.path()).await;
     let upstream_ca = upstream.ca_pem().unwrap();
-    let ways = [
+    let mut ways = vec![
         Via {
-            name: "direct",
+            name: "direct".into(),
             target: Target::new(upstream.url(), "dkp/bench", upstream_ca),
             pid: None,
         },
         Via {
-            name: "socat",
+            name: "socat".into(),
             target: Target::new(
                 format!("https://{}", relay.address),
                 "dkp/bench",
@@ -82,7 +135,7 @@ async fn main() {
             pid: Some(relay.pid),
         },
         Via {
-            name: "nginx",
+            name: "nginx".into(),
             target: Target::new(
                 format!("https://{}", nginx.address),
                 "dkp/bench",
@@ -91,7 +144,7 @@ async fn main() {
             pid: Some(nginx.pid),
         },
         Via {
-            name: "agent",
+            name: "agent".into(),
             target: Target::new(
                 format!("https://{}", agent.address),
                 "system/deckhouse/bench",
@@ -100,6 +153,20 @@ async fn main() {
             pid: Some(agent.pid),
         },
     ];
+    for (name, variant) in &variant_agents {
+        let dir = state.path().join(format!("variant-{name}"));
+        let ca = std::fs::read_to_string(dir.join("pki/ca.crt")).unwrap();
+        ways.push(Via {
+            name: format!("agent[{name}]"),
+            target: Target::new(
+                format!("https://{}", variant.address),
+                "system/deckhouse/bench",
+                &ca,
+            ),
+            pid: Some(variant.pid),
+        });
+    }
+    let rounds = rounds();
     for way in &ways {
         let address = way.target.base.trim_start_matches("https://").to_owned();
         let (suite, alpn) = negotiate(&address, way.target.ca.as_str());
@@ -116,7 +183,7 @@ async fn main() {
     }
     let mut runs: Vec<Vec<Run>> = ways.iter().map(|_| Vec::new()).collect();
     let mut cpu: Vec<Cpu> = ways.iter().map(|_| Cpu::default()).collect();
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         // Rotate the order so that no path always runs first after a pause.
         for k in 0..ways.len() {
             let i = (k + round) % ways.len();
@@ -129,7 +196,7 @@ async fn main() {
     let direct_rate = |round: usize| runs[0][round].rate;
     for (i, way) in ways.iter().enumerate() {
         let rates: Vec<f64> = runs[i].iter().map(|r| r.rate).collect();
-        let ratios: Vec<f64> = (0..ROUNDS).map(|r| rates[r] / direct_rate(r)).collect();
+        let ratios: Vec<f64> = (0..rounds).map(|r| rates[r] / direct_rate(r)).collect();
         let listed = |values: &[f64], digits: usize| {
             values
                 .iter()
@@ -148,10 +215,16 @@ async fn main() {
     }
     let ratio_to = |i: usize, j: usize| {
         median(
-            (0..ROUNDS)
+            (0..rounds)
                 .map(|r| runs[i][r].rate / runs[j][r].rate)
                 .collect(),
         )
+    };
+    let nginx_rounds = |i: usize| {
+        (0..rounds)
+            .map(|r| format!("{:.3}", runs[i][r].rate / runs[2][r].rate))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     println!(
         "throughput, {CLIENTS} Rust clients over HTTP/1.1, median of the rounds' ratios: agent/direct {:.3} (target >= 0.95), agent/nginx {:.3}, agent/socat {:.3}, socat/direct {:.3} (the ceiling of any proxy here)",
@@ -160,6 +233,35 @@ async fn main() {
         ratio_to(3, 1),
         ratio_to(1, 0),
     );
+    println!(
+        "agent/nginx by round: {} (target >= 1.15 in every round)",
+        nginx_rounds(3)
+    );
+    for (i, way) in ways.iter().enumerate().skip(4) {
+        println!(
+            "{}: /nginx {:.3} (rounds {}), /agent {:.3}",
+            way.name,
+            ratio_to(i, 2),
+            nginx_rounds(i),
+            ratio_to(i, 3),
+        );
+    }
+    let proxy_cpu_per_gib = |i: usize| {
+        let gib = runs[i].iter().map(|r| r.bytes).sum::<u64>() as f64 / (1u64 << 30) as f64;
+        cpu[i].seconds[1] / gib
+    };
+    println!(
+        "proxy CPU per GiB, agent/nginx {:.3} (target <= 0.85)",
+        proxy_cpu_per_gib(3) / proxy_cpu_per_gib(2)
+    );
+    for (i, way) in ways.iter().enumerate().skip(4) {
+        println!(
+            "proxy CPU per GiB, {}/agent {:.3}, /nginx {:.3}",
+            way.name,
+            proxy_cpu_per_gib(i) / proxy_cpu_per_gib(3),
+            proxy_cpu_per_gib(i) / proxy_cpu_per_gib(2)
+        );
+    }
     for (i, way) in ways.iter().enumerate() {
         let gib = runs[i].iter().map(|r| r.bytes).sum::<u64>() as f64 / (1u64 << 30) as f64;
         let wall: f64 = runs[i].iter().map(|r| r.seconds).sum();
@@ -175,7 +277,14 @@ async fn main() {
             cores()
         );
     }
-    let [direct, _, via_nginx, via_agent] = ways.map(|p| p.target);
+    let mut targets = ways.into_iter().map(|p| p.target);
+    let (direct, _, via_nginx, via_agent) = (
+        targets.next().unwrap(),
+        targets.next().unwrap(),
+        targets.next().unwrap(),
+        targets.next().unwrap(),
+    );
+    let via_variants: Vec<Target> = targets.collect();
 
     // What the agent's own side costs: requests it answers itself (TLS, HTTP, routing), against
     // the forwarded HEADs below.
@@ -252,7 +361,73 @@ async fn main() {
         mib(idle),
         with_streams(idle, loaded)
     );
+    for ((name, variant), target) in variant_agents.iter().zip(&via_variants) {
+        let idle = rss_kib(variant.pid);
+        let loaded = rss_under_streams(target, &image, || rss_kib(variant.pid)).await;
+        println!(
+            "agent[{name}] RSS: idle after the runs {:.1} MiB; {}",
+            mib(idle),
+            with_streams(idle, loaded)
+        );
+    }
+    drop(variant_agents);
+    containerd_pulls(&containerd, &upstream, state.path(), rounds).await;
     drop(agent);
+}
+
+/// `ctr images pull` of the image, straight from the upstream and through the agent (whose
+/// `_default/hosts.toml` containerd reads), alternating which goes first; everything forgotten
+/// before each pull. Prints the wall times and the median of the rounds' ratios.
+async fn containerd_pulls(
+    containerd: &testkit::Containerd,
+    upstream: &Upstream,
+    state: &Path,
+    rounds: usize,
+) {
+    let ca = state.join("containerd-upstream-ca.crt");
+    std::fs::write(&ca, upstream.ca_pem().unwrap()).unwrap();
+    containerd.write_hosts(
+        &upstream.host(),
+        &testkit::containerd::hosts_toml(&upstream.url(), &upstream.url(), Some(&ca)),
+    );
+    let direct = format!("{}/dkp/bench:v1", upstream.host());
+    let via_agent = "registry.d8-system.svc:5001/system/deckhouse/bench:v1".to_owned();
+    let mut times = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        for k in 0..2 {
+            let i = (k + round) % 2;
+            let reference = [&direct, &via_agent][i];
+            containerd.clear().await;
+            let started = Instant::now();
+            containerd
+                .pull(reference)
+                .await
+                .expect_success("ctr images pull");
+            times[i].push(started.elapsed().as_secs_f64());
+        }
+    }
+    containerd.clear().await;
+    let listed = |values: &[f64]| {
+        values
+            .iter()
+            .map(|v| format!("{v:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let ratios: Vec<f64> = (0..rounds).map(|r| times[0][r] / times[1][r]).collect();
+    println!(
+        "ctr images pull (pull and unpack) of the image: direct median {:.2} s (rounds {}), through the agent median {:.2} s (rounds {}); throughput ratio agent/direct {:.3} (rounds {}; target >= 0.97)",
+        median(times[0].clone()),
+        listed(&times[0]),
+        median(times[1].clone()),
+        listed(&times[1]),
+        median(ratios.clone()),
+        ratios
+            .iter()
+            .map(|v| format!("{v:.3}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 }
 
 struct Agent {
@@ -261,7 +436,13 @@ struct Agent {
     _service: Service,
 }
 
-async fn start_agent(upstream: &Upstream, state: &Path) -> Agent {
+/// An agent writing containerd's drop-in into `registry_d`, started with `env` besides.
+async fn start_agent(
+    upstream: &Upstream,
+    state: &Path,
+    registry_d: &Path,
+    env: &[(String, String)],
+) -> Agent {
     let layout = serde_json::json!({
         "backends": [{
             "name": "Upstream", "scheme": "HTTPS", "host": upstream.host(), "path": "/dkp",
@@ -273,13 +454,14 @@ async fn start_agent(upstream: &Upstream, state: &Path) -> Agent {
     let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
     command
         .env("RUST_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .args(["registry", "agent", "--node-name", "bench"])
         .arg(format!("--listen-address=127.0.0.1:{port}"))
         .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
         .arg("--kubeconfig")
         .arg(state.join("no-kubeconfig"))
         .arg("--containerd-registry-dir")
-        .arg(state.join("registry.d"))
+        .arg(registry_d)
         .arg("--pki-dir")
         .arg(state.join("pki"))
         .arg("--bootstrap-layout")
@@ -290,7 +472,7 @@ async fn start_agent(upstream: &Upstream, state: &Path) -> Agent {
         .arg(state.join("trust"));
     let mut service =
         Service::spawn("d8 registry agent", command, state.join("agent.log")).unwrap();
-    let hosts = state.join("registry.d/_default/hosts.toml");
+    let hosts = registry_d.join("_default/hosts.toml");
     wait_until(&mut service, Duration::from_secs(30), || {
         let hosts = hosts.clone();
         async move { hosts.exists() }
@@ -403,7 +585,7 @@ http {{
 
 /// One way to the image: straight to the upstream or through a proxy process.
 struct Via {
-    name: &'static str,
+    name: String,
     target: Target,
     /// The proxy process (with its children), if any.
     pid: Option<u32>,

@@ -371,6 +371,8 @@ pub(crate) async fn lead(
     if let Some(engine) = &engine {
         engine.metrics().register(&mut metrics);
     }
+    let utilities = Arc::new(utility_controllers(&client, utilities)?);
+    utilities.3.metrics().register(&mut metrics);
     let endpoints = metrics::Endpoints {
         metrics: Arc::new(metrics),
         queues,
@@ -389,7 +391,6 @@ pub(crate) async fn lead(
     // Every replica logs at the `deckhouse` ModuleConfig's `logLevel`.
     let log_task = tokio::spawn(crate::log_level::follow(client.clone()));
     let modules = modules.map(Arc::new);
-    let utilities = Arc::new(utility_controllers(&client, utilities)?);
     let result = elect_and_run(
         client, &identity, registry, engine, modules, utilities, shutdown,
     )

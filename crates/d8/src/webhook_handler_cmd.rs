@@ -30,7 +30,8 @@ pub(crate) struct Args {
         default_value = "/certs/tls.key"
     )]
     tls_key: PathBuf,
-    /// The CA that signed the certificate: the `caBundle` of what is registered.
+    /// The CA that signed the certificate: the `caBundle` of what is registered; re-read when
+    /// it changes on disk (what is registered then follows).
     #[arg(long, env = "VALIDATING_WEBHOOK_CA", default_value = "/certs/ca.crt")]
     tls_ca: PathBuf,
     /// Where hook files are rendered.
@@ -44,12 +45,13 @@ pub(crate) struct Args {
     /// Namespace of the Services in front of the handler.
     #[arg(long, env = "SHELL_OPERATOR_NAMESPACE", default_value = "d8-system")]
     namespace: String,
+    /// Where `/metrics` (shell-operator's families) is served, plain HTTP: the address the
+    /// chart's `kube-rbac-proxy` sidecar forwards to.
+    #[arg(long, default_value = "127.0.0.1:9681")]
+    metrics_address: SocketAddr,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
-    let read = |p: &PathBuf| {
-        std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))
-    };
     let opts = webhook_handler::Options {
         hooks_dir: args.hooks_dir,
         endpoint: match args.url {
@@ -58,13 +60,21 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         },
         certificate: webhook::CertificateFiles::load(&args.tls_cert, &args.tls_key)
             .context("loading the serving certificate")?,
-        ca_pem: read(&args.tls_ca)?,
+        ca: webhook_handler::ca::CaFile::load(&args.tls_ca).map_err(anyhow::Error::msg)?,
+        metrics: webhook_handler::metrics::Metrics::default(),
     };
     let client = crate::kube_client::client(args.kubeconfig.as_deref()).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
-    tracing::info!(listen = %args.listen, "webhook handler serving");
+    let metrics_listener = tokio::net::TcpListener::bind(args.metrics_address)
+        .await
+        .with_context(|| format!("listening on {}", args.metrics_address))?;
+    tokio::spawn(webhook_handler::metrics::serve(
+        metrics_listener,
+        opts.metrics.clone(),
+    ));
+    tracing::info!(listen = %args.listen, metrics = %args.metrics_address, "webhook handler serving");
     tokio::select! {
         r = webhook_handler::run(client, listener, opts) => r.map_err(anyhow::Error::msg),
         _ = crate::shutdown_signal() => Ok(()),

@@ -238,6 +238,7 @@ fn emitted() -> BTreeSet<String> {
         registered(|r| module_controller::metrics::Metrics::default().register(r)),
         registered(|r| module_controller::runtime::worker::QueueMetrics::default().register(r)),
         registered(|r| registry_controller::metrics::Metrics::default().register(r)),
+        registered(|r| package_controller::metrics::Metrics::default().register(r)),
     ];
     let replica = storage::metrics::StoreMetrics::new(store, "node-0");
     let texts = [

@@ -793,16 +793,10 @@ impl Manager {
         policy: &Policy,
         meta: &crate::registry::ReleaseMetadata,
     ) -> Result<Result<(), String>, Error> {
-        // Deckhouse expires the module's step-by-step failure on every check.
-        self.metrics.set_updating_failure(module, None);
+        // Deckhouse expires the module's step-by-step failures on every check.
+        self.metrics.set_updating_failures(module, &[]);
         let checksum = checksum_label(&meta.digest);
         let existing = self.module_releases(module).await?;
-        if existing
-            .iter()
-            .any(|r| r.labels().get(keys::LABEL_RELEASE_CHECKSUM) == Some(&checksum))
-        {
-            return Ok(Ok(()));
-        }
         let cluster: Vec<channel::ClusterRelease> = existing
             .iter()
             .filter_map(|r| {
@@ -814,40 +808,83 @@ impl Manager {
                 ))
             })
             .collect();
-        let versions: Vec<ReleaseVersion> = match channel::plan_new_releases(
+        let plan = channel::plan_new_releases(
             &cluster,
             &meta.version,
             policy.channel == ReleaseChannel::Lts,
-        ) {
-            Ok(channel::NewReleases::Channel { .. }) => vec![meta.version.clone()],
+        );
+        // The channel's release exists: nothing to do, unless the chain up to it has a hole (a
+        // step whose release image was not valid), which is walked again from the deployed one.
+        if existing
+            .iter()
+            .any(|r| r.labels().get(keys::LABEL_RELEASE_CHECKSUM) == Some(&checksum))
+            && !matches!(plan, Ok(channel::NewReleases::StepByStep { .. }))
+        {
+            return Ok(Ok(()));
+        }
+        let (versions, from) = match plan {
+            Ok(channel::NewReleases::Channel { .. }) => (vec![meta.version.clone()], None),
             Ok(channel::NewReleases::StepByStep { from, .. }) => {
                 let tags = match registry.versions(module).await {
                     Ok(t) => t,
                     Err(e) => return Ok(Err(e.to_string())),
                 };
                 match channel::step_by_step(&from, &meta.version, &tags) {
-                    Ok(v) => v,
+                    Ok(v) => (v, Some(from)),
                     Err(e) => {
                         let failure =
                             crate::metrics::UpdatingFailure::of(&source.spec.registry.repo, &e);
-                        self.metrics.set_updating_failure(module, failure.as_ref());
+                        self.metrics
+                            .set_updating_failures(module, failure.as_slice());
                         return Ok(Err(e.to_string()));
                     }
                 }
             }
             Err(e) => return Ok(Err(e.to_string())),
         };
+        // Each step of the chain is created from its own release image, as Deckhouse downloads
+        // it; a step whose image cannot be read is not created and is reported, the walk goes on.
+        let mut steps: BTreeMap<String, crate::registry::ReleaseMetadata> = BTreeMap::new();
+        let mut not_valid = Vec::new();
+        let mut failed: BTreeSet<String> = BTreeSet::new();
+        let mut errors = Vec::new();
+        for version in &versions {
+            if *version == meta.version
+                || existing
+                    .iter()
+                    .any(|r| r.name_any() == ModuleRelease::name_for(module, &version.to_string()))
+            {
+                continue;
+            }
+            match registry.release(module, &format!("v{version}")).await {
+                Ok(step) => {
+                    steps.insert(version.to_string(), step);
+                }
+                Err(e) => {
+                    tracing::warn!(module, version = %version, error = %e, "the release image of a step is not valid");
+                    errors.push(format!(
+                        "load release metadata v{version}: {e}: module is corrupted"
+                    ));
+                    not_valid.push(crate::metrics::UpdatingFailure::not_valid(
+                        &source.spec.registry.repo,
+                        &from.as_ref().map(ToString::to_string).unwrap_or_default(),
+                        &version.to_string(),
+                    ));
+                    failed.insert(version.to_string());
+                }
+            }
+        }
+        self.metrics.set_updating_failures(module, &not_valid);
+        let versions: Vec<ReleaseVersion> = versions
+            .into_iter()
+            .filter(|v| !failed.contains(&v.to_string()))
+            .collect();
         let cause = match channel::plan_new_releases(&cluster, &meta.version, false) {
             Ok(channel::NewReleases::Channel { cause }) => cause,
             _ => channel::CreateCause::StepByStep,
         };
         let first = existing.is_empty();
         let releases: Api<ModuleRelease> = self.api();
-        let requirements = meta
-            .module_yaml
-            .as_deref()
-            .and_then(|y| module_plan::definition::ModuleYaml::parse(y).ok())
-            .and_then(|y| y.requirements);
         let owner = OwnerReference {
             api_version: "deckhouse.io/v1alpha1".into(),
             kind: "ModuleSource".into(),
@@ -861,6 +898,12 @@ impl Manager {
             if existing.iter().any(|r| r.name_any() == name) {
                 continue;
             }
+            let step = steps.get(&version.to_string()).unwrap_or(meta);
+            let requirements = step
+                .module_yaml
+                .as_deref()
+                .and_then(|y| module_plan::definition::ModuleYaml::parse(y).ok())
+                .and_then(|y| y.requirements);
             // The channel's canary wave postpones the channel version (not the first release,
             // which is applied at once).
             let apply_after = if version == meta.version && !first {
@@ -889,11 +932,7 @@ impl Manager {
                         }
                     }),
                     update_constraints: None,
-                    changelog: if version == meta.version {
-                        meta.changelog.clone()
-                    } else {
-                        None
-                    },
+                    changelog: step.changelog.clone(),
                 },
             );
             let labels = release.labels_mut();
@@ -933,6 +972,13 @@ impl Manager {
         {
             self.set_module_phase(module, ModulePhase::Downloading, vec![])
                 .await?;
+        }
+        if !errors.is_empty() {
+            // Deckhouse's words: its step errors joined under "step by step update failed".
+            return Ok(Err(format!(
+                "step by step update failed: {}",
+                errors.join("\n")
+            )));
         }
         Ok(Ok(()))
     }

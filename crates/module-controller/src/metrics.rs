@@ -31,6 +31,14 @@
 //!   one) because the registry lacks a minor version before `version` (Deckhouse's module source
 //!   controller; `DeckhouseModuleUpdatingFailedBrokenSequence`), cleared on the module's next
 //!   successful check;
+//! - `d8_module_updating_module_is_not_valid{module, registry, actualVersion, version}`: 1 per
+//!   step of that chain whose release image (`<module>/release:v<version>`) cannot be
+//!   downloaded or read; the step's release is not created, the others are (Deckhouse's
+//!   `DeckhouseModuleUpdatingFailedModuleIsNotValid`), cleared on the module's next check;
+//! - `d8_deprecated_update_policy{moduleName, updatePolicy}`: 1 per module enabled by its
+//!   ModuleConfig, bound to no policy by name, that the `moduleReleaseSelector` of a `v1alpha1`
+//!   ModuleUpdatePolicy still selects (Deckhouse's `d8_update_policy` group, labelled
+//!   `moduleName` although its `ModuleHasDeprecatedUpdatePolicy` alert groups by `module`);
 //! - `d8_edition_not_found{module="deckhouse"}`: 1 while neither the controller's edition nor
 //!   the `deckhouse` ModuleConfig's `settings.license.edition` names a known edition (`ce`,
 //!   `be`, `ee`, `se`, `se-plus`, `fe`), else 0 (Deckhouse's `deckhouse` module hook, whose
@@ -51,6 +59,9 @@ use crate::runtime::metrics::BareCounter;
 
 type Labels = Vec<(&'static str, String)>;
 
+/// The step-by-step failure series written per module: the family's kind and the labels.
+type FailureSeries = Vec<(&'static str, Labels)>;
+
 /// Why a module source could not create a module's releases step by step.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpdatingFailure {
@@ -62,6 +73,16 @@ pub enum UpdatingFailure {
         /// The version the chain starts from.
         actual: String,
         /// The version that does not follow it.
+        version: String,
+    },
+    /// The release image of `version`, a step of the chain from `actual`, cannot be downloaded
+    /// or read (Deckhouse's "module is corrupted").
+    ModuleIsNotValid {
+        /// The registry (`spec.registry.repo` of the source).
+        registry: String,
+        /// The version the chain starts from.
+        actual: String,
+        /// The version whose release image is not valid.
         version: String,
     },
 }
@@ -77,6 +98,40 @@ impl UpdatingFailure {
             }),
             _ => None,
         }
+    }
+
+    /// The failure of step `version` of a chain from `actual` whose release image is not valid.
+    pub fn not_valid(registry: &str, actual: &str, version: &str) -> Self {
+        Self::ModuleIsNotValid {
+            registry: registry.to_owned(),
+            actual: v_prefixed(actual),
+            version: v_prefixed(version),
+        }
+    }
+
+    /// The family it is reported in and its labels.
+    fn series(&self, module: &str) -> (&'static str, Labels) {
+        let (kind, registry, actual, version) = match self {
+            Self::BrokenSequence {
+                registry,
+                actual,
+                version,
+            } => ("broken_sequence", registry, actual, version),
+            Self::ModuleIsNotValid {
+                registry,
+                actual,
+                version,
+            } => ("module_is_not_valid", registry, actual, version),
+        };
+        (
+            kind,
+            vec![
+                ("module", module.to_owned()),
+                ("version", version.clone()),
+                ("registry", registry.clone()),
+                ("actualVersion", actual.clone()),
+            ],
+        )
     }
 }
 
@@ -128,15 +183,19 @@ pub struct Metrics {
     module_release_info: Family<Labels, Gauge>,
     allowed_to_disable: Family<Labels, Gauge>,
     at_conflict: Family<Labels, Gauge>,
+    deprecated_update_policy: Family<Labels, Gauge>,
     obsolete_version: Family<Labels, Gauge>,
     configuration_error: Family<Labels, Gauge>,
     update_policy_not_found: Family<Labels, BareCounter>,
     broken_sequence: Family<Labels, Gauge>,
+    module_is_not_valid: Family<Labels, Gauge>,
+    /// Per module: the step-by-step failures last written (family kind and labels).
+    updating_failures: Arc<Mutex<BTreeMap<String, FailureSeries>>>,
     edition_not_found: Family<Labels, Gauge>,
     /// The `d8_module_release_info` labels last written per release, to replace them.
     module_release_labels: Arc<Mutex<HashMap<String, Labels>>>,
-    /// Per module: the `deckhouse_module_configuration_error` and
-    /// `d8_module_updating_broken_sequence` labels last written, to replace them.
+    /// Per module: the `deckhouse_module_configuration_error` labels last written, to replace
+    /// them.
     per_module: Arc<Mutex<BTreeMap<(&'static str, String), Labels>>>,
 }
 
@@ -170,6 +229,11 @@ impl Metrics {
             self.at_conflict.clone(),
         );
         registry.register(
+            "d8_deprecated_update_policy",
+            "1 per module a deprecated v1alpha1 ModuleUpdatePolicy still selects.",
+            self.deprecated_update_policy.clone(),
+        );
+        registry.register(
             "d8_module_config_obsolete_version",
             "1 per ModuleConfig whose settings version is older than its module's latest.",
             self.obsolete_version.clone(),
@@ -193,6 +257,11 @@ impl Metrics {
             "d8_module_updating_broken_sequence",
             "1 while a module's step-by-step releases cannot be created (a minor version is missing).",
             self.broken_sequence.clone(),
+        );
+        registry.register(
+            "d8_module_updating_module_is_not_valid",
+            "1 while the release image of a step of a module's step-by-step releases is not valid.",
+            self.module_is_not_valid.clone(),
         );
     }
 
@@ -269,25 +338,31 @@ impl Metrics {
             .inc();
     }
 
-    /// The step-by-step state of `module` after its source was checked: `Some` raises
-    /// `d8_module_updating_broken_sequence`, `None` clears it.
-    pub(crate) fn set_updating_failure(&self, module: &str, failure: Option<&UpdatingFailure>) {
-        let next = failure.map(|f| match f {
-            UpdatingFailure::BrokenSequence {
-                registry,
-                actual,
-                version,
-            } => (
-                vec![
-                    ("module", module.to_owned()),
-                    ("version", version.clone()),
-                    ("registry", registry.clone()),
-                    ("actualVersion", actual.clone()),
-                ],
-                1,
-            ),
-        });
-        self.replace_per_module(&self.broken_sequence, "broken_sequence", module, next);
+    /// The step-by-step state of `module` after its source was checked: each failure raises
+    /// `d8_module_updating_broken_sequence` or `d8_module_updating_module_is_not_valid`; the
+    /// module's previous failures are cleared (Deckhouse expires the module's group).
+    pub(crate) fn set_updating_failures(&self, module: &str, failures: &[UpdatingFailure]) {
+        let mut last = self
+            .updating_failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let family = |kind: &str| {
+            if kind == "broken_sequence" {
+                &self.broken_sequence
+            } else {
+                &self.module_is_not_valid
+            }
+        };
+        for (kind, labels) in last.remove(module).unwrap_or_default() {
+            family(kind).remove(&labels);
+        }
+        let series: FailureSeries = failures.iter().map(|f| f.series(module)).collect();
+        for (kind, labels) in &series {
+            family(kind).get_or_create(labels).set(1);
+        }
+        if !series.is_empty() {
+            last.insert(module.to_owned(), series);
+        }
     }
 
     /// Refills `d8_moduleconfig_allowed_to_disable` with `(module, allowed)` pairs.
@@ -309,6 +384,22 @@ impl Metrics {
         for module in modules {
             self.at_conflict
                 .get_or_create(&vec![("moduleName", module.to_owned())])
+                .set(1);
+        }
+    }
+
+    /// Refills `d8_deprecated_update_policy` with `(module, policy)` pairs.
+    pub(crate) fn set_deprecated_update_policies<'a>(
+        &self,
+        matches: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) {
+        self.deprecated_update_policy.clear();
+        for (module, policy) in matches {
+            self.deprecated_update_policy
+                .get_or_create(&vec![
+                    ("moduleName", module.to_owned()),
+                    ("updatePolicy", policy.to_owned()),
+                ])
                 .set(1);
         }
     }
@@ -441,18 +532,22 @@ mod tests {
         let metrics = Metrics::default();
         metrics.set_allowed_to_disable([("echo", true), ("hello", false)]);
         metrics.set_at_conflict(["echo"]);
+        metrics.set_deprecated_update_policies([("echo", "old")]);
         let text = metrics.encode();
         for line in [
             "d8_moduleconfig_allowed_to_disable{module=\"echo\"} 1",
             "d8_moduleconfig_allowed_to_disable{module=\"hello\"} 0",
             "d8_module_at_conflict{moduleName=\"echo\"} 1",
+            "d8_deprecated_update_policy{moduleName=\"echo\",updatePolicy=\"old\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line}\n{text}");
         }
         metrics.set_allowed_to_disable([("hello", false)]);
         metrics.set_at_conflict([]);
+        metrics.set_deprecated_update_policies([]);
         let text = metrics.encode();
         assert!(!text.contains("module=\"echo\""), "{text}");
+        assert!(!text.contains("d8_deprecated_update_policy{"), "{text}");
         assert!(!text.contains("d8_module_at_conflict{"), "{text}");
     }
 
@@ -544,19 +639,33 @@ mod tests {
                 next: "v1.3.0".into(),
             },
         );
-        metrics.set_updating_failure("echo", failure.as_ref());
+        metrics.set_updating_failures("echo", failure.as_slice());
         let text = metrics.encode();
         assert!(
             text.lines().any(|l| l
                 == "d8_module_updating_broken_sequence{module=\"echo\",version=\"v1.3.0\",registry=\"r.example/m\",actualVersion=\"v1.0.1\"} 1"),
             "{text}"
         );
-        metrics.set_updating_failure("echo", None);
-        assert!(
-            !metrics
-                .encode()
-                .contains("d8_module_updating_broken_sequence{")
+        metrics.set_updating_failures(
+            "echo",
+            &[
+                UpdatingFailure::not_valid("r.example/m", "1.0.1", "1.1.2"),
+                UpdatingFailure::not_valid("r.example/m", "1.0.1", "v1.2.0"),
+            ],
         );
+        let text = metrics.encode();
+        assert!(
+            !text.contains("d8_module_updating_broken_sequence{"),
+            "{text}"
+        );
+        for version in ["v1.1.2", "v1.2.0"] {
+            let line = format!(
+                "d8_module_updating_module_is_not_valid{{module=\"echo\",version=\"{version}\",registry=\"r.example/m\",actualVersion=\"v1.0.1\"}} 1"
+            );
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+        metrics.set_updating_failures("echo", &[]);
+        assert!(!metrics.encode().contains("d8_module_updating_"));
     }
 
     #[test]

@@ -33,12 +33,26 @@ struct Cluster {
     clock: ManualClock,
 }
 
+/// ModuleUpdatePolicy's conversion between its served versions, as `d8 apiserver` runs it (a
+/// `v1alpha1` write is stored as `v1alpha2`, without the selector); other kinds serve one
+/// version.
+struct MupConversion;
+
+impl apiserver::Converter for MupConversion {
+    fn convert(&self, object: Value, desired: &str) -> Result<Value, String> {
+        if object["kind"] == "ModuleUpdatePolicy" {
+            return api::module_update_policy::convert(&object, desired).map_err(|e| e.to_string());
+        }
+        apiserver::NoConversion.convert(object, desired)
+    }
+}
+
 /// The cluster UUID the canary waves are computed with.
 const CLUSTER_UUID: &str = "1f6a1e2c-5d0b-4c1e-9b8a-2d7f3e4c5b6a";
 
 async fn cluster() -> Cluster {
     let source = source().await;
-    let api = testkit::Cluster::start().await;
+    let api = testkit::Cluster::start_with(|b| b.converter(MupConversion)).await;
     let dir = api.dir().to_path_buf();
     let client = api.client().await;
     let downloaded = Downloaded::open(dir.as_path().join("downloaded")).unwrap();
@@ -161,10 +175,32 @@ impl Cluster {
             .push_image(&format!("{REPO}/{module}"), Some(version), &image)
             .await
             .unwrap();
+        // A source publishes each release image under its version and the channel's tag.
+        let release = release_image(&self.source.layout, module, version);
+        for tag in [version, channel] {
+            self.source
+                .push
+                .push_image(&format!("{REPO}/{module}/release"), Some(tag), &release)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+impl Cluster {
+    /// Publishes `version` of `module` (its image and its release image under the version's
+    /// tag) without moving a channel.
+    async fn publish_version(&self, module: &str, version: &str) {
+        let image = module_image(&self.source.layout, module, version, 10);
+        self.source
+            .push
+            .push_image(&format!("{REPO}/{module}"), Some(version), &image)
+            .await
+            .unwrap();
         let release = release_image(&self.source.layout, module, version);
         self.source
             .push
-            .push_image(&format!("{REPO}/{module}/release"), Some(channel), &release)
+            .push_image(&format!("{REPO}/{module}/release"), Some(version), &release)
             .await
             .unwrap();
     }
@@ -1092,15 +1128,178 @@ async fn missing_policy_and_broken_sequence_are_reported() {
             .any(|r| r.0 == "hello-v0.4.0")
     );
     // … until 0.3 is published: the chain is created and the failure cleared.
+    c.publish_version("hello", "v0.3.0").await;
+    c.pass().await;
+    let names: Vec<String> = c.releases("hello").await.into_iter().map(|r| r.0).collect();
+    assert!(names.contains(&"hello-v0.3.0".to_owned()), "{names:?}");
+    assert!(names.contains(&"hello-v0.4.0".to_owned()), "{names:?}");
+    assert_eq!(broken(&c), Vec::<String>::new());
+}
+
+/// The ModuleUpdatePolicy CRD with `version` as its stored version.
+async fn store_update_policies_as(client: &Client, version: &str) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd = crds.get("moduleupdatepolicies.deckhouse.io").await.unwrap();
+    for v in &mut crd.spec.versions {
+        v.storage = v.name == version;
+    }
+    crds.replace(&crd.name_any(), &PostParams::default(), &crd)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_deprecated_update_policy_selecting_a_module_is_reported() {
+    use api::module_update_policy::v1alpha1;
+    let c = cluster().await;
+    c.config("echo", json!({"enabled": true})).await;
+    c.pass().await;
+    let deprecated = |c: &Cluster| {
+        c.manager
+            .metrics()
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("d8_deprecated_update_policy{"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(deprecated(&c), Vec::<String>::new());
+    let policy = |name: &str, selector: Value| {
+        json!({"apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleUpdatePolicy",
+            "metadata": {"name": name},
+            "spec": {"update": {"mode": "Auto"}, "moduleReleaseSelector": {"labelSelector": selector}}})
+    };
+    // A policy written while v1alpha1 was the stored version (a cluster from before v1alpha2)
+    // keeps its selector after the upgrade; one written since is stored without it.
+    store_update_policies_as(&c.client, "v1alpha1").await;
+    c.apply::<v1alpha1::ModuleUpdatePolicy>(policy(
+        "legacy",
+        json!({"matchLabels": {"source": "example"}}),
+    ))
+    .await;
+    c.apply::<v1alpha1::ModuleUpdatePolicy>(policy(
+        "other-source",
+        json!({"matchLabels": {"source": "elsewhere"}}),
+    ))
+    .await;
+    store_update_policies_as(&c.client, "v1alpha2").await;
+    c.apply::<v1alpha1::ModuleUpdatePolicy>(policy(
+        "fresh",
+        json!({"matchExpressions": [{"key": "module", "operator": "In", "values": ["echo"]}]}),
+    ))
+    .await;
+    c.pass().await;
+    assert_eq!(
+        deprecated(&c),
+        vec!["d8_deprecated_update_policy{moduleName=\"echo\",updatePolicy=\"legacy\"} 1"]
+    );
+    // Bound to a policy by name (ModuleConfig.spec.updatePolicy), the module is no longer
+    // reported …
+    c.config("echo", json!({"enabled": true, "updatePolicy": "fresh"}))
+        .await;
+    c.pass().await;
+    assert_eq!(deprecated(&c), Vec::<String>::new());
+    // … nor once the selector is retired as Deckhouse's alert says (the write stores v1alpha2).
+    c.config("echo", json!({"enabled": true, "updatePolicy": null}))
+        .await;
+    c.pass().await;
+    assert_eq!(deprecated(&c).len(), 1);
+    Api::<v1alpha1::ModuleUpdatePolicy>::all(c.client.clone())
+        .patch(
+            "legacy",
+            &PatchParams::default(),
+            &Patch::<()>::Json(
+                serde_json::from_value(json!([{"op": "replace",
+                    "path": "/spec/moduleReleaseSelector/labelSelector/matchLabels",
+                    "value": {"": ""}}]))
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    c.pass().await;
+    assert_eq!(deprecated(&c), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn an_invalid_intermediate_release_image_is_reported_and_skipped() {
+    let c = cluster().await;
+    c.config(
+        "deckhouse",
+        json!({"version": 1, "settings": {"releaseChannel": "Stable", "update": {"mode": "Manual"}}}),
+    )
+    .await;
+    c.config("hello", json!({"enabled": true})).await;
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("hello").as_deref(),
+        Some("0.2.0")
+    );
+    // The channel moves from 0.2 to 0.4; 0.3 is in the registry, but its release image holds
+    // no version.json.
     let image = module_image(&c.source.layout, "hello", "v0.3.0", 10);
     c.source
         .push
         .push_image(&format!("{REPO}/hello"), Some("v0.3.0"), &image)
         .await
         .unwrap();
+    let broken = testkit::ImageBuilder::new("hello-release-broken")
+        .files(&[("changelog.yaml", b"features:\n- broken\n".as_slice())])
+        .build(&c.source.layout);
+    c.source
+        .push
+        .push_image(&format!("{REPO}/hello/release"), Some("v0.3.0"), &broken)
+        .await
+        .unwrap();
+    c.publish("hello", "stable", "v0.4.0", 10).await;
     c.pass().await;
+    let not_valid = |c: &Cluster| {
+        c.manager
+            .metrics()
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("d8_module_updating_module_is_not_valid{"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        not_valid(&c),
+        vec![format!(
+            "d8_module_updating_module_is_not_valid{{module=\"hello\",version=\"v0.3.0\",registry=\"{}/{REPO}\",actualVersion=\"v0.2.0\"}} 1",
+            c.source.upstream.host()
+        )]
+    );
+    // The step is not created; the walk goes on to the channel's release.
+    let names: Vec<String> = c.releases("hello").await.into_iter().map(|r| r.0).collect();
+    assert!(!names.contains(&"hello-v0.3.0".to_owned()), "{names:?}");
+    assert!(names.contains(&"hello-v0.4.0".to_owned()), "{names:?}");
+    let source = Api::<ModuleSource>::all(c.client.clone())
+        .get("example")
+        .await
+        .unwrap();
+    let entry = source
+        .status
+        .unwrap()
+        .modules
+        .into_iter()
+        .find(|m| m.name == "hello")
+        .unwrap();
+    let error = entry.error.unwrap_or_default();
+    assert!(
+        error.starts_with("step by step update failed: load release metadata v0.3.0: ")
+            && error.ends_with(": module is corrupted"),
+        "{error}"
+    );
+    // A valid release image for 0.3 fills the hole and clears the alert.
+    let release = support::release_image(&c.source.layout, "hello", "v0.3.0");
+    c.source
+        .push
+        .push_image(&format!("{REPO}/hello/release"), Some("v0.3.0"), &release)
+        .await
+        .unwrap();
+    c.pass().await;
+    assert_eq!(not_valid(&c), Vec::<String>::new());
     let names: Vec<String> = c.releases("hello").await.into_iter().map(|r| r.0).collect();
     assert!(names.contains(&"hello-v0.3.0".to_owned()), "{names:?}");
-    assert!(names.contains(&"hello-v0.4.0".to_owned()), "{names:?}");
-    assert_eq!(broken(&c), Vec::<String>::new());
 }

@@ -12,6 +12,8 @@
 //! - [`definition`]: `module.yaml` and the `NNN-name` directory convention;
 //! - [`constraint`]: Go/Masterminds version constraints (`>= 1.26 < 1.30 || ~1.31`) on top of
 //!   `semver`;
+//! - [`deprecated_policy`]: the modules a deprecated `v1alpha1` ModuleUpdatePolicy still
+//!   selects (`ModuleHasDeprecatedUpdatePolicy`);
 //! - [`enabling`]: the enabling chain in addon-operator's extender order, with the extender that
 //!   decided as the condition reason and Deckhouse's messages;
 //! - [`values`]: module and `global` values as addon-operator builds them (static values,
@@ -26,6 +28,7 @@ pub mod config;
 pub mod constraint;
 pub mod conversion;
 pub mod definition;
+pub mod deprecated_policy;
 pub mod enabling;
 mod error;
 pub mod settings;

@@ -16,6 +16,12 @@ use crate::compat::{self, Move};
 
 /// The finalizer Deckhouse's Application controller sets.
 pub const FINALIZER: &str = "application.deckhouse.io/statistic-registered";
+
+/// The maintenance mode `spec.maintenance` puts the Application in (`NoResourceReconciliation`:
+/// it is not reconciled and `deckhouse_application_maintenance` reports it), if any.
+pub fn maintenance(app: &Application) -> Option<&'static str> {
+    app.spec.maintenance.map(|m| m.as_str())
+}
 /// The repository of an Application that names none.
 pub const DEFAULT_REPOSITORY: &str = "deckhouse";
 /// Annotation on a chart's Ingress that makes it one of the Application's `urls`.

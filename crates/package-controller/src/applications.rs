@@ -30,6 +30,7 @@ pub struct Applications {
     deckhouse: Option<semver::Version>,
     /// `openapi/settings.yaml` per ApplicationPackageVersion, read once.
     schemas: Mutex<HashMap<String, Option<String>>>,
+    metrics: crate::metrics::Metrics,
 }
 
 impl std::fmt::Debug for Applications {
@@ -67,7 +68,13 @@ impl Applications {
             client,
             registries,
             schemas: Mutex::default(),
+            metrics: crate::metrics::Metrics::default(),
         }
+    }
+
+    /// The metric families (`deckhouse_application_maintenance`).
+    pub fn metrics(&self) -> crate::metrics::Metrics {
+        self.metrics.clone()
     }
 
     /// Notified when a package hook run between passes (kubernetes, schedule) changed an
@@ -89,6 +96,19 @@ impl Applications {
             .list(&ListParams::default())
             .await
             .map_err(|e| Error::kube("list Applications", e))?;
+        let namespaces: Vec<String> = list
+            .items
+            .iter()
+            .map(|a| a.namespace().unwrap_or_default())
+            .collect();
+        self.metrics
+            .set_maintenance(list.items.iter().zip(&namespaces).filter_map(|(a, ns)| {
+                Some((
+                    ns.as_str(),
+                    a.metadata.name.as_deref()?,
+                    decide::maintenance(a)?,
+                ))
+            }));
         if list.items.is_empty() {
             return Ok(false);
         }
@@ -187,6 +207,11 @@ impl Applications {
             .await
             .map_err(|e| Error::kube(format!("remove the finalizer of Application {name}"), e))?;
             tracing::info!(namespace, application = %name, "application deleted");
+            return Ok(());
+        }
+        if let Some(state) = decide::maintenance(app) {
+            // As a module in maintenance: nothing of it is reconciled until the mode is removed.
+            tracing::debug!(namespace, application = %name, state, "application in maintenance, not reconciled");
             return Ok(());
         }
         if !app.finalizers().iter().any(|f| f == decide::FINALIZER) {

@@ -93,6 +93,11 @@ impl Controller {
         }
     }
 
+    /// The metric families of the Applications (`deckhouse_application_maintenance`).
+    pub fn metrics(&self) -> crate::metrics::Metrics {
+        self.applications.metrics()
+    }
+
     /// Runs passes until `stopped` resolves.
     pub async fn run(&self, stopped: impl std::future::Future<Output = ()>) {
         tokio::pin!(stopped);

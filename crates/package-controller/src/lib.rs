@@ -14,6 +14,7 @@
 //! - [`install`]: an Application's release, through the module runtime's release install;
 //! - [`hooks`]: package hooks, through the module runtime's hook runner, scoped to the
 //!   Application — every binding, their values kept in the Application's namespace;
+//! - [`metrics`]: the metric `deckhouse_application_maintenance`;
 //! - [`bookkeeping`]: Deckhouse's bookkeeping — registry spec checksums, owner references,
 //!   old operations, gone repositories (pure);
 //! - [`controller`]: the loop `d8 controller` runs under the platform's Lease.
@@ -31,6 +32,7 @@ pub mod hooks;
 pub mod incremental;
 pub mod install;
 pub mod metadata;
+pub mod metrics;
 pub mod operation;
 pub mod registry;
 pub mod repository;

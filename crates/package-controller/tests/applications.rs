@@ -548,3 +548,59 @@ async fn package_hooks_run_as_module_hooks_scoped_to_the_application() {
     assert!(cm(&env.client, "h", "shop-greeter").await.is_none());
     assert!(cm(&env.client, "h", "greeter-gone").await.is_some());
 }
+
+#[tokio::test]
+async fn an_application_in_maintenance_is_not_reconciled_and_is_reported() {
+    let env = Env::start().await;
+    push(&env.push, &env.layout, "v1.0.0").await;
+    repository(&env.client, "main", registry(&env.upstream.host(), REPO)).await;
+    let controller = Controller::new(env.client.clone(), support::options(&env.dir));
+    controller.pass().await.unwrap();
+    namespace(&env.client, "a").await;
+    app(&env.client, "a", "v1.0.0", json!({"greeting": "hi"})).await;
+    controller.pass().await.unwrap();
+    assert_eq!(data(&env.client, "a").await, ("hi".into(), "v1.0.0".into()));
+    let maintenance = |c: &Controller| {
+        c.metrics()
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("deckhouse_application_maintenance{"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(maintenance(&controller), Vec::<String>::new());
+
+    // In maintenance, new settings are not applied and the metric names the Application.
+    change(
+        &env.client,
+        "a",
+        json!({"maintenance": "NoResourceReconciliation", "settings": {"greeting": "bye"}}),
+    )
+    .await;
+    controller.pass().await.unwrap();
+    assert_eq!(data(&env.client, "a").await, ("hi".into(), "v1.0.0".into()));
+    assert_eq!(
+        maintenance(&controller),
+        vec![
+            "deckhouse_application_maintenance{namespace=\"a\",name=\"shop\",state=\"NoResourceReconciliation\"} 1"
+        ]
+    );
+
+    // Out of maintenance (the alert's `remove /spec/maintenance`), it is reconciled again.
+    let api: Api<Application> = Api::namespaced(env.client.clone(), "a");
+    api.patch(
+        "shop",
+        &PatchParams::default(),
+        &Patch::<()>::Json(
+            serde_json::from_value(json!([{"op": "remove", "path": "/spec/maintenance"}])).unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    controller.pass().await.unwrap();
+    assert_eq!(
+        data(&env.client, "a").await,
+        ("bye".into(), "v1.0.0".into())
+    );
+    assert_eq!(maintenance(&controller), Vec::<String>::new());
+}

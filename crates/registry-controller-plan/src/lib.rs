@@ -26,6 +26,7 @@ pub mod plan;
 pub mod prerequisites;
 pub mod probe;
 pub mod publish;
+pub mod push;
 pub mod settings;
 pub mod storage_status;
 

@@ -1,7 +1,12 @@
-//! The publish endpoint's Ingress: `d8 mirror push` reaches the cache leader through it from
-//! outside the cluster. It exists only while the configuration asks for air gap (the cache on
-//! and no primary upstream configured) and is removed as soon as an upstream is configured, or
-//! the cache or the module is turned off. Its class, source ranges and certificate come from the
+//! The publish endpoint's Ingress `registry-push`: `d8 mirror push` reaches the cache leader
+//! through it from outside the cluster (→ Service `registry-push` → its one endpoint, the
+//! leader: [`crate::push`]). It exists only while the configuration asks for air gap (the cache
+//! on and no primary upstream configured) and is removed as soon as an upstream is configured,
+//! or the cache or the module is turned off. (Deckhouse's sources disagree: its README has the
+//! endpoint only while air-gapped, its current chart publishes it whenever the cache is on. We
+//! keep the Ingress, the way in from outside, to air gap as issue #18 asks; the Service and its
+//! leader-only slice exist whenever the cache is on, so a bundle can be pushed from inside the
+//! cluster before the upstream is dropped.) Its class, source ranges and certificate come from the
 //! `registry` ModuleConfig (`ingressClass`, `whitelistSourceRanges`, `https`), falling back to
 //! the `global` ModuleConfig's `modules.ingressClass`, `modules.https` and
 //! `modules.publicDomainTemplate`, as Deckhouse's modules do.
@@ -9,10 +14,11 @@
 use api::registry::{NAMESPACE, RegistrySettings, RegistryStorageSpec};
 use serde_json::{Value, json};
 
-/// Name of the Ingress (and of the Service it sends to, which the chart renders).
-pub const INGRESS: &str = "registry-publish";
-/// Port name of Service [`INGRESS`] (the leader's write port).
-pub const SERVICE_PORT: &str = "publish";
+/// Name of the Ingress (and of the Service it sends to, which the chart renders:
+/// [`crate::push::SERVICE`], whose only endpoint is the cache leader).
+pub const INGRESS: &str = crate::push::SERVICE;
+/// Port name of Service [`INGRESS`] (to the leader's write listener).
+pub const SERVICE_PORT: &str = crate::push::PORT_NAME;
 /// Secret (in `d8-system`, key `ca.crt`) with the CA whose client certificates may push.
 pub const CLIENT_CA_SECRET: &str = "registry-publish-client-ca";
 /// Secret cert-manager issues the serving certificate into (`https.mode: CertManager`).

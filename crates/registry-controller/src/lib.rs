@@ -16,6 +16,7 @@
 mod error;
 pub mod metrics;
 pub mod probe;
+mod push;
 mod reconcile;
 
 use std::sync::{Arc, Mutex};

@@ -159,7 +159,7 @@ impl Controller {
         Ok(())
     }
 
-    async fn delete<K>(&self, api: &Api<K>, name: &str, what: &str) -> Result<(), Error>
+    pub(crate) async fn delete<K>(&self, api: &Api<K>, name: &str, what: &str) -> Result<(), Error>
     where
         K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
@@ -392,6 +392,7 @@ impl Controller {
         let Some(config) = serving else {
             let actions = self.withdraw(rcfg.is_some()).await?;
             self.sync_publish(&settings, None).await?;
+            self.sync_push(None).await?;
             self.clear_layout_metrics();
             metrics.config_valid.set(1);
             return Ok(Report {
@@ -420,12 +421,13 @@ impl Controller {
         let (reason, message) = match report {
             Ok(actions) => {
                 let storage: Api<RegistryStorage> = Api::all(self.client.clone());
-                let spec = storage
+                let storage = storage
                     .get_opt(SINGLETON)
                     .await
-                    .map_err(kube("reading RegistryStorage registry"))?
-                    .map(|s| s.spec);
-                self.sync_publish(&settings, spec.as_ref()).await?;
+                    .map_err(kube("reading RegistryStorage registry"))?;
+                self.sync_publish(&settings, storage.as_ref().map(|s| &s.spec))
+                    .await?;
+                self.sync_push(storage.as_ref()).await?;
                 return Ok(Report {
                     gate,
                     wanted_managed,
@@ -500,7 +502,7 @@ impl Controller {
         m.upstreams_rejected.clear();
     }
 
-    /// Converges Ingress `registry-publish` on [`publish::ingress`]: created or replaced while
+    /// Converges Ingress `registry-push` on [`publish::ingress`]: created or replaced while
     /// the storage asks for air gap, deleted otherwise.
     async fn sync_publish(
         &self,
@@ -508,11 +510,11 @@ impl Controller {
         storage: Option<&RegistryStorageSpec>,
     ) -> Result<(), Error> {
         let ingresses: Api<Ingress> = Api::namespaced(self.client.clone(), NAMESPACE);
-        let what = "writing Ingress registry-publish";
+        let what = "writing Ingress registry-push";
         let existing = ingresses
             .get_opt(publish::INGRESS)
             .await
-            .map_err(kube("reading Ingress registry-publish"))?;
+            .map_err(kube("reading Ingress registry-push"))?;
         let global = if publish::wanted(storage) {
             let module_configs: Api<ModuleConfig> = Api::all(self.client.clone());
             let mc = module_configs
@@ -526,14 +528,14 @@ impl Controller {
         let Some(want) = publish::ingress(settings, &global, storage) else {
             if existing.is_some() {
                 tracing::info!("no air gap asked for: the publish Ingress goes");
-                self.delete(&ingresses, publish::INGRESS, "Ingress registry-publish")
+                self.delete(&ingresses, publish::INGRESS, "Ingress registry-push")
                     .await?;
             }
             return Ok(());
         };
         let mut object: Ingress =
             serde_json::from_value(want.clone()).map_err(|source| Error::Render {
-                what: "Ingress registry-publish".into(),
+                what: "Ingress registry-push".into(),
                 source,
             })?;
         match existing {
@@ -723,7 +725,7 @@ impl Controller {
     }
 
     /// The holder of Lease `d8-system/registry-storage` while it is unexpired.
-    async fn storage_lease_holder(&self) -> Result<Option<String>, Error> {
+    pub(crate) async fn storage_lease_holder(&self) -> Result<Option<String>, Error> {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), NAMESPACE);
         let lease = leases
             .get_opt(STORAGE_LEASE)

@@ -1,5 +1,5 @@
 //! The publish Ingress follows the cluster's state on the embedded API server (issue #18): the
-//! registry controller creates Ingress `d8-system/registry-publish` when the `registry`
+//! registry controller creates Ingress `d8-system/registry-push` when the `registry`
 //! ModuleConfig asks for air gap (the cache on, no primary upstream), with the module's
 //! `ingressClass`, `whitelistSourceRanges` and `https`, the host from `global`'s
 //! `publicDomainTemplate`; it follows a settings change, and goes away as soon as an upstream is
@@ -85,7 +85,7 @@ async fn the_publish_ingress_appears_while_air_gapped_and_goes_when_an_upstream_
     let report = controller.reconcile().await.unwrap();
     assert_eq!(report.invalid, None);
     let ingress = ingresses
-        .get_opt("registry-publish")
+        .get_opt("registry-push")
         .await
         .unwrap()
         .expect("air-gapped: the publish Ingress exists");
@@ -104,7 +104,7 @@ async fn the_publish_ingress_appears_while_air_gapped_and_goes_when_an_upstream_
         .service
         .clone()
         .unwrap();
-    assert_eq!(backend.name, "registry-publish");
+    assert_eq!(backend.name, "registry-push");
     assert_eq!(
         annotation(
             &ingress,
@@ -124,7 +124,7 @@ async fn the_publish_ingress_appears_while_air_gapped_and_goes_when_an_upstream_
     // A second pass changes nothing.
     let version = ingress.metadata.resource_version.clone();
     controller.reconcile().await.unwrap();
-    let again = ingresses.get("registry-publish").await.unwrap();
+    let again = ingresses.get("registry-push").await.unwrap();
     assert_eq!(again.metadata.resource_version, version);
 
     // The settings change: the Ingress follows.
@@ -133,7 +133,7 @@ async fn the_publish_ingress_appears_while_air_gapped_and_goes_when_an_upstream_
     changed["whitelistSourceRanges"] = serde_json::json!(["172.16.0.0/12"]);
     put_module_config(&admin, "registry", changed).await;
     controller.reconcile().await.unwrap();
-    let ingress = ingresses.get("registry-publish").await.unwrap();
+    let ingress = ingresses.get("registry-push").await.unwrap();
     assert_eq!(
         annotation(&ingress, "cert-manager.io/cluster-issuer"),
         Some("letsencrypt")
@@ -156,22 +156,10 @@ async fn the_publish_ingress_appears_while_air_gapped_and_goes_when_an_upstream_
         serde_json::json!({"upstream": {"host": "127.0.0.1:9", "path": "/deckhouse/ee"}});
     put_module_config(&admin, "registry", with_upstream).await;
     controller.reconcile().await.unwrap();
-    assert!(
-        ingresses
-            .get_opt("registry-publish")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(ingresses.get_opt("registry-push").await.unwrap().is_none());
 
     // Air gap again: it comes back.
     put_module_config(&admin, "registry", air_gapped).await;
     controller.reconcile().await.unwrap();
-    assert!(
-        ingresses
-            .get_opt("registry-publish")
-            .await
-            .unwrap()
-            .is_some()
-    );
+    assert!(ingresses.get_opt("registry-push").await.unwrap().is_some());
 }

@@ -9,7 +9,9 @@
 //!    module); a key nobody registers fails with Deckhouse's `Not registered` error;
 //! 3. `autoK8sVersion` when the cluster configuration says `kubernetesVersion: Automatic`;
 //! 4. `migratedModules`: each must be disabled by the module manager or offered by a
-//!    ModuleSource without an error (and `d8_migrated_module_not_found` is raised otherwise).
+//!    ModuleSource without an error (and `d8_migrated_module_not_found` is raised otherwise),
+//!    then downloaded — a Deployed ModuleRelease — before the release applies (`migrated
+//!    module '<m>' is not pre-downloaded yet`; `d8_migrated_module_not_downloaded`).
 //!
 //! The decisions and messages are [`release_plan::requirements`]'; this module gathers facts.
 //! A `spec.disruptions` entry with a registered disruption function that returns a reason needs
@@ -27,7 +29,10 @@ use api::module_source::ModuleSource;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client, ResourceExt};
 use release_plan::ReleaseVersion;
-use release_plan::deploy::{migrated_module_not_found_message, requirement_not_met_message};
+use release_plan::deploy::{
+    migrated_module_not_downloaded_message, migrated_module_not_found_message,
+    requirement_not_met_message,
+};
 use release_plan::disruption::{self, IngressController};
 use release_plan::requirements::{
     self as checks, KUBERNETES_AUTOMATIC, ModuleConstraint, RequirementKey, SourceModule,
@@ -293,6 +298,9 @@ impl Checks {
         }
         if let Some(module) = missing_migrated_module(requirements, facts) {
             failures.push(migrated_module_not_found_message(&module));
+        } else if let Some(module) = migrated_modules_not_downloaded(requirements, facts).first() {
+            // Offered, but not downloaded yet: the release is held until it is.
+            failures.push(migrated_module_not_downloaded_message(module));
         }
         failures
     }
@@ -481,6 +489,16 @@ mod tests {
             checks.requirement_failures(&v("v1.67.0"), &reqs(&[("platformFeature", "x")]), &cluster),
             vec!["\"platformFeature\" requirement for DeckhouseRelease \"1.67.0\" not met: feature x is off".to_owned()]
         );
+        // Offered but not downloaded: held until a ModuleRelease of it is Deployed.
+        assert_eq!(
+            checks.requirement_failures(
+                &v("v1.67.0"),
+                &reqs(&[("migratedModules", "moved,off")]),
+                &cluster
+            ),
+            vec!["migrated module 'moved' is not pre-downloaded yet".to_owned()]
+        );
+        cluster.deployed_modules = ["moved".to_owned()].into();
         // Everything met.
         let ok = checks.requirement_failures(
             &v("v1.67.0"),

@@ -599,6 +599,13 @@ pub fn migrated_module_not_found_message(module: &str) -> String {
     format!("migrated module '{module}' not found in any ModuleSource registry")
 }
 
+/// `migrated module '<module>' is not pre-downloaded yet`: a ModuleSource offers the module but
+/// it has no Deployed ModuleRelease, so the release waits until it is downloaded (Deckhouse's
+/// migrated modules check; `DeckhouseMigratedModuleNotDownloaded`).
+pub fn migrated_module_not_downloaded_message(module: &str) -> String {
+    format!("migrated module '{module}' is not pre-downloaded yet")
+}
+
 /// The JSON body of the release notification webhook.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WebhookBody {

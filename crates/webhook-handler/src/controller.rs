@@ -79,10 +79,14 @@ async fn set_status(api: &Api<DynamicObject>, obj: &Value, mut want: Value) {
     }
 }
 
-/// One pass: build what changed, serve it, register it, report it.
+/// How often the CA file is looked at between passes.
+const CA_CHECK: Duration = Duration::from_secs(2);
+
+/// One pass: build what changed, serve it, register it with `ca_pem`, report it.
 async fn reconcile(
     client: &kube::Client,
     opts: &Options,
+    ca_pem: &str,
     served: &Served,
     built: &mut Built,
 ) -> Result<(), kube::Error> {
@@ -119,7 +123,7 @@ async fn reconcile(
         match &result {
             Ok(v) => {
                 serving.insert(render::validating_path(vw), v.clone());
-                webhooks.push(render::validating_webhook(vw, &opts.endpoint, &opts.ca_pem));
+                webhooks.push(render::validating_webhook(vw, &opts.endpoint, ca_pem));
                 statuses.push((
                     vw,
                     status(Ok(&format!(
@@ -183,7 +187,7 @@ async fn reconcile(
         }
         *served.converters.write().unwrap_or_else(|p| p.into_inner()) = serving.clone();
         if result.is_ok() {
-            let want = render::crd_conversion(&crd, &opts.endpoint, &opts.ca_pem);
+            let want = render::crd_conversion(&crd, &opts.endpoint, ca_pem);
             match crd_api.get_opt(&crd).await? {
                 None => result = Err(format!("CustomResourceDefinition {crd} not found")),
                 Some(current) => {
@@ -269,7 +273,8 @@ fn remove_hook(hooks_dir: &std::path::Path, file: &str) {
     }
 }
 
-/// Reconciles on every change of a webhook object (and every 30 seconds) until cancelled.
+/// Reconciles on every change of a webhook object or of the CA file (and every 30 seconds)
+/// until cancelled.
 pub(crate) async fn run(client: kube::Client, opts: Options, served: Arc<Served>) {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(64);
     for ar in [
@@ -290,14 +295,24 @@ pub(crate) async fn run(client: kube::Client, opts: Options, served: Arc<Served>
     }
     let mut built = Built::default();
     loop {
-        if let Err(e) = reconcile(&client, &opts, &served, &mut built).await {
+        let ca_pem = opts.ca.current();
+        if let Err(e) = reconcile(&client, &opts, &ca_pem, &served, &mut built).await {
             tracing::warn!(error = %e, "webhook handler reconcile failed; retrying");
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
         }
-        tokio::select! {
-            _ = rx.recv() => {}
-            _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+        let next_pass = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            tokio::select! {
+                _ = rx.recv() => break,
+                _ = tokio::time::sleep_until(next_pass) => break,
+                _ = tokio::time::sleep(CA_CHECK) => {
+                    if opts.ca.current() != ca_pem {
+                        tracing::info!("the CA changed: registering the new one");
+                        break;
+                    }
+                }
+            }
         }
         while rx.try_recv().is_ok() {}
     }

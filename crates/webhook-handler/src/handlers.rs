@@ -3,11 +3,12 @@
 use crate::answer::{self, Decision};
 use crate::cel;
 use crate::contexts::Contexts;
+use crate::metrics::{Metrics, Outcome};
 use crate::render;
 use module_hooks::{BindingContext, Hook, HookKind, Runner, RunnerOptions};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How a handler runs.
 enum Exec {
@@ -18,6 +19,8 @@ enum Exec {
 /// A ValidationWebhook's handler.
 pub(crate) struct Validator {
     pub(crate) webhook: String,
+    /// The hook's file under the hooks directory (the `hook` label of its metrics).
+    hook_file: String,
     exec: Exec,
     include: Vec<String>,
     contexts: Contexts,
@@ -26,6 +29,8 @@ pub(crate) struct Validator {
 /// A ConversionWebhook's handler.
 pub(crate) struct Converter {
     group: String,
+    /// The hook's file under the hooks directory (the `hook` label of its metrics).
+    hook_file: String,
     pairs: Vec<(String, String)>,
     runner: Runner,
     hook: Box<Hook>,
@@ -110,6 +115,11 @@ impl Validator {
         let config = render::bindings(vw)?;
         let include =
             render::snapshot_names(vw, vw.pointer("/validationObject/includeSnapshotsFrom"));
+        let hook_file = render::validating_hook_file(
+            vw.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        );
         let timeout = vw
             .pointer("/validationObject/timeoutSeconds")
             .and_then(Value::as_u64)
@@ -119,13 +129,9 @@ impl Validator {
             vw.pointer("/handler/cel").and_then(Value::as_str),
         ) {
             (Some(_), _) => {
-                let name = vw
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
                 let (runner, hook) = python_hook(
                     hooks_dir,
-                    &render::validating_hook_file(name),
+                    &hook_file,
                     &render::validation_hook(vw),
                     config.clone(),
                     kill_after(timeout),
@@ -138,46 +144,63 @@ impl Validator {
         let contexts = Contexts::start(client, &config.kubernetes).await?;
         Ok(Self {
             webhook,
+            hook_file,
             exec,
             include,
             contexts,
         })
     }
 
-    /// Answers one AdmissionReview request.
-    pub(crate) async fn decide(&self, review: &Value) -> Decision {
+    /// Answers one AdmissionReview request, counting the run in `metrics`.
+    pub(crate) async fn decide(&self, review: &Value, metrics: &Metrics) -> Decision {
+        let started = Instant::now();
+        let (decision, outcome) = self.run(review).await;
+        metrics.hook_run(&self.hook_file, &self.webhook, started.elapsed(), outcome);
+        decision
+    }
+
+    async fn run(&self, review: &Value) -> (Decision, Outcome) {
         match &self.exec {
             Exec::Python { runner, hook } => {
                 let monitors = match self.contexts.monitors() {
                     Ok(m) => m,
                     Err(e) => {
-                        return Decision::Deny {
-                            message: format!("Hook failed: {e}"),
-                        };
+                        let message = format!("Hook failed: {e}");
+                        return (Decision::Deny { message }, Outcome::Error);
                     }
                 };
                 let ctx = BindingContext::validating(&self.webhook, &self.include, review.clone())
                     .with_snapshots(&monitors);
-                answer::from_hook(runner.run(hook, &[ctx], &json!({}), &json!({})).await)
+                let result = runner.run(hook, &[ctx], &json!({}), &json!({})).await;
+                let outcome = match &result {
+                    Ok(_) => Outcome::Success,
+                    Err(_) => Outcome::Error,
+                };
+                (answer::from_hook(result), outcome)
             }
             Exec::Cel(rules) => {
                 let snapshots = match snapshots_json(&self.contexts, &self.include) {
                     Ok(s) => s,
                     Err(e) => {
-                        return Decision::Deny {
-                            message: format!("Internal webhook error: {e}"),
-                        };
+                        let message = format!("Internal webhook error: {e}");
+                        return (Decision::Deny { message }, Outcome::Error);
                     }
                 };
                 let request = review.get("request").cloned().unwrap_or(Value::Null);
                 match cel::evaluate(rules, &request, &snapshots) {
-                    cel::Verdict::Allow => Decision::Allow {
-                        warnings: Vec::new(),
-                    },
-                    cel::Verdict::Deny(message) => Decision::Deny { message },
-                    cel::Verdict::Error(e) => Decision::Deny {
-                        message: format!("Internal webhook error: {e}"),
-                    },
+                    cel::Verdict::Allow => (
+                        Decision::Allow {
+                            warnings: Vec::new(),
+                        },
+                        Outcome::Success,
+                    ),
+                    cel::Verdict::Deny(message) => (Decision::Deny { message }, Outcome::Success),
+                    cel::Verdict::Error(e) => (
+                        Decision::Deny {
+                            message: format!("Internal webhook error: {e}"),
+                        },
+                        Outcome::Error,
+                    ),
                 }
             }
         }
@@ -221,9 +244,10 @@ impl Converter {
         }
         let config = render::bindings(cw)?;
         let include = render::snapshot_names(cw, None);
+        let hook_file = render::conversion_hook_file(crd);
         let (runner, hook) = python_hook(
             hooks_dir,
-            &render::conversion_hook_file(crd),
+            &hook_file,
             &render::conversion_hook(cw),
             config.clone(),
             Duration::from_secs(25),
@@ -231,6 +255,7 @@ impl Converter {
         let contexts = Contexts::start(client, &config.kubernetes).await?;
         Ok(Self {
             group,
+            hook_file,
             pairs,
             runner,
             hook,
@@ -239,8 +264,13 @@ impl Converter {
         })
     }
 
-    /// Converts the objects of a ConversionReview request to `desiredAPIVersion`.
-    pub(crate) async fn convert(&self, request: &Value) -> Result<Vec<Value>, String> {
+    /// Converts the objects of a ConversionReview request to `desiredAPIVersion`, counting each
+    /// step's run in `metrics`.
+    pub(crate) async fn convert(
+        &self,
+        request: &Value,
+        metrics: &Metrics,
+    ) -> Result<Vec<Value>, String> {
         let desired = request
             .get("desiredAPIVersion")
             .and_then(Value::as_str)
@@ -269,19 +299,27 @@ impl Converter {
                     "desiredAPIVersion": format!("{}/{b}", self.group),
                     "objects": objects,
                 }});
+                let binding = render::conversion_name(&a, &b);
                 let ctx = BindingContext::conversion(
-                    &render::conversion_name(&a, &b),
+                    &binding,
                     &self.include,
                     &format!("{}/{a}", self.group),
                     &format!("{}/{b}", self.group),
                     review,
                 )
                 .with_snapshots(&monitors);
-                let out = self
+                let started = Instant::now();
+                let result = self
                     .runner
                     .run(&self.hook, &[ctx], &json!({}), &json!({}))
-                    .await
-                    .map_err(|e| format!("Hook failed to convert to {desired}: {e}"))?;
+                    .await;
+                let outcome = match &result {
+                    Ok(_) => Outcome::Success,
+                    Err(_) => Outcome::Error,
+                };
+                metrics.hook_run(&self.hook_file, &binding, started.elapsed(), outcome);
+                let out =
+                    result.map_err(|e| format!("Hook failed to convert to {desired}: {e}"))?;
                 let resp = out.conversion_response.unwrap_or(Value::Null);
                 if let Some(m) = resp.get("failedMessage").and_then(Value::as_str) {
                     return Err(m.to_string());

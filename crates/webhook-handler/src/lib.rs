@@ -10,14 +10,17 @@
 //!
 //! Pure parts: [`render`], [`cel`], [`answer`]. I/O: the watches (`contexts`, `controller`),
 //! the hooks' processes (`handlers`), the HTTPS endpoint (`server`, with `d8 webhook`'s
-//! certificate files re-read on change and its accept loop).
+//! certificate files re-read on change and its accept loop), shell-operator's metrics
+//! ([`metrics`], served on their own loopback listener).
 
 pub mod answer;
+pub mod ca;
 pub mod cel;
 mod contexts;
 mod controller;
 mod finalizers;
 mod handlers;
+pub mod metrics;
 pub mod render;
 mod server;
 
@@ -33,8 +36,11 @@ pub struct Options {
     pub endpoint: render::Endpoint,
     /// The serving certificate and key, re-read when their files change on disk.
     pub certificate: Arc<webhook::CertificateFiles>,
-    /// The CA that signed it (PEM), the `caBundle` of what is registered.
-    pub ca_pem: String,
+    /// The CA that signed it, the `caBundle` of what is registered (re-read when its file
+    /// changes: what is registered then follows).
+    pub ca: Arc<ca::CaFile>,
+    /// Where hook runs are counted ([`metrics::serve`] exposes them).
+    pub metrics: metrics::Metrics,
 }
 
 /// Serves on `listener` and keeps the webhook objects' handlers until the task is dropped.
@@ -43,13 +49,25 @@ pub async fn run(
     listener: tokio::net::TcpListener,
     opts: Options,
 ) -> Result<(), String> {
-    let served = Arc::new(server::Served::default());
-    let serving = tokio::spawn(server::serve(
+    let served = Arc::new(server::Served {
+        metrics: opts.metrics.clone(),
+        ..server::Served::default()
+    });
+    let _serving = AbortOnDrop(tokio::spawn(server::serve(
         listener,
         opts.certificate.clone(),
         served.clone(),
-    ));
+    )));
+    let _ticking = AbortOnDrop(tokio::spawn(opts.metrics.clone().tick()));
     controller::run(client, opts, served).await;
-    serving.abort();
     Ok(())
+}
+
+/// A task that ends with its owner (a dropped [`run`] stops serving and ticking).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

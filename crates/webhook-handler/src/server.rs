@@ -3,6 +3,7 @@
 
 use crate::answer;
 use crate::handlers::{Converter, Validator};
+use crate::metrics::Metrics;
 use axum::body::Bytes;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -13,11 +14,12 @@ use std::sync::{Arc, RwLock};
 /// The largest review accepted.
 const MAX_BODY: usize = 3 << 20;
 
-/// What is being served, by URL path.
+/// What is being served, by URL path, and the metrics its runs count in.
 #[derive(Default)]
 pub(crate) struct Served {
     pub(crate) validators: RwLock<BTreeMap<String, Arc<Validator>>>,
     pub(crate) converters: RwLock<BTreeMap<String, Arc<Converter>>>,
+    pub(crate) metrics: Metrics,
 }
 
 fn json(status: StatusCode, v: &Value) -> Response {
@@ -56,7 +58,7 @@ async fn handle(served: Arc<Served>, method: Method, uri: Uri, body: Bytes) -> R
             .get(&path)
             .cloned();
         let decision = match v {
-            Some(v) => v.decide(&review).await,
+            Some(v) => v.decide(&review, &served.metrics).await,
             None => answer::Decision::Deny {
                 message: format!("no hook found for {path:?}"),
             },
@@ -74,7 +76,7 @@ async fn handle(served: Arc<Served>, method: Method, uri: Uri, body: Bytes) -> R
         .get(&crd)
         .cloned();
     let result = match c {
-        Some(c) => c.convert(request).await,
+        Some(c) => c.convert(request, &served.metrics).await,
         None => Err(format!(
             "no hook found for 'kubernetesCustomResourceConversion' event for crd/{crd}"
         )),

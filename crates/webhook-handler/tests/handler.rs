@@ -64,11 +64,15 @@ struct Env {
     home: PathBuf,
     kubeconfig: PathBuf,
     handler: tokio::task::JoinHandle<Result<(), String>>,
+    /// `http://…/metrics` of the handler's metrics listener.
+    metrics_url: String,
+    metrics: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Env {
     fn drop(&mut self) {
         self.handler.abort();
+        self.metrics.abort();
     }
 }
 
@@ -113,6 +117,7 @@ impl Env {
         let certs = dir.path().join("certs");
         std::fs::create_dir_all(&certs).unwrap();
         write_pair(&certs, &ca);
+        std::fs::write(certs.join("ca.crt"), ca.ca_pem()).unwrap();
         let hl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("https://{}", hl.local_addr().unwrap());
         let opts = webhook_handler::Options {
@@ -123,9 +128,13 @@ impl Env {
                 certs.join("tls.key"),
             )
             .unwrap(),
-            ca_pem: ca.ca_pem(),
+            ca: webhook_handler::ca::CaFile::load(certs.join("ca.crt")).unwrap(),
+            metrics: webhook_handler::metrics::Metrics::default(),
         };
         let handler = tokio::spawn(webhook_handler::run(client.clone(), hl, opts.clone()));
+        let ml = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let metrics_url = format!("http://{}/metrics", ml.local_addr().unwrap());
+        let metrics = tokio::spawn(webhook_handler::metrics::serve(ml, opts.metrics.clone()));
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
         Self {
@@ -139,7 +148,25 @@ impl Env {
             home,
             kubeconfig,
             handler,
+            metrics_url,
+            metrics,
         }
+    }
+
+    /// The value of the series `series` (name and labels as exposed) on `/metrics`; 0 when absent.
+    async fn metric(&self, series: &str) -> f64 {
+        let text = testkit::http_client(None)
+            .get(&self.metrics_url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .map(|v| v.parse().unwrap())
+            .unwrap_or(0.0)
     }
 
     /// Stops the handler (its watches and its answers) — as a Deployment scaled to zero.
@@ -513,6 +540,13 @@ async fn a_conversion_webhook_converts_between_two_versions_as_kubectl_reads_bot
         )
         .await;
     assert_eq!(out, "12");
+    // Each conversion step is a run of the CRD's hook, counted under its binding.
+    let v2_to_v1 = r#"{hook="sprockets.example.io/webhooks/conversion/sprockets.example.io.py",binding="v2_to_v1",queue=""}"#;
+    assert!(
+        env.metric(&format!("shell_operator_hook_run_success_total{v2_to_v1}"))
+            .await
+            >= 1.0
+    );
 
     // Deleting the ConversionWebhook takes the CRD's conversion webhook away.
     assert!(
@@ -704,4 +738,131 @@ async fn deleting_a_webhook_object_waits_until_the_handler_has_taken_its_registr
             .join("sprockets.example.io/webhooks/conversion/sprockets.example.io.py")
             .exists()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_review_a_handler_answers_is_counted_on_metrics_as_shell_operator_counts_hook_runs() {
+    let env = Env::start().await;
+    assert_eq!(
+        env.metric("shell_operator_tasks_queue_length{queue=\"main\"}")
+            .await,
+        0.0
+    );
+    let cel = validation_webhook(
+        "widgets-cel",
+        "widgets-cel.example.deckhouse.io",
+        json!({"labelSelector": {"matchLabels": {"checked-by": "cel"}}}),
+        json!({"cel": "- expression: object.spec.replicas <= 3\n  message: a widget has at most 3 replicas\n"}),
+        json!([]),
+    );
+    assert!(env.apply(&cel).await.0);
+    env.ready("validationwebhook/widgets-cel", "True").await;
+    let c = json!({"checked-by": "cel"});
+    // Refused once: the webhook is registered and every request below reaches the handler.
+    env.eventually_apply(
+        &widget("w0", "Direct", 4, c.clone()),
+        false,
+        "at most 3 replicas",
+    )
+    .await;
+    let labels = r#"{hook="widgets-cel/webhooks/validating/widgets-cel.py",binding="widgets-cel.example.deckhouse.io",queue=""}"#;
+    let series = |name: &str| format!("shell_operator_{name}{labels}");
+    let before = env.metric(&series("hook_run_success_total")).await;
+    assert!(before >= 1.0, "the refusal is a successful run");
+    assert!(env.apply(&widget("w1", "Direct", 1, c.clone())).await.0);
+    assert!(!env.apply(&widget("w2", "Direct", 5, c)).await.0);
+    assert_eq!(
+        env.metric(&series("hook_run_success_total")).await,
+        before + 2.0
+    );
+    assert_eq!(
+        env.metric(&series("hook_run_seconds_count")).await,
+        before + 2.0
+    );
+    assert_eq!(env.metric(&series("hook_run_errors_total")).await, 0.0);
+    assert_eq!(
+        env.metric(&series("hook_run_allowed_errors_total")).await,
+        0.0
+    );
+
+    // A hook that crashes is a run that failed.
+    let crash = validation_webhook(
+        "crash",
+        "crash.example.deckhouse.io",
+        json!({"labelSelector": {"matchLabels": {"case": "crash"}}}),
+        json!({"python": "import no_such_module_here\n\ndef validate(ctx, output):\n    output.allow()\n"}),
+        json!([]),
+    );
+    assert!(env.apply(&crash).await.0);
+    env.ready("validationwebhook/crash", "True").await;
+    env.eventually_apply(
+        &widget("c1", "Direct", 1, json!({"case": "crash"})),
+        false,
+        "Hook failed (exit code 1)",
+    )
+    .await;
+    let crashed = r#"{hook="crash/webhooks/validating/crash.py",binding="crash.example.deckhouse.io",queue=""}"#;
+    assert!(
+        env.metric(&format!("shell_operator_hook_run_errors_total{crashed}"))
+            .await
+            >= 1.0
+    );
+    assert_eq!(
+        env.metric(&format!("shell_operator_hook_run_success_total{crashed}"))
+            .await,
+        0.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_renewed_on_disk_is_registered_without_a_restart() {
+    use base64::Engine as _;
+    let env = Env::start().await;
+    let cel = validation_webhook(
+        "widgets-cel",
+        "widgets-cel.example.deckhouse.io",
+        json!({"labelSelector": {"matchLabels": {"checked-by": "cel"}}}),
+        json!({"cel": "- expression: object.spec.replicas <= 3\n  message: a widget has at most 3 replicas\n"}),
+        json!([]),
+    );
+    assert!(env.apply(&cel).await.0);
+    env.ready("validationwebhook/widgets-cel", "True").await;
+    let c = json!({"checked-by": "cel"});
+    env.eventually_apply(
+        &widget("w1", "Direct", 4, c.clone()),
+        false,
+        "at most 3 replicas",
+    )
+    .await;
+    let registered = || async {
+        env.get(
+            "validatingwebhookconfiguration/d8-deckhouse-validating-webhook-handler",
+            "{.webhooks[0].clientConfig.caBundle}",
+        )
+        .await
+        .1
+    };
+    let bundle = |pem: String| base64::engine::general_purpose::STANDARD.encode(pem);
+    assert_eq!(registered().await, bundle(env.ca.ca_pem()));
+
+    // The controller renews the CA: the Secret's files change under the running handler.
+    let renewed = Certs::new("renewed webhook-handler CA");
+    std::fs::write(env.certs.join("ca.crt"), renewed.ca_pem()).unwrap();
+    write_pair(&env.certs, &renewed);
+    let mut now = String::new();
+    for _ in 0..100 {
+        now = registered().await;
+        if now == bundle(renewed.ca_pem()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        now,
+        bundle(renewed.ca_pem()),
+        "the renewed CA is registered"
+    );
+    // The API server reaches the handler through it.
+    env.eventually_apply(&widget("w2", "Direct", 4, c), false, "at most 3 replicas")
+        .await;
 }

@@ -128,40 +128,6 @@ fn strings(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// A `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) as a selector; `None` when
-/// absent or empty (matches everything). An invalid selector matches nothing.
-pub(crate) fn label_selector(v: Option<&Value>) -> Option<LabelSelector> {
-    let v = v.filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))?;
-    let mut terms = Vec::new();
-    if let Some(m) = v.get("matchLabels").and_then(Value::as_object) {
-        for (k, val) in m {
-            terms.push(format!("{k}={}", val.as_str().unwrap_or_default()));
-        }
-    }
-    for e in v
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
-        let values = strings(e.get("values")).join(",");
-        terms.push(match e.get("operator").and_then(Value::as_str) {
-            Some("In") => format!("{key} in ({values})"),
-            Some("NotIn") => format!("{key} notin ({values})"),
-            Some("Exists") => key.to_string(),
-            Some("DoesNotExist") => format!("!{key}"),
-            _ => "!".to_string(), // invalid: matches nothing below
-        });
-    }
-    Some(LabelSelector::parse(&terms.join(",")).unwrap_or_else(|_| nothing()))
-}
-
-/// A selector no object satisfies.
-fn nothing() -> LabelSelector {
-    LabelSelector::parse("d8.invalid/selector,!d8.invalid/selector").unwrap_or_default()
-}
-
 /// The webhooks of one stored configuration object.
 pub(crate) fn hooks_of(kind: HookKind, cfg: &Value) -> Vec<Hook> {
     let configuration = crate::meta::get(cfg, "name")
@@ -203,8 +169,8 @@ pub(crate) fn hooks_of(kind: HookKind, cfg: &Value) -> Vec<Hook> {
                 rules,
                 fail_closed: s("failurePolicy") != Some("Ignore"),
                 equivalent: s("matchPolicy") != Some("Exact"),
-                namespace_selector: label_selector(w.get("namespaceSelector")),
-                object_selector: label_selector(w.get("objectSelector")),
+                namespace_selector: LabelSelector::from_object(w.get("namespaceSelector")),
+                object_selector: LabelSelector::from_object(w.get("objectSelector")),
                 dry_run_safe: matches!(s("sideEffects"), Some("None" | "NoneOnDryRun")),
                 timeout: Duration::from_secs(timeout),
                 review_versions: strings(w.get("admissionReviewVersions")),

@@ -177,3 +177,68 @@ pub(crate) fn update_policies_read_back_in_both_versions(admin: &Path) {
     let table = kubectl_ok(&admin, &["get", "mup"]);
     assert!(table.contains("Ignore"), "{table}");
 }
+
+#[tokio::test]
+async fn a_v1alpha1_policy_stored_before_v1alpha2_keeps_its_selector_until_rewritten() {
+    let server = Apiserver::start(&[]).await;
+    let admin = server.admin();
+    let dir = tempfile::tempdir().unwrap();
+    // A cluster from before v1alpha2: the CRD stores v1alpha1 (our CRD lists it first).
+    kubectl_ok(
+        &admin,
+        &[
+            "patch",
+            "crd",
+            "moduleupdatepolicies.deckhouse.io",
+            "--type=json",
+            "-p",
+            r#"[{"op": "replace", "path": "/spec/versions/0/storage", "value": true},
+                {"op": "replace", "path": "/spec/versions/1/storage", "value": false}]"#,
+        ],
+    );
+    let policy = |name: &str| {
+        format!(
+            "apiVersion: deckhouse.io/v1alpha1\nkind: ModuleUpdatePolicy\nmetadata:\n  name: {name}\nspec:\n  update:\n    mode: Auto\n  moduleReleaseSelector:\n    labelSelector:\n      matchLabels: {{source: example}}\n"
+        )
+    };
+    let (ok, out) = apply(&admin, dir.path(), "legacy", &policy("legacy"));
+    assert!(ok, "{out}");
+    // The upgrade: today's CRD, which stores v1alpha2.
+    let crd = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../crds/moduleupdatepolicies.deckhouse.io.yaml")
+        .display()
+        .to_string();
+    kubectl_ok(&admin, &["apply", "-f", &crd]);
+    let (ok, out) = apply(&admin, dir.path(), "fresh", &policy("fresh"));
+    assert!(ok, "{out}");
+    let selector = |version: &str, name: &str| {
+        kubectl_ok(
+            &admin,
+            &[
+                "get",
+                &format!("moduleupdatepolicies.{version}.deckhouse.io"),
+                name,
+                "-o",
+                "jsonpath={.spec.moduleReleaseSelector.labelSelector.matchLabels}",
+            ],
+        )
+    };
+    // Stored as v1alpha1, the policy still selects through v1alpha1 (what
+    // ModuleHasDeprecatedUpdatePolicy reads); one written since is stored as v1alpha2 without it.
+    assert_eq!(selector("v1alpha1", "legacy"), r#"{"source":"example"}"#);
+    assert_eq!(selector("v1alpha2", "legacy"), "");
+    assert_eq!(selector("v1alpha1", "fresh"), "");
+    // Deckhouse's way to retire it rewrites the object, now stored as v1alpha2.
+    kubectl_ok(
+        &admin,
+        &[
+            "patch",
+            "moduleupdatepolicies.v1alpha1.deckhouse.io",
+            "legacy",
+            "--type=json",
+            "-p",
+            r#"[{"op": "replace", "path": "/spec/moduleReleaseSelector/labelSelector/matchLabels", "value": {"": ""}}]"#,
+        ],
+    );
+    assert_eq!(selector("v1alpha1", "legacy"), "");
+}

@@ -162,8 +162,37 @@ fn kinds(rendered: &str) -> Vec<String> {
 
 #[test]
 fn the_chart_renders_no_publish_ingress_the_registry_controller_owns_it() {
-    // Ingress registry-publish follows the cluster's state (registry-controller/tests/publish.rs).
+    // Ingress registry-push follows the cluster's state (registry-controller/tests/publish.rs).
     assert!(!kinds(&render(&[])).contains(&"Ingress".to_string()));
+}
+
+#[test]
+fn the_push_service_selects_nothing_and_sends_to_the_replicas_write_listener() {
+    // Its endpoint is the leader alone: EndpointSlice registry-push-leader, which the registry
+    // controller keeps (registry-controller/tests/push.rs) with port WRITE_PORT.
+    let rendered = render(&[]);
+    let doc = |kind: &str, name: &str| -> serde_json::Value {
+        let doc = rendered
+            .split("\n---\n")
+            .find(|d| {
+                d.contains(&format!("kind: {kind}\n")) && d.contains(&format!("\n  name: {name}\n"))
+            })
+            .unwrap_or_else(|| panic!("the chart has {kind} {name}"));
+        serde_saphyr::from_str(doc).unwrap()
+    };
+    let service = doc("Service", "registry-push");
+    assert_eq!(service["spec"].get("selector"), None);
+    let write_port = registry_controller_plan::push::WRITE_PORT;
+    assert_eq!(
+        service["spec"]["ports"],
+        serde_json::json!([{"name": registry_controller_plan::push::PORT_NAME, "port": 5001, "targetPort": write_port, "protocol": "TCP"}])
+    );
+    let replicas = doc("DaemonSet", "registry-storage");
+    let args = replicas["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(
+        args.contains(&format!("--write-address=$(POD_IP):{write_port}")),
+        "{args}"
+    );
 }
 
 /// The chart's ValidatingWebhookConfiguration as `d8 up` would register it: the Service's path

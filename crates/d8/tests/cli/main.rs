@@ -19,6 +19,7 @@ mod multinode;
 mod object_keeper;
 mod packages;
 mod rbac;
+mod registry_publish;
 mod release;
 mod storage;
 mod up;

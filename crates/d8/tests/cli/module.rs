@@ -47,13 +47,12 @@ pub(crate) async fn push_module(
             format!("{{\"version\":\"{version}\"}}").as_bytes(),
         )])
         .build(layout);
-    push.push_image(
-        &format!("{REPO}/{module}/release"),
-        Some("stable"),
-        &release,
-    )
-    .await
-    .unwrap();
+    // Under the channel's tag and the version's, read for a step-by-step release.
+    for tag in ["stable", version] {
+        push.push_image(&format!("{REPO}/{module}/release"), Some(tag), &release)
+            .await
+            .unwrap();
+    }
     let marker = ImageBuilder::new("marker").build(layout);
     push.push_image(REPO, Some(module), &marker).await.unwrap();
 }
@@ -259,15 +258,21 @@ pub(crate) fn get(admin: &Path, args: &[&str]) -> Option<String> {
 
 #[tokio::test]
 async fn the_controller_runs_a_module_from_a_module_source() {
-    let stage = Stage::start().await;
+    let requests = tempfile::tempdir().unwrap();
+    let log = requests.path().join("requests.jsonl");
+    let stage = Stage::start_with(&crate::rbac::apiserver_flags(&["deckhouse"], &log)).await;
     let Stage {
+        apiserver,
         admin,
         upstream,
         push,
         dir,
         layout,
-        ..
     } = &stage;
+    // The controller runs as ServiceAccount deckhouse with the chart's roles: the module's own
+    // objects are written through `moduleManagerClusterAdmin`'s binding to cluster-admin.
+    crate::rbac::apply_chart_rbac(admin);
+    let deckhouse = apiserver.kubeconfig("system-serviceaccount-d8-system-deckhouse");
     publish_chart(
         push,
         layout,
@@ -284,7 +289,7 @@ async fn the_controller_runs_a_module_from_a_module_source() {
     command
         .arg("controller")
         .arg("--kubeconfig")
-        .arg(admin)
+        .arg(&deckhouse)
         .args(["--identity", "test-controller", "--without-release-engine"])
         .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
         .arg("--module-source-interval=2s")
@@ -418,4 +423,10 @@ async fn the_controller_runs_a_module_from_a_module_source() {
         ],
     );
     assert_eq!(releases, "");
+    crate::rbac::assert_deckhouse_calls_beyond(
+        "module_lifecycle",
+        &log,
+        crate::rbac::MODULE_CHART_NAMESPACE,
+    )
+    .await;
 }

@@ -148,15 +148,21 @@ async fn scrape(port: u16) -> String {
 
 #[tokio::test]
 async fn the_controller_runs_module_hooks() {
-    let stage = Stage::start().await;
+    let requests = tempfile::tempdir().unwrap();
+    let log = requests.path().join("requests.jsonl");
+    let stage = Stage::start_with(&crate::rbac::apiserver_flags(&["deckhouse"], &log)).await;
     let Stage {
+        apiserver,
         admin,
         upstream,
         push,
         dir,
         layout,
-        ..
     } = &stage;
+    // The controller runs as ServiceAccount deckhouse with the chart's roles: the module's own
+    // objects are written through `moduleManagerClusterAdmin`'s binding to cluster-admin.
+    crate::rbac::apply_chart_rbac(admin);
+    let deckhouse = apiserver.kubeconfig("system-serviceaccount-d8-system-deckhouse");
     publish(push, layout, "v1.0.0").await;
     apply(admin, dir.path(), "color.yaml", &config_map("color", "red"));
     apply(
@@ -185,7 +191,7 @@ async fn the_controller_runs_module_hooks() {
     command
         .arg("controller")
         .arg("--kubeconfig")
-        .arg(admin)
+        .arg(&deckhouse)
         .args(["--identity", "test-controller", "--without-release-engine"])
         .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
         .arg("--module-source-interval=2s")
@@ -418,5 +424,11 @@ async fn the_controller_runs_module_hooks() {
         .as_deref()
             == Some("afterDeleteHelm")
     })
+    .await;
+    crate::rbac::assert_deckhouse_calls_beyond(
+        "module_hooks",
+        &log,
+        crate::rbac::MODULE_CHART_NAMESPACE,
+    )
     .await;
 }

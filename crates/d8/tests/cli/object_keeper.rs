@@ -106,10 +106,12 @@ fn status(admin: &Path, name: &str) -> String {
 #[tokio::test]
 async fn object_keepers_keep_what_they_own_while_their_target_lives() {
     testkit::install_crypto();
-    let apiserver = Apiserver::start(&[]).await;
-    let admin = apiserver.admin();
     let dir = tempfile::tempdir().unwrap();
-    let _controller = controller(&admin, dir.path(), "controller.log");
+    let requests = dir.path().join("requests.jsonl");
+    // The controller runs as ServiceAccount deckhouse with the chart's roles.
+    let (apiserver, deckhouse) = crate::rbac::deckhouse_apiserver(&[], &requests).await;
+    let admin = apiserver.admin();
+    let _controller = controller(&deckhouse, dir.path(), "controller.log");
     let long = Duration::from_secs(60);
 
     // FollowObject: kept while the target lives, gone with it.
@@ -194,6 +196,7 @@ async fn object_keepers_keep_what_they_own_while_their_target_lives() {
         !exists(&admin, &["configmap", "-n", "default", "kept-by-linger"])
     })
     .await;
+    crate::rbac::assert_deckhouse_calls("object_keeper", &requests).await;
 }
 
 #[tokio::test]

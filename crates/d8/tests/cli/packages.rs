@@ -66,15 +66,21 @@ fn application(ns: &str, version: &str, settings: &str) -> String {
 
 #[tokio::test]
 async fn applications_are_installed_per_namespace_and_d8_app_list_says_why_one_is_not_running() {
-    let stage = Stage::start().await;
+    let requests = tempfile::tempdir().unwrap();
+    let log = requests.path().join("requests.jsonl");
+    let stage = Stage::start_with(&crate::rbac::apiserver_flags(&["deckhouse"], &log)).await;
     let Stage {
+        apiserver,
         admin,
         upstream,
         push,
         dir,
         layout,
-        ..
     } = &stage;
+    // The controller runs as ServiceAccount deckhouse with the chart's roles: an Application's
+    // objects are written through `moduleManagerClusterAdmin`'s binding to cluster-admin.
+    crate::rbac::apply_chart_rbac(admin);
+    let deckhouse = apiserver.kubeconfig("system-serviceaccount-d8-system-deckhouse");
     for v in ["v1.0.0", "v1.1.0", "v1.2.0"] {
         publish(push, layout, v).await;
     }
@@ -82,7 +88,7 @@ async fn applications_are_installed_per_namespace_and_d8_app_list_says_why_one_i
     command
         .arg("controller")
         .arg("--kubeconfig")
-        .arg(admin)
+        .arg(&deckhouse)
         .args(["--identity", "test-controller", "--without-release-engine"])
         .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
         .arg("--packages-dir")
@@ -205,4 +211,5 @@ async fn applications_are_installed_per_namespace_and_d8_app_list_says_why_one_i
         apps.contains("Ready") && !apps.lines().any(|l| l.starts_with("a ")),
         "{apps}"
     );
+    crate::rbac::assert_deckhouse_calls("packages", &log).await;
 }

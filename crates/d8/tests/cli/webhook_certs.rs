@@ -453,8 +453,9 @@ const CONVERTED: &str = r#"{"apiVersion": "deckhouse.io/v1alpha1", "kind": "Conv
     {"from": "v2", "to": "v1", "handler": {"python": "obj = DotMap(o)\nobj.apiVersion = \"example.io/v1\"\nreturn None, obj.toDict()"}}]}"#;
 
 /// The `webhook-handler` container's arguments in the rendered chart, each path under a mount
-/// mapped to `dir` (the certificates, the hooks), listening on `listen`.
-fn handler_args(rendered: &str, dir: &Path, listen: &str) -> Vec<String> {
+/// mapped to `dir` (the certificates, the hooks), listening on `listen`, its metrics on
+/// `metrics` (the chart's loopback port, moved: tests run side by side).
+fn handler_args(rendered: &str, dir: &Path, listen: &str, metrics: &str) -> Vec<String> {
     let doc = rendered
         .split("\n---\n")
         .find(|d| d.contains("kind: Deployment") && d.contains("\n  name: webhook-handler\n"))
@@ -468,6 +469,9 @@ fn handler_args(rendered: &str, dir: &Path, listen: &str) -> Vec<String> {
         .map(|a| {
             if a.starts_with("--listen=") {
                 format!("--listen={listen}")
+            } else if let Some(chart) = a.strip_prefix("--metrics-address=") {
+                assert_eq!(chart, "127.0.0.1:9681", "where kube-rbac-proxy forwards");
+                format!("--metrics-address={metrics}")
             } else {
                 a.replace("/etc/webhook-handler/", &format!("{}/", dir.display()))
                     .replace("=/hooks", &format!("={}/hooks", dir.display()))
@@ -530,12 +534,14 @@ async fn webhook_handler_runs_from_the_charts_arguments_as_its_service_account()
     }
     let ca = secret_key(&admin, "webhook-handler-tls", "ca.crt");
 
+    let metrics = format!("127.0.0.1:{}", free_port());
     let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
     command
         .args(handler_args(
             &rendered,
             &certs,
             &format!("127.0.0.1:{}", free_port()),
+            &metrics,
         ))
         .arg("--kubeconfig")
         .arg(apiserver.kubeconfig("system-serviceaccount-d8-system-webhook-handler"));
@@ -555,6 +561,18 @@ async fn webhook_handler_runs_from_the_charts_arguments_as_its_service_account()
         })
         .await;
     }
+    // shell-operator's metrics where the chart's sidecar reads them.
+    let text = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("shell_operator_live_ticks ")),
+        "{text}"
+    );
     // Registered behind the chart's Services with the Secret's CA.
     let bundle = base64::engine::general_purpose::STANDARD.encode(&ca);
     let config = [

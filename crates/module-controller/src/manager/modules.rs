@@ -114,6 +114,51 @@ impl Manager {
         }
     }
 
+    /// `d8_deprecated_update_policy`: the modules (`name, source, enabled by config, named
+    /// policy`) that a `v1alpha1` policy's selector still matches. Only policies stored
+    /// before `v1alpha2` became the stored version keep a selector (a `v1alpha1` write is
+    /// stored as `v1alpha2`, which has none), as in Deckhouse.
+    async fn sync_deprecated_policies(
+        &self,
+        facts: &[(String, String, bool, Option<String>)],
+    ) -> Result<(), Error> {
+        // Read as Deckhouse's hook reads them, through v1alpha1, leniently: a policy without a
+        // selector (a server that converts without adding one) selects nothing.
+        let gvk =
+            kube::api::GroupVersionKind::gvk("deckhouse.io", "v1alpha1", "ModuleUpdatePolicy");
+        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "moduleupdatepolicies");
+        let policies = Api::<kube::api::DynamicObject>::all_with(self.client.clone(), &resource)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::kube("list ModuleUpdatePolicies (v1alpha1)", e))?
+            .items;
+        let selectors: Vec<(String, api::module_update_policy::v1alpha1::LabelSelector)> = policies
+            .iter()
+            .filter_map(|p| {
+                let selector = p
+                    .data
+                    .pointer("/spec/moduleReleaseSelector/labelSelector")?;
+                Some((p.name_any(), serde_json::from_value(selector.clone()).ok()?))
+            })
+            .collect();
+        let selectors: Vec<(&str, _)> = selectors.iter().map(|(n, s)| (n.as_str(), s)).collect();
+        let modules: Vec<module_plan::deprecated_policy::Module<'_>> = facts
+            .iter()
+            .map(
+                |(name, source, enabled, policy)| module_plan::deprecated_policy::Module {
+                    name,
+                    source,
+                    enabled_by_config: *enabled,
+                    update_policy: policy.as_deref(),
+                },
+            )
+            .collect();
+        let matched = module_plan::deprecated_policy::matches(&modules, &selectors);
+        self.metrics
+            .set_deprecated_update_policies(matched.iter().map(|(m, p)| (m.as_str(), p.as_str())));
+        Ok(())
+    }
+
     /// Runs the enabling chain and writes Module conditions, phases and ModuleConfig statuses.
     pub async fn sync_modules(&self) -> Result<(), Error> {
         self.sync_embedded().await?;
@@ -187,6 +232,7 @@ impl Manager {
         let now = self.now();
         let mut conflicts = Vec::new();
         let mut obsolete_versions = Vec::new();
+        let mut policy_facts: Vec<(String, String, bool, Option<String>)> = Vec::new();
         for module in &all {
             let name = module.name_any();
             let config = all_configs.get(&name);
@@ -219,6 +265,12 @@ impl Manager {
                     .map_err(|e| Error::kube(format!("patch Module {name}"), e))?;
             }
             let by_config = config.and_then(|c| c.spec.enabled);
+            policy_facts.push((
+                name.clone(),
+                chosen.clone().unwrap_or_default(),
+                by_config == Some(true),
+                policy.clone(),
+            ));
             let mut conditions = vec![condition(
                 ModuleConditionType::EnabledByModuleConfig,
                 by_config == Some(true),
@@ -331,6 +383,7 @@ impl Manager {
         }
         self.metrics
             .set_at_conflict(conflicts.iter().map(String::as_str));
+        self.sync_deprecated_policies(&policy_facts).await?;
         self.metrics.set_obsolete_versions(
             obsolete_versions
                 .iter()

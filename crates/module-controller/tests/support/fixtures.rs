@@ -160,6 +160,11 @@ pub async fn source() -> Source {
             push.push_image(&format!("{REPO}/{module}"), Some(v), &image)
                 .await
                 .unwrap();
+            // Each release image under its version too, read for every step-by-step release.
+            let release = release_image(&layout, module, v);
+            push.push_image(&format!("{REPO}/{module}/release"), Some(v), &release)
+                .await
+                .unwrap();
         }
         for (channel, v) in channels {
             let image = release_image(&layout, module, v);

@@ -413,3 +413,11 @@ fn a_hook_failing_between_passes_makes_it_degraded() {
         Some("module hook 'w/hooks/x.py' failed: boom")
     );
 }
+
+#[test]
+fn maintenance_mode_of_the_spec() {
+    let mut a = app("v1.0.0");
+    assert_eq!(maintenance(&a), None);
+    a.spec.maintenance = Some(api::module_config::Maintenance::NoResourceReconciliation);
+    assert_eq!(maintenance(&a), Some("NoResourceReconciliation"));
+}

@@ -753,7 +753,9 @@ async fn invalid_settings_fail_the_reconcile_and_back_off() {
 /// because the cluster configuration Secret says `kubernetesVersion: Automatic`), and a
 /// `migratedModules` entry a ModuleSource offers only with a pull error. The release waits with
 /// the three messages joined by `;`, `d8_release_info{requirementsNotMet="true"}` and
-/// `d8_migrated_module_not_found{module}` are raised, and fixing the cluster lets it apply.
+/// `d8_migrated_module_not_found{module}` are raised; once offered, a migrated module still holds
+/// the release until it is downloaded (`is not pre-downloaded yet`, Deckhouse's check), and
+/// fixing the cluster lets it apply.
 #[tokio::test]
 async fn requirements_read_modules_sources_and_the_cluster_configuration() {
     let c = Cluster::start_full(
@@ -918,8 +920,15 @@ async fn requirements_read_modules_sources_and_the_cluster_configuration() {
         .await
         .unwrap();
     c.engine.reconcile_all().await.unwrap();
-    assert_eq!(c.phase("v1.68.0").await, ("Deployed".into(), String::new()));
-    assert_eq!(c.running().await, "v1.68.0");
+    // `broken` is offered now, but not downloaded: the release is held until it is.
+    assert_eq!(
+        c.phase("v1.68.0").await,
+        (
+            "Pending".into(),
+            "migrated module 'broken' is not pre-downloaded yet".into()
+        )
+    );
+    assert_eq!(c.running().await, "v1.67.0");
     let metrics = c.engine.metrics().encode();
     assert!(
         !metrics.contains("d8_migrated_module_not_found{"),
@@ -931,6 +940,34 @@ async fn requirements_read_modules_sources_and_the_cluster_configuration() {
     );
     assert!(
         metrics.contains("d8_migrated_module_not_downloaded{module=\"broken\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("requirementsNotMet=\"true\""), "{metrics}");
+    // Its first release deployed, the platform release applies.
+    let release = serde_json::from_value(json!({
+        "apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleRelease",
+        "metadata": {"name": "broken-v1.0.0", "labels": {"module": "broken", "source": "deckhouse"}},
+        "spec": {"moduleName": "broken", "version": "1.0.0"},
+    }))
+    .unwrap();
+    releases
+        .create(&PostParams::default(), &release)
+        .await
+        .unwrap();
+    releases
+        .patch_status(
+            "broken-v1.0.0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Deployed"}})),
+        )
+        .await
+        .unwrap();
+    c.engine.reconcile_all().await.unwrap();
+    assert_eq!(c.phase("v1.68.0").await, ("Deployed".into(), String::new()));
+    assert_eq!(c.running().await, "v1.68.0");
+    let metrics = c.engine.metrics().encode();
+    assert!(
+        !metrics.contains("d8_migrated_module_not_downloaded{"),
         "{metrics}"
     );
     assert!(
