@@ -37,27 +37,10 @@ impl ResolvesServerCert for CertStore {
     }
 }
 
-/// The agent's TLS crypto: *ring* (the project's only provider) with the AES-128-GCM suites
-/// first. Every byte of a pull crosses two TLS legs in the agent (decrypted from the registry,
-/// encrypted to containerd), so the cheaper cipher counts twice; AES-128 has 10 rounds to
-/// AES-256's 14 and is what Go's TLS stack (containerd, docker-registry) prefers too.
-pub fn crypto_provider() -> rustls::crypto::CryptoProvider {
-    let mut provider = rustls::crypto::ring::default_provider();
-    // A stable sort: the rest keep *ring*'s order.
-    provider
-        .cipher_suites
-        .sort_by_key(|suite| !is_aes_128_gcm(suite.suite()));
-    provider
-}
-
-fn is_aes_128_gcm(suite: rustls::CipherSuite) -> bool {
-    matches!(
-        suite,
-        rustls::CipherSuite::TLS13_AES_128_GCM_SHA256
-            | rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
-            | rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
-    )
-}
+/// The agent's TLS crypto, shared with the platform's other servers: AES-128-GCM first. Every
+/// byte of a pull crosses two TLS legs in the agent (decrypted from the registry, encrypted to
+/// containerd), so the cheaper cipher counts twice.
+pub use http_serve::tls::crypto_provider;
 
 /// A TLS acceptor for `certs` (TLS 1.2+, HTTP/1.1) that picks the cipher suite by its own
 /// preference ([`crypto_provider`]), not the client's: rustls clients (and OpenSSL ones) list
@@ -236,18 +219,5 @@ mod tests {
             negotiated(only).await,
             CipherSuite::TLS13_CHACHA20_POLY1305_SHA256
         );
-    }
-
-    #[test]
-    fn every_ring_suite_is_kept_with_aes_128_first() {
-        let ours: Vec<_> = crypto_provider()
-            .cipher_suites
-            .iter()
-            .map(|s| s.suite())
-            .collect();
-        let ring = rustls::crypto::ring::default_provider().cipher_suites;
-        assert_eq!(ours.len(), ring.len());
-        assert_eq!(ours[0], CipherSuite::TLS13_AES_128_GCM_SHA256);
-        assert!(ring.iter().all(|s| ours.contains(&s.suite())));
     }
 }

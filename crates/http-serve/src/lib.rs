@@ -17,6 +17,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 pub mod limits;
+pub mod tls;
 pub use limits::{Guarded, Lingering, MAX_HEADER_BYTES};
 
 /// How long a client may take over the TLS handshake.

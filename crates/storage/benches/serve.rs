@@ -1,13 +1,16 @@
 //! Serving and pull-through against Debian's `docker-registry` (CNCF distribution 2.8), in one
-//! run, printing ratios:
+//! run, printing ratios (median of rotating rounds):
 //!
 //! (a) warm serving of 1 GiB of blobs to 16 concurrent curl clients: ours vs distribution vs a
-//!     bare `sendfile` server (the machine's ceiling);
+//!     bare `sendfile` server (the machine's ceiling), over plain HTTP (`plain`); and ours vs
+//!     distribution over TLS (`tls`), the listeners a cluster uses, certificates of one CA;
 //! (b) 50 concurrent cold pulls of one 256 MiB blob: our pull-through vs distribution's `proxy`
-//!     mode — upstream bytes and time;
-//! (c) fill rate: one cold pull through us vs the same blob straight from the upstream.
+//!     mode — upstream bytes and time (`cold`);
+//! (c) fill rate: one cold pull through us vs the same blob straight from the upstream and
+//!     through `socat`, a bare relay (`fill`).
 //!
-//! `cargo bench -p storage --bench serve` (needs `docker-registry` and `curl`).
+//! `cargo bench -p storage --bench serve` (needs `docker-registry`, `curl` and `socat`). Knobs:
+//! see [`Knobs`].
 #![allow(clippy::print_stdout)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -15,7 +18,7 @@ use std::net::TcpListener as StdListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use storage::{Accounts, Limits, Listener, Registry, Settings, Store, Upstream};
+use storage::{Accounts, Limits, Listener, Registry, Settings, Store, Tls, Upstream};
 
 const MIB: usize = 1 << 20;
 
@@ -116,16 +119,14 @@ fn sendfile_server(root: PathBuf) -> u16 {
     port
 }
 
-/// `clients` concurrent curl processes, each fetching every URL in turn; returns seconds.
-async fn curl_all(clients: usize, urls: &[String], auth: Option<&str>) -> f64 {
+/// `clients` concurrent curl processes, each fetching every URL in turn with `args` added;
+/// returns seconds.
+async fn curl_all(clients: usize, urls: &[String], args: &[String]) -> f64 {
     let start = Instant::now();
     let mut children = Vec::new();
     for _ in 0..clients {
         let mut command = tokio::process::Command::new("curl");
-        command.args(["-s", "--fail", "--http1.1"]);
-        if let Some(a) = auth {
-            command.args(["-u", a]);
-        }
+        command.args(["-s", "--fail", "--http1.1"]).args(args);
         for url in urls {
             command.args(["-o", "/dev/null", url]);
         }
@@ -137,18 +138,21 @@ async fn curl_all(clients: usize, urls: &[String], auth: Option<&str>) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
-async fn serve(listener: Listener) -> String {
+/// Serves `listener` on a loopback port: plain HTTP, or TLS with `tls`. Returns the base URL.
+async fn serve(listener: Listener, tls: Option<&Tls>) -> String {
     let socket = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = socket.local_addr().expect("addr");
+    let acceptor = tls.map(|t| storage::server::acceptor(t).expect("acceptor"));
+    let scheme = if tls.is_some() { "https" } else { "http" };
     tokio::spawn(storage::server::serve(
         socket,
-        None,
+        acceptor,
         listener,
         std::future::pending(),
     ));
-    format!("http://{addr}")
+    format!("{scheme}://{addr}")
 }
 
 fn upstream_bytes(log: &str, path: &str) -> u64 {
@@ -163,144 +167,437 @@ fn upstream_bytes(log: &str, path: &str) -> u64 {
         .sum()
 }
 
-#[tokio::main(flavor = "multi_thread")]
-async fn main() {
-    testkit::install_crypto();
-    let http = testkit::http_client(None);
-    let scratch = tempfile::tempdir().expect("tempdir");
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
 
-    // (a) warm serving
-    let blobs = 8;
-    let blob_len = 128 * MIB;
-    let store = Store::open(&scratch.path().join("ours"), NO_RESERVE).expect("store");
-    let distribution = testkit::Upstream::start_plain().await;
-    let sendfile_root = scratch.path().join("sendfile");
-    std::fs::create_dir_all(&sendfile_root).expect("dir");
-    let mut digests = Vec::new();
-    for i in 0..blobs {
-        let data = content(blob_len, i as u64 + 1);
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The bench's knobs: `BENCH_ROWS` (comma-separated of `plain`, `tls`, `cold`, `fill`; all by
+/// default), `BENCH_WARM_MB` (what each warm client fetches, default 1024, in blobs of up to
+/// 128 MiB), `BENCH_BLOB_MB` (the cold and fill blobs, default 256), `BENCH_ROUNDS` (rotating
+/// rounds of the warm rows, default 3) and `BENCH_FILL_ROUNDS` (of row (c), default 5).
+struct Knobs {
+    rows: Vec<String>,
+    warm: usize,
+    blob: usize,
+    rounds: usize,
+    fill_rounds: usize,
+}
+
+impl Knobs {
+    fn from_env() -> Self {
+        let rows = std::env::var("BENCH_ROWS")
+            .unwrap_or_else(|_| "plain,tls,cold,fill".into())
+            .split(',')
+            .map(|r| r.trim().to_owned())
+            .collect();
+        Self {
+            rows,
+            warm: env_usize("BENCH_WARM_MB", 1024) * MIB,
+            blob: env_usize("BENCH_BLOB_MB", 256) * MIB,
+            rounds: env_usize("BENCH_ROUNDS", 3).max(1),
+            fill_rounds: env_usize("BENCH_FILL_ROUNDS", 5).max(1),
+        }
+    }
+
+    fn wants(&self, row: &str) -> bool {
+        self.rows.iter().any(|r| r == row)
+    }
+
+    /// The warm rows' blobs: 128 MiB each, or one smaller one.
+    fn warm_blobs(&self) -> Vec<usize> {
+        let size = self.warm.min(128 * MIB);
+        vec![size; (self.warm / size).max(1)]
+    }
+}
+
+/// A store holding `sizes` blobs of deterministic content, and their digests.
+fn warm_store(root: &std::path::Path, sizes: &[usize]) -> (Store, Vec<(oci::Digest, Vec<u8>)>) {
+    let store = Store::open(root, NO_RESERVE).expect("store");
+    let mut blobs = Vec::new();
+    for (i, len) in sizes.iter().enumerate() {
+        let data = content(*len, i as u64 + 1);
         let digest = oci::Digest::sha256(&data);
         let mut w = store
             .writer(oci::Algorithm::Sha256, Some(data.len() as u64))
             .expect("writer");
         w.write(&data).expect("write");
         w.commit(Some(digest)).expect("commit");
+        blobs.push((digest, data));
+    }
+    (store, blobs)
+}
+
+fn blob_urls(base: &str, repo: &str, digests: &[String]) -> Vec<String> {
+    digests
+        .iter()
+        .map(|d| format!("{base}/v2/{repo}/blobs/{d}"))
+        .collect()
+}
+
+/// One measured way in a rotating round.
+struct Way {
+    name: &'static str,
+    urls: Vec<String>,
+    args: Vec<String>,
+}
+
+/// `rounds` rounds of every way with `clients` clients, the order rotating by one each round;
+/// returns each way's seconds per round, and the CPU seconds this process spent in its rounds
+/// (the replica's, for our way).
+async fn rotate(ways: &[Way], clients: usize, rounds: usize) -> (Vec<Vec<f64>>, Vec<f64>) {
+    let mut secs = vec![Vec::new(); ways.len()];
+    let mut cpu = vec![0.0; ways.len()];
+    for round in 0..rounds {
+        for k in 0..ways.len() {
+            let i = (round + k) % ways.len();
+            let way = &ways[i];
+            let before = own_cpu_secs();
+            secs[i].push(curl_all(clients, &way.urls, &way.args).await);
+            cpu[i] += own_cpu_secs() - before;
+        }
+    }
+    (secs, cpu)
+}
+
+/// (a) warm serving over plain HTTP: ours vs distribution vs a bare sendfile server.
+async fn warm_plain(knobs: &Knobs, scratch: &std::path::Path, http: &reqwest::Client) {
+    let sizes = knobs.warm_blobs();
+    let (store, blobs) = warm_store(&scratch.join("ours"), &sizes);
+    let distribution = testkit::Upstream::start_plain().await;
+    let sendfile_root = scratch.join("sendfile");
+    std::fs::create_dir_all(&sendfile_root).expect("dir");
+    let mut digests = Vec::new();
+    for (digest, data) in blobs {
         std::fs::hard_link(
             store.blob_path(&digest),
             sendfile_root.join(digest.encoded()),
         )
         .expect("link");
+        let pushed = push_blob(http, &distribution.url(), "bench/warm", data).await;
+        assert_eq!(pushed, digest.to_string());
+        digests.push(digest.to_string());
+    }
+    let ours = serve(
+        Listener::read(
+            Registry::new(store.clone(), None, Settings::default()),
+            Accounts::open(),
+        ),
+        None,
+    )
+    .await;
+    let sendfile = format!("http://127.0.0.1:{}", sendfile_server(sendfile_root));
+    let way = |name, base: &str| Way {
+        name,
+        urls: blob_urls(base, "bench/warm", &digests),
+        args: Vec::new(),
+    };
+    let ways = [
+        way("sendfile", &sendfile),
+        way("distribution", &distribution.url()),
+        way("ours", &ours),
+    ];
+    warm_rounds("(a) plain HTTP", &ways, knobs, sizes.iter().sum()).await;
+}
+
+/// Warms every way once, runs the rotating rounds and prints throughputs and ratios to the
+/// first two ways.
+async fn warm_rounds(title: &str, ways: &[Way], knobs: &Knobs, per_client: usize) {
+    let clients = 16;
+    for way in ways {
+        curl_all(1, &way.urls, &way.args).await;
+    }
+    let (secs, cpu) = rotate(ways, clients, knobs.rounds).await;
+    let total = (clients * per_client) as f64;
+    let rates: Vec<String> = ways
+        .iter()
+        .zip(&secs)
+        .map(|(way, s)| {
+            let per_round: Vec<String> = s
+                .iter()
+                .map(|t| format!("{:.2}", total / t / 1e9))
+                .collect();
+            format!(
+                "{} {:.2} GB/s (rounds {})",
+                way.name,
+                total / median(s.clone()) / 1e9,
+                per_round.join(", ")
+            )
+        })
+        .collect();
+    println!(
+        "{title}, warm, {clients} clients x {} MiB, median of {} rotating rounds: {}",
+        per_client / MIB,
+        knobs.rounds,
+        rates.join("; ")
+    );
+    let ours = secs.len() - 1;
+    println!(
+        "    our CPU per GiB served = {:.2} s",
+        cpu[ours] / (total * knobs.rounds as f64 / (1u64 << 30) as f64)
+    );
+    for (i, way) in ways.iter().enumerate().take(ours) {
+        let ratios: Vec<f64> = secs[i]
+            .iter()
+            .zip(&secs[ours])
+            .map(|(theirs, mine)| theirs / mine)
+            .collect();
+        println!(
+            "    ours/{} = {:.2} (median of the rounds' ratios; rounds {})",
+            way.name,
+            median(ratios.clone()),
+            ratios
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+}
+
+/// (a) over TLS, the listeners a cluster uses: ours vs distribution, both with a certificate of
+/// the same CA, curl trusting only that CA.
+async fn warm_tls(knobs: &Knobs, scratch: &std::path::Path) {
+    let ca = testkit::Certs::new("bench CA");
+    let ca_path = scratch.join("ca.crt");
+    ca.write_ca(&ca_path).expect("write CA");
+    let http = testkit::http_client(Some(&ca.ca_pem()));
+    let sizes = knobs.warm_blobs();
+    let (store, blobs) = warm_store(&scratch.join("ours-tls"), &sizes);
+    let distribution = testkit::Upstream::start(testkit::UpstreamOptions::default().tls(&ca)).await;
+    let mut digests = Vec::new();
+    for (digest, data) in blobs {
         let pushed = push_blob(&http, &distribution.url(), "bench/warm", data).await;
         assert_eq!(pushed, digest.to_string());
         digests.push(digest.to_string());
     }
-    let ours = serve(Listener::read(
-        Registry::new(store.clone(), None, Settings::default()),
-        Accounts::open(),
-    ))
-    .await;
-    let sendfile = format!(
-        "http://127.0.0.1:{}",
-        sendfile_server(sendfile_root.clone())
-    );
-    let urls = |base: &str| -> Vec<String> {
-        digests
-            .iter()
-            .map(|d| format!("{base}/v2/bench/warm/blobs/{d}"))
-            .collect()
+    let serving = ca.server(&[]);
+    let tls = Tls {
+        cert_pem: serving.cert_pem,
+        key_pem: serving.key_pem,
+        client_ca_pem: None,
+        ingress_client_ca_pem: None,
     };
-    let clients = 16;
-    let total = (clients * blobs * blob_len) as f64;
-    // warm the page cache and every server once
-    curl_all(1, &urls(&ours), None).await;
-    curl_all(1, &urls(&distribution.url()), None).await;
-    let mut best = [f64::MAX; 3];
-    for _ in 0..2 {
-        best[0] = best[0].min(curl_all(clients, &urls(&sendfile), None).await);
-        best[1] = best[1].min(curl_all(clients, &urls(&distribution.url()), None).await);
-        best[2] = best[2].min(curl_all(clients, &urls(&ours), None).await);
+    let ours = serve(
+        Listener::read(
+            Registry::new(store.clone(), None, Settings::default()),
+            Accounts::open(),
+        ),
+        Some(&tls),
+    )
+    .await;
+    let args = vec!["--cacert".to_owned(), ca_path.display().to_string()];
+    for base in [&distribution.url(), &ours] {
+        println!("    {base}: {}", negotiated(base, &args).await);
     }
-    let gbps = |secs: f64| total / secs / 1e9;
-    println!(
-        "(a) warm serving, {clients} clients x {} MiB: sendfile {:.2} GB/s, distribution {:.2} GB/s, ours {:.2} GB/s",
-        blobs * blob_len / MIB,
-        gbps(best[0]),
-        gbps(best[1]),
-        gbps(best[2])
-    );
-    println!(
-        "    ours/distribution = {:.2} (target >= 1.1), ours/sendfile = {:.2} (target >= 0.9)",
-        best[1] / best[2],
-        best[0] / best[2]
-    );
-    drop(distribution);
+    let way = |name, base: &str| Way {
+        name,
+        urls: blob_urls(base, "bench/warm", &digests),
+        args: args.clone(),
+    };
+    let ways = [way("distribution", &distribution.url()), way("ours", &ours)];
+    warm_rounds(
+        "(a) TLS (target ours/distribution >= 1.2)",
+        &ways,
+        knobs,
+        sizes.iter().sum(),
+    )
+    .await;
+}
 
-    // (b) 50 concurrent cold pulls of one 256 MiB blob
-    let big_len = 256 * MIB;
-    let upstream = testkit::Upstream::start_plain().await;
-    let d1 = push_blob(
-        &http,
-        &upstream.url(),
-        "deckhouse/ee/big",
-        content(big_len, 101),
-    )
-    .await;
-    let d2 = push_blob(
-        &http,
-        &upstream.url(),
-        "deckhouse/ee/big",
-        content(big_len, 102),
-    )
-    .await;
-    let d3 = push_blob(
-        &http,
-        &upstream.url(),
-        "deckhouse/ee/big",
-        content(big_len, 103),
-    )
-    .await;
-    let proxy =
-        testkit::Upstream::start(testkit::UpstreamOptions::default().proxy(&upstream.url(), None))
-            .await;
+/// The protocol and cipher curl negotiates with `base`, from its verbose output.
+async fn negotiated(base: &str, args: &[String]) -> String {
+    let out = tokio::process::Command::new("curl")
+        .args(["-sv", "--http1.1", "-o", "/dev/null"])
+        .args(args)
+        .arg(format!("{base}/v2/"))
+        .output()
+        .await
+        .expect("curl");
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .find(|l| l.contains("SSL connection using"))
+        .map_or_else(
+            || "no TLS".to_owned(),
+            |l| l.trim_start_matches("* ").to_owned(),
+        )
+}
+
+/// A pull-through replica of `upstream` on a store at `root`.
+async fn pull_through(upstream: &testkit::Upstream, root: &std::path::Path) -> (Store, String) {
     let endpoint = registry_client::Endpoint::from_url(&upstream.url()).expect("endpoint");
     let remote = registry_client::Client::new(registry_client::Config::default())
         .remote(endpoint)
         .expect("remote");
-    let cache = Store::open(&scratch.path().join("cache"), NO_RESERVE).expect("store");
-    let ours_cache = serve(Listener::read(
-        Registry::new(
-            cache,
-            Some(Upstream {
-                remote,
-                prefix: String::new(),
-            }),
-            Settings::default(),
+    let cache = Store::open(root, NO_RESERVE).expect("store");
+    let url = serve(
+        Listener::read(
+            Registry::new(
+                cache.clone(),
+                Some(Upstream {
+                    remote,
+                    prefix: String::new(),
+                }),
+                Settings::default(),
+            ),
+            Accounts::open(),
         ),
-        Accounts::open(),
-    ))
+        None,
+    )
     .await;
-    let one = |base: &str, d: &str| vec![format!("{base}/v2/deckhouse/ee/big/blobs/{d}")];
-    let path = |d: &str| format!("/v2/deckhouse/ee/big/blobs/{d}");
-    let t_dist = curl_all(50, &one(&proxy.url(), &d1), None).await;
+    (cache, url)
+}
+
+const BIG_REPO: &str = "deckhouse/ee/big";
+
+/// (b) 50 concurrent cold pulls of one blob: our pull-through vs distribution's proxy mode.
+async fn cold_clients(knobs: &Knobs, scratch: &std::path::Path, http: &reqwest::Client) {
+    let upstream = testkit::Upstream::start_plain().await;
+    let d1 = push_blob(http, &upstream.url(), BIG_REPO, content(knobs.blob, 101)).await;
+    let d2 = push_blob(http, &upstream.url(), BIG_REPO, content(knobs.blob, 102)).await;
+    let proxy =
+        testkit::Upstream::start(testkit::UpstreamOptions::default().proxy(&upstream.url(), None))
+            .await;
+    let (_cache, ours) = pull_through(&upstream, &scratch.join("cache-b")).await;
+    let one = |base: &str, d: &str| blob_urls(base, BIG_REPO, &[d.to_owned()]);
+    let path = |d: &str| format!("/v2/{BIG_REPO}/blobs/{d}");
+    let t_dist = curl_all(50, &one(&proxy.url(), &d1), &[]).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let dist_bytes = upstream_bytes(&upstream.log(), &path(&d1));
-    let t_ours = curl_all(50, &one(&ours_cache, &d2), None).await;
+    let t_ours = curl_all(50, &one(&ours, &d2), &[]).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let our_bytes = upstream_bytes(&upstream.log(), &path(&d2));
-    let ratio = |b: u64| b as f64 / big_len as f64;
+    let ratio = |b: u64| b as f64 / knobs.blob as f64;
     println!(
-        "(b) 50 cold clients, 256 MiB blob: distribution proxy fetched {:.2}x the blob upstream in {t_dist:.2} s; ours {:.2}x (target <= 1.05) in {t_ours:.2} s",
+        "(b) 50 cold clients, {} MiB blob: distribution proxy fetched {:.2}x the blob upstream in {t_dist:.2} s; ours {:.2}x (target <= 1.05) in {t_ours:.2} s",
+        knobs.blob / MIB,
         ratio(dist_bytes),
         ratio(our_bytes)
     );
+}
 
-    // (c) fill rate vs upstream bandwidth
-    let t_direct = curl_all(1, &one(&upstream.url(), &d3), None).await;
-    let t_fill = curl_all(1, &one(&ours_cache, &d3), None).await;
+/// A bare TCP relay to `upstream` (`socat`, a process per connection): what one more hop costs
+/// on this machine, the ceiling of any pull-through. Returns its URL and the process.
+fn socat_relay(upstream: &testkit::Upstream, log: PathBuf) -> (String, testkit::process::Service) {
+    let socat = testkit::process::require_tool("socat", "socat");
+    let port = testkit::process::free_port();
+    let mut command = std::process::Command::new(socat);
+    command
+        .arg("-b65536")
+        .arg(format!("TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr"))
+        .arg(format!("TCP:{}", upstream.host()));
+    let service = testkit::process::Service::spawn("socat", command, log).expect("socat");
+    (format!("http://127.0.0.1:{port}"), service)
+}
+
+/// (c) one cold pull through our fill vs the same blob straight from the upstream and through a
+/// bare relay, a fresh blob every round, the order rotating.
+async fn fill_rate(knobs: &Knobs, scratch: &std::path::Path, http: &reqwest::Client) {
+    let upstream = testkit::Upstream::start_plain().await;
+    let (cache, ours) = pull_through(&upstream, &scratch.join("cache-c")).await;
+    let (relay, _socat) = socat_relay(&upstream, scratch.join("socat.log"));
+    let names = ["direct", "socat", "fill"];
+    let bases = [upstream.url(), relay, ours];
+    let mut secs = vec![Vec::new(); names.len()];
+    let mut fill_cpu = Vec::new();
+    for round in 0..knobs.fill_rounds {
+        let data = content(knobs.blob, 300 + round as u64);
+        let digest: oci::Digest = push_blob(http, &upstream.url(), BIG_REPO, data)
+            .await
+            .parse()
+            .expect("digest");
+        // what a fresh push leaves: the blob in the upstream's page cache, nothing dirty
+        sync_disks().await;
+        for k in 0..names.len() {
+            let i = (round + k) % names.len();
+            let urls = blob_urls(&bases[i], BIG_REPO, &[digest.to_string()]);
+            let cpu = own_cpu_secs();
+            secs[i].push(curl_all(1, &urls, &[]).await);
+            if names[i] == "fill" {
+                fill_cpu.push((own_cpu_secs() - cpu) / (knobs.blob as f64 / (1u64 << 30) as f64));
+                // the commit (fsync) follows the last byte: let it end before the next pull
+                while cache.blob_size(&digest).is_none() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                sync_disks().await;
+            }
+        }
+    }
+    let gbps = |s: &[f64]| knobs.blob as f64 / median(s.to_vec()) / 1e9;
+    let ratios = |i: usize| -> Vec<f64> {
+        secs[0]
+            .iter()
+            .zip(&secs[i])
+            .map(|(direct, way)| direct / way)
+            .collect()
+    };
+    let show = |r: &[f64]| {
+        r.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     println!(
-        "(c) one cold 256 MiB pull: direct from upstream {:.2} GB/s, through our fill {:.2} GB/s, ratio {:.2}",
-        big_len as f64 / t_direct / 1e9,
-        big_len as f64 / t_fill / 1e9,
-        t_direct / t_fill
+        "(c) one cold {} MiB pull, median of {} rotating rounds: direct {:.2} GB/s, through socat {:.2} GB/s, through our fill {:.2} GB/s",
+        knobs.blob / MIB,
+        knobs.fill_rounds,
+        gbps(&secs[0]),
+        gbps(&secs[1]),
+        gbps(&secs[2])
     );
+    println!(
+        "    fill/direct = {:.2} (target >= 0.9; rounds {}), socat/direct = {:.2} (the ceiling of one more hop; rounds {})",
+        median(ratios(2)),
+        show(&ratios(2)),
+        median(ratios(1)),
+        show(&ratios(1))
+    );
+    println!(
+        "    our CPU per GiB filled (receive, write, hash, send) = {:.2} s (median; rounds {})",
+        median(fill_cpu.clone()),
+        show(&fill_cpu)
+    );
+}
+
+/// CPU seconds this process has used, all threads (`/proc/self/stat`, 10 ms ticks): the
+/// replica's work, since the bench's own thread only waits for curl.
+fn own_cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    let after_name = &stat[stat.rfind(')').expect("command name") + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // utime and stime: fields 14 and 15 of the line, 11 and 12 after the name and state
+    let ticks: u64 =
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    ticks as f64 / 100.0
+}
+
+async fn sync_disks() {
+    let _ = tokio::process::Command::new("sync").status().await;
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    testkit::install_crypto();
+    let knobs = Knobs::from_env();
+    let http = testkit::http_client(None);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    if knobs.wants("plain") {
+        warm_plain(&knobs, scratch.path(), &http).await;
+    }
+    if knobs.wants("tls") {
+        warm_tls(&knobs, scratch.path()).await;
+    }
+    if knobs.wants("cold") {
+        cold_clients(&knobs, scratch.path(), &http).await;
+    }
+    if knobs.wants("fill") {
+        fill_rate(&knobs, scratch.path(), &http).await;
+    }
 }

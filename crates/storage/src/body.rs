@@ -3,10 +3,9 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::TryStreamExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
@@ -70,17 +69,16 @@ struct Reader {
     progress: Option<watch::Receiver<FillState>>,
 }
 
-/// How far the file may be read now, or `Err` if the fill failed; `None` means wait.
-fn readable(reader: &mut Reader) -> Result<Option<u64>, io::Error> {
-    let Some(rx) = reader.progress.as_mut() else {
-        return Ok(reader.end);
-    };
-    match &*rx.borrow_and_update() {
+/// How far a reader at `pos` (stopping at `end`, if given) may read in `state`: `Ok(Some(limit))`
+/// with `limit > pos`, or `limit == pos` when nothing is left; `Ok(None)` to wait for the writer;
+/// `Err` when the fill failed.
+fn limit(state: &FillState, pos: u64, end: Option<u64>) -> Result<Option<u64>, io::Error> {
+    match state {
         FillState::Streaming { written, .. } => {
-            Ok(Some(reader.end.map_or(*written, |end| end.min(*written)))
-                .filter(|limit| *limit > reader.pos || reader.end == Some(reader.pos)))
+            let limit = end.map_or(*written, |end| end.min(*written));
+            Ok(Some(limit).filter(|limit| *limit > pos || end == Some(pos)))
         }
-        FillState::Done { size, .. } => Ok(Some(reader.end.map_or(*size, |e| e.min(*size)))),
+        FillState::Done { size, .. } => Ok(Some(end.map_or(*size, |e| e.min(*size)))),
         FillState::Failed { reason, .. } => Err(io::Error::other(reason.clone())),
         FillState::Connecting | FillState::Unstorable => {
             Err(io::Error::other("fill ended without content"))
@@ -88,51 +86,76 @@ fn readable(reader: &mut Reader) -> Result<Option<u64>, io::Error> {
     }
 }
 
-async fn next_chunk(mut reader: Reader) -> Option<(Result<Bytes, io::Error>, Reader)> {
+/// Waits until the fill of a growing file has bytes past `pos` for a reader stopping at `end`
+/// (if given), and returns how far it may read (`pos` itself once nothing is left). The writer
+/// wakes the reader with every batch it reports written; nothing polls.
+async fn readable(
+    progress: &mut watch::Receiver<FillState>,
+    pos: u64,
+    end: Option<u64>,
+) -> Result<u64, io::Error> {
     loop {
-        let limit = match readable(&mut reader) {
-            Ok(Some(limit)) => limit,
-            Ok(None) => {
-                let rx = reader.progress.as_mut()?;
-                if rx.changed().await.is_err() {
-                    // The fill task is gone without a final state: treat as failed.
-                    if !matches!(*rx.borrow(), FillState::Done { .. }) {
-                        reader.progress = None;
-                        reader.end = Some(reader.pos);
-                        return Some((Err(io::Error::other("fill aborted")), reader));
-                    }
-                }
-                continue;
-            }
+        if let Some(limit) = limit(&progress.borrow_and_update(), pos, end)? {
+            return Ok(limit);
+        }
+        if progress.changed().await.is_err() {
+            // The fill task is gone: only a final state it left still counts.
+            return match limit(&progress.borrow(), pos, end) {
+                Ok(Some(limit)) => Ok(limit),
+                _ => Err(io::Error::other("fill aborted")),
+            };
+        }
+    }
+}
+
+/// Reads `len` bytes at `pos` into a new buffer (not zeroed first: the read fills it).
+fn read_at(file: &File, pos: u64, len: usize) -> Result<Bytes, io::Error> {
+    let mut buf = Vec::with_capacity(len);
+    while buf.len() < len {
+        let at = pos + buf.len() as u64;
+        let read = rustix::io::pread(file, rustix::buffer::spare_capacity(&mut buf), at)
+            .map_err(io::Error::from)?;
+        if read == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the file ended before its length",
+            ));
+        }
+    }
+    Ok(Bytes::from(buf))
+}
+
+async fn next_chunk(mut reader: Reader) -> Option<(Result<Bytes, io::Error>, Reader)> {
+    let limit = match reader.progress.as_mut() {
+        None => reader.end.unwrap_or(reader.pos),
+        Some(progress) => match readable(progress, reader.pos, reader.end).await {
+            Ok(limit) => limit,
             Err(e) => {
                 reader.progress = None;
                 reader.end = Some(reader.pos);
                 return Some((Err(e), reader));
             }
-        };
-        if reader.pos >= limit {
-            return None;
-        }
-        let len = (limit - reader.pos).min(READ_CHUNK as u64) as usize;
-        let file = reader.file.clone();
-        let pos = reader.pos;
-        let read = tokio::task::spawn_blocking(move || {
-            let mut buf = BytesMut::zeroed(len);
-            file.read_exact_at(&mut buf, pos).map(|()| buf.freeze())
-        })
+        },
+    };
+    if reader.pos >= limit {
+        return None;
+    }
+    let len = (limit - reader.pos).min(READ_CHUNK as u64) as usize;
+    let file = reader.file.clone();
+    let pos = reader.pos;
+    let read = tokio::task::spawn_blocking(move || read_at(&file, pos, len))
         .await
         .unwrap_or_else(|e| Err(io::Error::other(e)));
-        return match read {
-            Ok(bytes) => {
-                reader.pos += bytes.len() as u64;
-                Some((Ok(bytes), reader))
-            }
-            Err(e) => {
-                reader.end = Some(reader.pos);
-                reader.progress = None;
-                Some((Err(e), reader))
-            }
-        };
+    match read {
+        Ok(bytes) => {
+            reader.pos += bytes.len() as u64;
+            Some((Ok(bytes), reader))
+        }
+        Err(e) => {
+            reader.end = Some(reader.pos);
+            reader.progress = None;
+            Some((Err(e), reader))
+        }
     }
 }
 
@@ -150,4 +173,82 @@ fn range_body(
     };
     let stream = futures_util::stream::unfold(reader, next_chunk).map_ok(Frame::data);
     BodyExt::boxed_unsync(StreamBody::new(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn streaming(written: u64) -> FillState {
+        FillState::Streaming {
+            file: Arc::new(tempfile::tempfile().expect("file")),
+            total: Some(100),
+            written,
+        }
+    }
+
+    #[test]
+    fn how_far_a_reader_may_read() {
+        let done = FillState::Done {
+            file: Arc::new(tempfile::tempfile().expect("file")),
+            size: 100,
+        };
+        let failed = FillState::Failed {
+            reason: "digest mismatch".into(),
+            status: 502,
+        };
+        // (state, pos, end) → limit, None to wait, Err for an error
+        type Row<'a> = (&'a FillState, u64, Option<u64>, Result<Option<u64>, ()>);
+        let table: [Row<'_>; 11] = [
+            (&streaming(0), 0, None, Ok(None)),
+            (&streaming(40), 0, None, Ok(Some(40))),
+            (&streaming(40), 40, None, Ok(None)),
+            (&streaming(40), 10, Some(30), Ok(Some(30))),
+            (&streaming(40), 30, Some(30), Ok(Some(30))),
+            (&streaming(40), 40, Some(60), Ok(None)),
+            (&done, 40, None, Ok(Some(100))),
+            (&done, 100, None, Ok(Some(100))),
+            (&done, 0, Some(10), Ok(Some(10))),
+            (&failed, 0, None, Err(())),
+            (&FillState::Unstorable, 0, None, Err(())),
+        ];
+        for (state, pos, end, want) in table {
+            let got = limit(state, pos, end).map_err(|_| ());
+            assert_eq!(got, want, "{state:?} at {pos}, end {end:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_waiting_reader_is_woken_by_the_writer_and_by_a_failure() {
+        let (tx, rx) = watch::channel(streaming(10));
+        let waiting = |mut rx: watch::Receiver<FillState>, pos| {
+            tokio::spawn(async move { readable(&mut rx, pos, None).await })
+        };
+        let reader = waiting(rx.clone(), 10);
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!reader.is_finished(), "nothing past byte 10 yet");
+        tx.send_modify(|state| {
+            if let FillState::Streaming { written, .. } = state {
+                *written = 64;
+            }
+        });
+        assert_eq!(reader.await.expect("task").expect("readable"), 64);
+
+        let reader = waiting(rx.clone(), 64);
+        tx.send_replace(FillState::Failed {
+            reason: "digest mismatch".into(),
+            status: 502,
+        });
+        let error = reader.await.expect("task").expect_err("failed");
+        assert!(error.to_string().contains("digest mismatch"), "{error}");
+
+        // A fill task gone without a final state is a failure too, not an endless wait.
+        let (tx, rx) = watch::channel(streaming(10));
+        let reader = waiting(rx, 10);
+        drop(tx);
+        let error = reader.await.expect("task").expect_err("aborted");
+        assert!(error.to_string().contains("fill aborted"), "{error}");
+    }
 }

@@ -54,9 +54,11 @@ impl std::fmt::Debug for Acceptor {
     }
 }
 
-/// Builds the acceptor for `tls`.
+/// Builds the acceptor for `tls`. The cipher suite is the server's choice, AES-128-GCM first
+/// ([`http_serve::tls::crypto_provider`]): clients such as curl and skopeo list AES-256-GCM
+/// first, and every byte a replica serves over TLS is encrypted by it.
 pub fn acceptor(tls: &Tls) -> Result<Acceptor, Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(http_serve::tls::crypto_provider());
     let certs: Vec<CertificateDer<'static>> =
         CertificateDer::pem_slice_iter(tls.cert_pem.as_bytes())
             .collect::<Result<_, _>>()
@@ -78,6 +80,7 @@ pub fn acceptor(tls: &Tls) -> Result<Acceptor, Error> {
     let mut config = builder
         .with_single_cert(certs, key)
         .map_err(|e| Error::Config(format!("server certificate: {e}")))?;
+    config.ignore_client_order = true;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Acceptor {
         tls: tokio_rustls::TlsAcceptor::from(Arc::new(config)),

@@ -510,15 +510,13 @@ impl Store {
                 return Err(Error::io("create", &path, e));
             }
         };
-        Ok(BlobWriter {
-            store: self.clone(),
-            file: Arc::new(file),
+        Ok(BlobWriter::new(
+            self.clone(),
+            file,
             path,
-            hasher: Some(Hasher::new(algorithm)),
-            len: 0,
+            Hasher::new(algorithm),
             reserved,
-            committed: false,
-        })
+        ))
     }
 
     /// Writes small content (a manifest) in one go, verified against `expected` when given.
@@ -862,115 +860,8 @@ fn walk_blobs(dir: &Path, f: &mut dyn FnMut(&Path, &fs::Metadata)) -> Result<(),
     Ok(())
 }
 
-/// A blob being written: hashed as written, committed only when it verifies.
-///
-/// Dropped without [`commit`](Self::commit), the temporary file is removed and its reservation
-/// released. [`file`](Self::file) gives concurrent readers the growing file (positional reads).
-#[derive(Debug)]
-pub struct BlobWriter {
-    store: Store,
-    file: Arc<File>,
-    path: PathBuf,
-    hasher: Option<Hasher>,
-    len: u64,
-    reserved: u64,
-    committed: bool,
-}
-
-/// Reservations for writes of unknown size grow by at least this much at a time.
-const RESERVE_STEP: u64 = 8 << 20;
-
-impl BlobWriter {
-    /// The file being written, for positional reads of the part already written.
-    pub fn file(&self) -> Arc<File> {
-        self.file.clone()
-    }
-
-    /// Bytes written so far.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// Whether nothing was written yet.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Appends `data`, reserving more room against the limits when needed.
-    pub fn write(&mut self, data: &[u8]) -> Result<(), Error> {
-        let needed = (self.len + data.len() as u64).saturating_sub(self.reserved);
-        if needed > 0 {
-            let step = needed.max(RESERVE_STEP);
-            if self.store.reserve_bytes(step).is_ok() {
-                self.reserved += step;
-            } else {
-                self.store.reserve_bytes(needed)?;
-                self.reserved += needed;
-            }
-        }
-        self.file
-            .write_all_at(data, self.len)
-            .map_err(|e| Error::io("write", &self.path, e))?;
-        if let Some(h) = self.hasher.as_mut() {
-            h.update(data);
-        }
-        self.len += data.len() as u64;
-        Ok(())
-    }
-
-    /// The digest of what was written so far (without committing).
-    pub fn digest(&self) -> Option<Digest> {
-        self.hasher.clone().map(Hasher::finish)
-    }
-
-    /// Verifies against `expected` (when given), syncs, and renames into place. Returns the
-    /// digest. On a mismatch nothing is stored.
-    pub fn commit(mut self, expected: Option<Digest>) -> Result<Digest, Error> {
-        let actual = self
-            .hasher
-            .take()
-            .map(Hasher::finish)
-            .ok_or_else(|| Error::Config("blob writer committed twice".into()))?;
-        if let Some(expected) = expected
-            && expected != actual
-        {
-            return Err(oci::DigestMismatch { expected, actual }.into());
-        }
-        self.file
-            .sync_all()
-            .map_err(|e| Error::io("fsync", &self.path, e))?;
-        let target = self.store.blob_path(&actual);
-        let dir = target.parent().unwrap_or(self.store.root()).to_owned();
-        create_dirs(&dir)?;
-        let existed = {
-            let mut used = self.store.uses();
-            let existed = target.exists();
-            fs::rename(&self.path, &target).map_err(|e| Error::io("rename", &target, e))?;
-            remember(&mut used, actual);
-            existed
-        };
-        self.committed = true;
-        fsync_dir(&dir)?;
-        let mut a = self.store.accounting();
-        a.pending = a.pending.saturating_sub(self.reserved);
-        self.reserved = 0;
-        if !existed {
-            a.used += self.len;
-        }
-        Ok(actual)
-    }
-}
-
-impl Drop for BlobWriter {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = fs::remove_file(&self.path);
-        }
-        if self.reserved > 0 {
-            self.store.release(self.reserved);
-        }
-    }
-}
+mod writer;
+pub use writer::BlobWriter;
 
 #[cfg(test)]
 mod tests;

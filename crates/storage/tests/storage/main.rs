@@ -12,3 +12,4 @@ mod publish;
 mod pull_through;
 mod referrers;
 mod replicate;
+mod tls;
