@@ -748,23 +748,7 @@ async fn each_review_a_handler_answers_is_counted_on_metrics_as_shell_operator_c
             .await,
         0.0
     );
-    let cel = validation_webhook(
-        "widgets-cel",
-        "widgets-cel.example.deckhouse.io",
-        json!({"labelSelector": {"matchLabels": {"checked-by": "cel"}}}),
-        json!({"cel": "- expression: object.spec.replicas <= 3\n  message: a widget has at most 3 replicas\n"}),
-        json!([]),
-    );
-    assert!(env.apply(&cel).await.0);
-    env.ready("validationwebhook/widgets-cel", "True").await;
-    let c = json!({"checked-by": "cel"});
-    // Refused once: the webhook is registered and every request below reaches the handler.
-    env.eventually_apply(
-        &widget("w0", "Direct", 4, c.clone()),
-        false,
-        "at most 3 replicas",
-    )
-    .await;
+    let c = cel_widgets_refused(&env, "w0").await;
     let labels = r#"{hook="widgets-cel/webhooks/validating/widgets-cel.py",binding="widgets-cel.example.deckhouse.io",queue=""}"#;
     let series = |name: &str| format!("shell_operator_{name}{labels}");
     let before = env.metric(&series("hook_run_success_total")).await;
@@ -814,10 +798,10 @@ async fn each_review_a_handler_answers_is_counted_on_metrics_as_shell_operator_c
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_ca_renewed_on_disk_is_registered_without_a_restart() {
-    use base64::Engine as _;
-    let env = Env::start().await;
+/// Applies ValidationWebhook `widgets-cel` (at most 3 replicas for widgets labelled
+/// `checked-by: cel`) and waits until widget `first`, with 4 replicas, is refused: from then on
+/// every such request reaches the handler. Returns the labels that select the webhook.
+async fn cel_widgets_refused(env: &Env, first: &str) -> Value {
     let cel = validation_webhook(
         "widgets-cel",
         "widgets-cel.example.deckhouse.io",
@@ -827,13 +811,21 @@ async fn a_ca_renewed_on_disk_is_registered_without_a_restart() {
     );
     assert!(env.apply(&cel).await.0);
     env.ready("validationwebhook/widgets-cel", "True").await;
-    let c = json!({"checked-by": "cel"});
+    let labels = json!({"checked-by": "cel"});
     env.eventually_apply(
-        &widget("w1", "Direct", 4, c.clone()),
+        &widget(first, "Direct", 4, labels.clone()),
         false,
         "at most 3 replicas",
     )
     .await;
+    labels
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_renewed_on_disk_is_registered_without_a_restart() {
+    use base64::Engine as _;
+    let env = Env::start().await;
+    let c = cel_widgets_refused(&env, "w1").await;
     let registered = || async {
         env.get(
             "validatingwebhookconfiguration/d8-deckhouse-validating-webhook-handler",
