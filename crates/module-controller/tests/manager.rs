@@ -188,6 +188,18 @@ impl Cluster {
 }
 
 impl Cluster {
+    /// The lines of the manager's metrics that are series of family `name`.
+    fn series(&self, name: &str) -> Vec<String> {
+        let prefix = format!("{name}{{");
+        self.manager
+            .metrics()
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Publishes `version` of `module` (its image and its release image under the version's
     /// tag) without moving a channel.
     async fn publish_version(&self, module: &str, version: &str) {
@@ -1073,12 +1085,9 @@ async fn missing_policy_and_broken_sequence_are_reported() {
     c.config("echo", json!({"enabled": true, "updatePolicy": "gone"}))
         .await;
     let not_found = |c: &Cluster| {
-        c.manager
-            .metrics()
-            .encode()
-            .lines()
-            .find(|l| l.starts_with("deckhouse_module_update_policy_not_found{"))
-            .map(str::to_owned)
+        c.series("deckhouse_module_update_policy_not_found")
+            .into_iter()
+            .next()
     };
     assert_eq!(not_found(&c), None);
     c.pass().await;
@@ -1105,15 +1114,7 @@ async fn missing_policy_and_broken_sequence_are_reported() {
     // created step by step (DeckhouseModuleUpdatingFailedBrokenSequence) …
     c.publish("hello", "stable", "v0.4.0", 10).await;
     c.pass().await;
-    let broken = |c: &Cluster| {
-        c.manager
-            .metrics()
-            .encode()
-            .lines()
-            .filter(|l| l.starts_with("d8_module_updating_broken_sequence{"))
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
+    let broken = |c: &Cluster| c.series("d8_module_updating_broken_sequence");
     assert_eq!(
         broken(&c),
         vec![format!(
@@ -1155,15 +1156,7 @@ async fn a_deprecated_update_policy_selecting_a_module_is_reported() {
     let c = cluster().await;
     c.config("echo", json!({"enabled": true})).await;
     c.pass().await;
-    let deprecated = |c: &Cluster| {
-        c.manager
-            .metrics()
-            .encode()
-            .lines()
-            .filter(|l| l.starts_with("d8_deprecated_update_policy{"))
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
+    let deprecated = |c: &Cluster| c.series("d8_deprecated_update_policy");
     assert_eq!(deprecated(&c), Vec::<String>::new());
     let policy = |name: &str, selector: Value| {
         json!({"apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleUpdatePolicy",
@@ -1254,15 +1247,7 @@ async fn an_invalid_intermediate_release_image_is_reported_and_skipped() {
         .unwrap();
     c.publish("hello", "stable", "v0.4.0", 10).await;
     c.pass().await;
-    let not_valid = |c: &Cluster| {
-        c.manager
-            .metrics()
-            .encode()
-            .lines()
-            .filter(|l| l.starts_with("d8_module_updating_module_is_not_valid{"))
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
+    let not_valid = |c: &Cluster| c.series("d8_module_updating_module_is_not_valid");
     assert_eq!(
         not_valid(&c),
         vec![format!(
