@@ -189,22 +189,26 @@ async fn served_to_a_client_trusting_the_ca(
     webhook.stop();
 }
 
+/// `d8 apiserver` logging requests to `requests`, knowing the ServiceAccounts of `components`,
+/// with the platform's CRDs applied.
+async fn apiserver_with_crds(components: &[&str], requests: &Path) -> Apiserver {
+    let apiserver =
+        Apiserver::start_with(&crate::rbac::apiserver_flags(components, requests)).await;
+    kubectl_ok(
+        &apiserver.admin(),
+        &["apply", "-f", &repo().join("crds").display().to_string()],
+    );
+    apiserver
+}
+
 #[tokio::test]
 async fn the_controller_makes_injects_keeps_and_renews_the_charts_webhook_certificates() {
     testkit::install_crypto();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let requests = d.join("requests.jsonl");
-    let apiserver = Apiserver::start_with(&crate::rbac::apiserver_flags(
-        &["deckhouse", "d8-webhook"],
-        &requests,
-    ))
-    .await;
+    let apiserver = apiserver_with_crds(&["deckhouse", "d8-webhook"], &requests).await;
     let admin = apiserver.admin();
-    kubectl_ok(
-        &admin,
-        &["apply", "-f", &repo().join("crds").display().to_string()],
-    );
     let rendered = render(&["monitoring.enabled=false"]);
     std::fs::write(d.join("chart.yaml"), &rendered).unwrap();
     kubectl_ok(
@@ -486,16 +490,8 @@ async fn webhook_handler_runs_from_the_charts_arguments_as_its_service_account()
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let requests = d.join("requests.jsonl");
-    let apiserver = Apiserver::start_with(&crate::rbac::apiserver_flags(
-        &["deckhouse", "webhook-handler"],
-        &requests,
-    ))
-    .await;
+    let apiserver = apiserver_with_crds(&["deckhouse", "webhook-handler"], &requests).await;
     let admin = apiserver.admin();
-    kubectl_ok(
-        &admin,
-        &["apply", "-f", &repo().join("crds").display().to_string()],
-    );
     std::fs::write(d.join("sprockets.yaml"), SPROCKETS).unwrap();
     kubectl_ok(
         &admin,
