@@ -1,7 +1,7 @@
 //! The harness end to end against real components: an image built here, pushed by skopeo into a
 //! token-auth `docker-registry`, pulled by containerd straight from it.
 
-use testkit::containerd::PullOptions;
+use testkit::containerd::{Binaries, PullOptions};
 use testkit::image::{Format, Index, Layout};
 use testkit::skopeo::{Access, Copy};
 use testkit::{Certs, Containerd, ImageBuilder, Upstream, UpstreamOptions};
@@ -102,4 +102,51 @@ async fn containerd_pulls_a_docker_manifest_list_over_tls_through_a_mirror_entry
         upstream.log().contains("ns=registry.example.invalid"),
         "containerd sent ?ns="
     );
+}
+
+/// containerd 2 ([`Binaries::v2`], its own `ctr`, config version 3) pulls an image from the
+/// token-auth upstream with `ctr --hosts-dir`, as containerd 1.6 does above.
+#[tokio::test]
+async fn containerd_2_pulls_from_the_token_auth_upstream() {
+    let upstream = Upstream::start(UpstreamOptions::default().token_auth("pusher", "pw")).await;
+    let layout = Layout::new(&upstream.scratch_dir().join("layout")).unwrap();
+    let image = ImageBuilder::new("harness-2")
+        .layers(&[200_000])
+        .build(&layout);
+    layout.tag(&image.manifest, "v1").unwrap();
+    Copy::new(
+        &layout.skopeo_ref("v1"),
+        &format!("docker://{}/test/app:v1", upstream.host()),
+    )
+    .destination_access(Access::of(&upstream))
+    .run()
+    .await
+    .expect_success("skopeo push");
+
+    let containerd = Containerd::start_of(&Binaries::v2()).await;
+    let version = containerd
+        .ctr(&["version".into()])
+        .await
+        .expect_success("ctr version");
+    let server = version.stdout.split("Server:").nth(1).unwrap_or_default();
+    assert!(server.contains("Version:  2."), "{}", version.stdout);
+    containerd.use_upstream(&upstream);
+    let reference = format!("{}/test/app:v1", upstream.host());
+    let options = PullOptions {
+        credentials: upstream.credentials().cloned(),
+        ..PullOptions::default()
+    };
+    containerd
+        .pull_with(&reference, &options)
+        .await
+        .expect_success("ctr pull on containerd 2");
+    assert_eq!(containerd.images().await, vec![reference]);
+    let content = containerd.content().await;
+    for blob in image.blobs() {
+        assert!(
+            content.contains(&blob.digest),
+            "{} missing from {content:?}",
+            blob.digest
+        );
+    }
 }
