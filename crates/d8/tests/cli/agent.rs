@@ -5,8 +5,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use testkit::containerd::Binaries;
 use testkit::image::Layout as ImageLayout;
-use testkit::process::{Service, free_port, require_tool};
+use testkit::process::{Service, free_port};
 use testkit::push::Registry;
 use testkit::{Containerd, ImageBuilder, Upstream, UpstreamOptions};
 
@@ -199,16 +200,10 @@ fn base64_of(text: &str) -> String {
 /// `config_path` from that file, not `ctr --hosts-dir`) goes through the running agent. Without
 /// the script's change containerd has no drop-in directory and the cluster-internal name does
 /// not resolve.
-#[tokio::test]
-async fn a_node_prepared_by_the_bootstrap_script_pulls_through_the_agent_over_cri() {
+async fn a_node_prepared_by_the_bootstrap_script_pulls_through_the_agent(binaries: &Binaries) {
     let (_upstream, image, server, _secrets) = upstream_and_layout().await;
-    let default = Command::new(require_tool("containerd", "containerd"))
-        .args(["config", "default"])
-        .output()
-        .unwrap();
-    assert!(default.status.success());
-    let default = String::from_utf8(default.stdout).unwrap();
-    let containerd = Containerd::start_with(|dir, socket| {
+    let default = binaries.config_default();
+    let containerd = Containerd::start_of_with(binaries, |dir, socket| {
         let config = dir.join("node/etc/containerd/config.toml");
         std::fs::create_dir_all(config.parent().unwrap()).unwrap();
         std::fs::write(&config, localize(&default, dir, socket)).unwrap();
@@ -234,20 +229,41 @@ async fn a_node_prepared_by_the_bootstrap_script_pulls_through_the_agent_over_cr
     assert!(metrics.contains(SERVED), "{metrics}");
 }
 
-/// containerd's default configuration with its root, state, socket and plugin directory under
-/// `dir` (so that it runs beside anything else on the machine); nothing else changed.
+/// The system's containerd 1.6 (config version 2, CRI plugin `io.containerd.grpc.v1.cri`).
+#[tokio::test]
+async fn a_node_prepared_by_the_bootstrap_script_pulls_through_the_agent_over_cri() {
+    a_node_prepared_by_the_bootstrap_script_pulls_through_the_agent(&Binaries::system()).await;
+}
+
+/// containerd 2 (config version 3, CRI images plugin `io.containerd.cri.v1.images`), with its own
+/// default configuration.
+#[tokio::test]
+async fn a_containerd_2_node_prepared_by_the_bootstrap_script_pulls_through_the_agent_over_cri() {
+    a_node_prepared_by_the_bootstrap_script_pulls_through_the_agent(&Binaries::v2()).await;
+}
+
+/// containerd's default configuration (1.x's double-quoted or 2.x's single-quoted) with its root,
+/// state, socket, plugin directory and NRI socket (2.x) under `dir`, so that it runs beside
+/// anything else on the machine; nothing else changed.
 fn localize(default: &str, dir: &Path, socket: &Path) -> String {
     let dir = dir.display();
     default
         .lines()
-        .map(|line| match line.trim_start() {
-            "root = \"/var/lib/containerd\"" => format!("root = \"{dir}/root\""),
-            "state = \"/run/containerd\"" => format!("state = \"{dir}/state\""),
-            "address = \"/run/containerd/containerd.sock\"" => {
-                format!("  address = \"{}\"", socket.display())
-            }
-            "path = \"/opt/containerd\"" => format!("    path = \"{dir}/opt\""),
-            _ => line.to_owned(),
+        .map(|line| {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            let value = match line.trim_start().replace('\'', "\"").as_str() {
+                "root = \"/var/lib/containerd\"" => format!("root = \"{dir}/root\""),
+                "state = \"/run/containerd\"" => format!("state = \"{dir}/state\""),
+                "address = \"/run/containerd/containerd.sock\"" => {
+                    format!("address = \"{}\"", socket.display())
+                }
+                "path = \"/opt/containerd\"" => format!("path = \"{dir}/opt\""),
+                "socket_path = \"/var/run/nri/nri.sock\"" => {
+                    format!("socket_path = \"{dir}/nri.sock\"")
+                }
+                _ => return line.to_owned(),
+            };
+            format!("{indent}{value}")
         })
         .collect::<Vec<_>>()
         .join("\n")

@@ -1,12 +1,13 @@
 //! The platform's own chart (`charts/deckhouse`): rendered by `d8 module render` exactly as
 //! `helm template` renders it, valid for Kubernetes 1.29–1.33 (`kubernetes-validate`), accepted
 //! by `d8 apiserver` through kubectl; its RBAC table agrees with the code; its node bootstrap
-//! script is idempotent on containerd 1.6's and 2's default configurations.
+//! script is idempotent on containerd 1.6's and 2's default configurations, which they then load.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use testkit::containerd::Binaries;
 use testkit::process::require_tool;
 
 use crate::{Apiserver, kubectl_ok};
@@ -559,59 +560,69 @@ fn node_bootstrap_points_containerd_1_6_at_the_drop_in_once() {
     assert_eq!(changed.len(), 1, "{changed:?}");
 }
 
-/// The CRI images part of containerd 2.0's `containerd config default` (version 3, single
-/// quotes), with the tables around it.
-const CONTAINERD_2_DEFAULT: &str = "version = 3
-root = '/var/lib/containerd'
-state = '/run/containerd'
-
-[plugins]
-  [plugins.'io.containerd.cri.v1.images']
-    snapshotter = 'overlayfs'
-    disable_snapshot_annotations = true
-    max_concurrent_downloads = 3
-    image_pull_progress_timeout = '5m0s'
-
-    [plugins.'io.containerd.cri.v1.images'.pinned_images]
-      sandbox = 'registry.k8s.io/pause:3.10'
-
-    [plugins.'io.containerd.cri.v1.images'.registry]
-      config_path = ''
-
-    [plugins.'io.containerd.cri.v1.images'.image_decryption]
-      key_model = 'node'
-
-  [plugins.'io.containerd.cri.v1.runtime']
-    enable_selinux = false
-";
-
+/// containerd 2's own `containerd config default` (generated here by the 2.x binary), and a file
+/// holding only `version = 3`: after the script, containerd 2 loads the file with `config_path` in
+/// its CRI images registry table, and a second run leaves the file byte for byte.
 #[test]
 fn node_bootstrap_points_containerd_2_at_the_drop_in_once() {
+    let containerd = Binaries::v2();
+    let default = containerd.config_default();
+    assert!(default.starts_with("version = 3\n"), "{default}");
     for (name, initial) in [
-        ("default", CONTAINERD_2_DEFAULT),
-        ("without the table", "version = 3\n"),
+        ("containerd config default", default.as_str()),
+        ("version only", "version = 3\n"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("config.toml");
         std::fs::write(&config, initial).unwrap();
-        bootstrap(dir.path(), &config);
-        let after_first = std::fs::read_to_string(&config).unwrap();
+        let first = bootstrap(dir.path(), &config);
+        assert!(
+            first.contains(&format!("changed: {}", config.display())),
+            "{name}: {first}"
+        );
+        let after_first = std::fs::read(&config).unwrap();
         assert_eq!(
             bootstrap(dir.path(), &config),
             "",
             "{name}: a second run changes nothing"
         );
-        assert_eq!(std::fs::read_to_string(&config).unwrap(), after_first);
-        // The result is TOML with config_path in containerd 2's CRI images table.
-        let check = "import sys, tomllib; c = tomllib.load(open(sys.argv[1], 'rb')); \
-            print(c['plugins']['io.containerd.cri.v1.images']['registry']['config_path'])";
-        let (ok, stdout, stderr) = run(
-            "python3",
-            &["-c".into(), check.into(), config.display().to_string()],
+        assert_eq!(std::fs::read(&config).unwrap(), after_first, "{name}");
+        let after_first = String::from_utf8(after_first).unwrap();
+        let dump = containerd.config_dump(&config).unwrap_or_else(|e| {
+            panic!("{name}: containerd 2 does not load the result: {e}\n{after_first}")
+        });
+        assert_eq!(
+            cri_images_config_path(dir.path(), &dump),
+            "/etc/containerd/registry.d",
+            "{name}:\n{dump}"
         );
-        assert!(ok, "{name}: {stderr}\n{after_first}");
-        assert_eq!(stdout.trim(), "/etc/containerd/registry.d", "{name}");
+        if initial == default {
+            // Only that line changed.
+            let changed: Vec<_> = initial
+                .lines()
+                .zip(after_first.lines())
+                .filter(|(a, b)| a != b)
+                .collect();
+            assert_eq!(changed.len(), 1, "{changed:?}");
+            assert_eq!(initial.lines().count(), after_first.lines().count());
+        }
     }
+}
+
+/// `config_path` of containerd 2's CRI images registry table (`plugins."io.containerd.cri.v1.images"
+/// .registry`) in `dump`, a `containerd config dump` (read as TOML by Python's tomllib; written
+/// under `dir` for it).
+fn cri_images_config_path(dir: &Path, dump: &str) -> String {
+    let file = dir.join("dump.toml");
+    std::fs::write(&file, dump).unwrap();
+    let read = "import sys, tomllib; c = tomllib.load(open(sys.argv[1], 'rb')); \
+        print(c['plugins']['io.containerd.cri.v1.images']['registry']['config_path'])";
+    let (ok, stdout, stderr) = run(
+        "python3",
+        &["-c".into(), read.into(), file.display().to_string()],
+    );
+    assert!(ok, "{stderr}\n{dump}");
+    stdout.trim_end_matches('\n').to_owned()
 }
 
 /// The deckhouse Deployment of a rendering.
