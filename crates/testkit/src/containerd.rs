@@ -115,6 +115,14 @@ impl Binaries {
         })
     }
 
+    /// The runc shim containerd starts: the one beside it (containerd 2), or the system's.
+    pub fn shim(&self) -> PathBuf {
+        match &self.dir {
+            Some(dir) => dir.join("containerd-shim-runc-v2"),
+            None => require_tool("containerd-shim-runc-v2", "containerd"),
+        }
+    }
+
     /// `containerd config default`: the release's own default configuration.
     pub fn config_default(&self) -> String {
         let output = Command::new(&self.containerd)

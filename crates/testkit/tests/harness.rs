@@ -150,3 +150,59 @@ async fn containerd_2_pulls_from_the_token_auth_upstream() {
         );
     }
 }
+
+/// containerd 2 runs a container with the shim of its own package (not the system's containerd
+/// 1.6 one, earlier on the test's PATH) and the system's runc: `ldconfig --version` (a static
+/// binary) in a root file system holding only it.
+#[tokio::test]
+async fn containerd_2_runs_a_container_with_its_own_shim() {
+    let binaries = Binaries::v2();
+    let containerd = Containerd::start_of(&binaries).await;
+    let rootfs = containerd.root().join("rootfs");
+    std::fs::create_dir_all(&rootfs).unwrap();
+    std::fs::copy("/sbin/ldconfig", rootfs.join("ldconfig")).unwrap();
+    let rootfs = rootfs.display().to_string();
+    let ctr = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let containerd = &containerd;
+        async move { containerd.ctr(&args).await }
+    };
+
+    let ran = ctr(&[
+        "run",
+        "--rm",
+        "--rootfs",
+        &rootfs,
+        "once",
+        "/ldconfig",
+        "--version",
+    ])
+    .await
+    .expect_success("ctr run");
+    assert!(ran.stdout.contains("ldconfig"), "{}", ran.stdout);
+
+    // Kept after it exits (detached): the shim containerd started for it.
+    ctr(&[
+        "run",
+        "-d",
+        "--rootfs",
+        &rootfs,
+        "kept",
+        "/ldconfig",
+        "--version",
+    ])
+    .await
+    .expect_success("ctr run -d");
+    let shim_path = containerd
+        .root()
+        .join("state/io.containerd.runtime.v2.task/default/kept/shim-binary-path");
+    let shim = std::fs::read_to_string(&shim_path);
+    ctr(&["task", "delete", "--force", "kept"]).await;
+    ctr(&["container", "delete", "kept"]).await;
+    let shim = shim.unwrap_or_else(|e| panic!("{}: {e}", shim_path.display()));
+    assert_eq!(
+        std::path::Path::new(&shim),
+        binaries.shim(),
+        "containerd 2 started another shim"
+    );
+}
