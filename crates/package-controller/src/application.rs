@@ -110,8 +110,8 @@ pub fn wanted<'a>(app: &'a Application, channel_version: Option<&'a str>) -> &'a
     channel_version.unwrap_or(&app.spec.package_version)
 }
 
-/// The registry tag of a release channel (`R/<package>/release:<tag>`), as Deckhouse publishes
-/// module channels: `Alpha` → `alpha`, `EarlyAccess` → `early-access`, `RockSolid` →
+/// The registry tag of a release channel (`R/<package>/release-channel:<tag>`), named as
+/// Deckhouse names channel tags: `Alpha` → `alpha`, `EarlyAccess` → `early-access`, `RockSolid` →
 /// `rock-solid`, `LTS` → `lts` (either spelling accepted). `None` for an empty channel (the
 /// Application is pinned to `spec.packageVersion`); an unknown one is refused.
 pub fn channel_tag(channel: Option<&str>) -> Result<Option<&'static str>, Blocked> {

@@ -1,7 +1,9 @@
 //! A PackageRepository's registry: the tags of `R` are the package names, the tags of
 //! `R/<package>/version` its versions, `R/<package>/version:<v>` the version image (metadata),
-//! `R/<package>/release:<channel>` the channels (`version.json`, as for modules) and
-//! `R/<package>:<v>` the package bundle.
+//! `R/<package>/release-channel:<channel>` the release channels (the version image the channel
+//! points at, published under the channel's name; its `version.json` names the version) and
+//! `R/<package>:<v>` the package bundle. (`R/<package>/release` is where Deckhouse looks for
+//! legacy v1alpha1 modules, not for package channels.)
 //!
 //! Every image is read with the module manager's verified, bounded downloads and its safe
 //! unpacker: a version image is unpacked under tight limits into a temporary directory and only
@@ -16,6 +18,10 @@ use module_controller::unpack::Limits;
 use crate::Error;
 use crate::compat::parse_version;
 use crate::metadata::{CHANGELOG_YAML, PACKAGE_YAML, SETTINGS_SCHEMA};
+
+/// The path under a package where Deckhouse publishes its release channels
+/// (`R/<package>/release-channel:<channel>`).
+pub const CHANNEL_SEGMENT: &str = "release-channel";
 
 /// Limits for a version image: metadata only.
 pub const VERSION_IMAGE_LIMITS: Limits = Limits {
@@ -81,10 +87,14 @@ impl PackageImages {
         Ok(semver_tags(tags))
     }
 
-    /// The version a release channel points at: `version.json` of `R/<package>/release:<tag>`
-    /// (`tag` from [`crate::application::channel_tag`]), read as module channels are.
+    /// The version a release channel points at: `version.json` of
+    /// `R/<package>/release-channel:<tag>` (`tag` from [`crate::application::channel_tag`]),
+    /// read as module channels are.
     pub async fn channel_version(&self, package: &str, tag: &str) -> Result<String, Error> {
-        let release = self.inner.release(package, tag).await?;
+        let release = self
+            .inner
+            .metadata_image(&format!("{package}/{CHANNEL_SEGMENT}"), tag)
+            .await?;
         Ok(release.version.original().to_owned())
     }
 

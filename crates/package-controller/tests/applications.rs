@@ -90,13 +90,17 @@ async fn push_with(push: &Registry, layout: &Layout, version: &str, package_yaml
     push_package(push, layout, REPO, "echo", version, &meta, &bundle).await;
 }
 
-/// Points release channel `tag` of `echo` at `version` (`R/echo/release:<tag>`).
+/// Points release channel `tag` of `echo` at `version`: the version image (its `package.yaml`
+/// and `version.json`) published as `R/echo/release-channel:<tag>`, where Deckhouse looks.
 async fn channel(push: &Registry, layout: &Layout, tag: &str, version: &str) {
     let json = format!(r#"{{"version": "{version}"}}"#);
     let image = ImageBuilder::new(&format!("echo-{tag}-{version}"))
-        .files(&[("version.json", json.as_bytes())])
+        .files(&[
+            ("package.yaml", PACKAGE_YAML.as_bytes()),
+            ("version.json", json.as_bytes()),
+        ])
         .build(layout);
-    push.push_image(&format!("{REPO}/echo/release"), Some(tag), &image)
+    push.push_image(&format!("{REPO}/echo/release-channel"), Some(tag), &image)
         .await
         .unwrap();
 }
