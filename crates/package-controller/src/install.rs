@@ -124,7 +124,8 @@ impl Installer {
     /// Runs the package's `beforeHelm` hooks, renders the chart in `dir` with the values they
     /// leave as release `name` in `namespace` and applies it, then runs its `afterHelm` hooks
     /// (values they change render the chart once more); a chart holding anything outside the
-    /// namespace is refused before anything changes.
+    /// namespace is refused before anything changes. `settings` are the package's values the
+    /// hooks start from ([`crate::application::package_values`]).
     pub async fn install(
         &self,
         namespace: &str,

@@ -17,7 +17,9 @@ use module_controller::unpack::Limits;
 
 use crate::Error;
 use crate::compat::parse_version;
-use crate::metadata::{CHANGELOG_YAML, PACKAGE_YAML, SETTINGS_SCHEMA};
+use crate::metadata::{
+    CHANGELOG_YAML, PACKAGE_YAML, STATIC_VALUES, VALUES_SCHEMA, settings_schema,
+};
 
 /// The path under a package where Deckhouse publishes its release channels
 /// (`R/<package>/release-channel:<channel>`).
@@ -38,7 +40,7 @@ pub struct VersionFiles {
     pub package_yaml: Option<String>,
     /// `changelog.yaml`.
     pub changelog: Option<String>,
-    /// `openapi/settings.yaml`.
+    /// `openapi/settings.yaml` (or the legacy `openapi/config-values.yaml`).
     pub settings_schema: Option<String>,
 }
 
@@ -113,7 +115,7 @@ impl PackageImages {
         Ok(VersionFiles {
             package_yaml: read(PACKAGE_YAML),
             changelog: read(CHANGELOG_YAML).or_else(|| read("changelog.yml")),
-            settings_schema: read(SETTINGS_SCHEMA),
+            settings_schema: settings_schema(read),
         })
     }
 
@@ -127,6 +129,29 @@ impl PackageImages {
         limits: Limits,
     ) -> Result<Download, Error> {
         Ok(self.inner.download(package, version, dest, limits).await?)
+    }
+}
+
+/// What an unpacked package bundle says about its values, read as Deckhouse's package loader
+/// reads a package directory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BundleFiles {
+    /// The settings schema (see [`crate::metadata::settings_schema`]), used when the version
+    /// image carries none.
+    pub settings_schema: Option<String>,
+    /// `openapi/values.yaml`: the schema of every value, internal ones too (its defaults).
+    pub values_schema: Option<String>,
+    /// `values.yaml`: the static values (under the package's camelCase key, or the whole file).
+    pub static_values: Option<String>,
+}
+
+/// Reads the values files of the unpacked bundle in `dir` (regular files only).
+pub fn bundle_files(dir: &Path) -> BundleFiles {
+    let read = |rel: &str| read_regular(&dir.join(rel));
+    BundleFiles {
+        settings_schema: settings_schema(read),
+        values_schema: read(VALUES_SCHEMA),
+        static_values: read(STATIC_VALUES),
     }
 }
 
