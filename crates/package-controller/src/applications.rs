@@ -487,7 +487,7 @@ impl Applications {
         let namespace = app.namespace().unwrap_or_default();
         match self
             .installer
-            .install(&namespace, &app.name_any(), package, &dir, &base)
+            .install(&namespace, &app.name_any(), package, &dir, &base, &values)
             .await
         {
             Ok(done) => {

@@ -615,7 +615,7 @@ async fn an_application_in_maintenance_is_not_reconciled_and_is_reported() {
 
 /// `name` v1.0.0: a chart of one ConfigMap `<release>-cm` whose data shows `.Values.<name>`'s
 /// `keys`, a version image without a settings schema, and `extra` in the bundle besides the
-/// chart.
+/// chart (`hooks/…` executable).
 async fn push_plain(
     push: &Registry,
     layout: &Layout,
@@ -641,12 +641,30 @@ async fn push_plain(
         ("templates/cm.yaml", cm.as_bytes()),
     ];
     files.extend_from_slice(extra);
+    let hooks: Vec<&str> = extra
+        .iter()
+        .map(|(path, _)| *path)
+        .filter(|path| path.starts_with("hooks/"))
+        .collect();
     let bundle = ImageBuilder::new(&format!("{name}-bundle"))
         .files(&files)
+        .executable(&hooks)
         .build(layout);
     let meta = [("package.yaml", package_yaml.as_bytes())];
     push_package(push, layout, REPO, name, "v1.0.0", &meta, &bundle).await;
 }
+
+/// beforeHelm: the keys of the package's config values (`CONFIG_VALUES_PATH`), into the values.
+const CONFIG_KEYS_PY: &str = r#"#!/usr/bin/env python3
+import json, os, sys
+if sys.argv[1:] == ["--config"]:
+    print(json.dumps({"configVersion": "v1", "beforeHelm": 1}))
+    sys.exit(0)
+config = json.load(open(os.environ["CONFIG_VALUES_PATH"]))
+keys = ",".join(sorted(config.get("legacy", {}).keys()))
+with open(os.environ["VALUES_JSON_PATCH_PATH"], "w") as f:
+    json.dump([{"op": "add", "path": "/legacy/configKeys", "value": keys}], f)
+"#;
 
 #[tokio::test]
 async fn settings_and_values_come_from_the_bundle_and_settings_need_a_schema() {
@@ -660,8 +678,9 @@ async fn settings_and_values_come_from_the_bundle_and_settings_need_a_schema() {
         &env.push,
         &env.layout,
         "legacy",
-        &["replicas", "color", "internal.tier"],
+        &["replicas", "color", "internal.tier", "configKeys"],
         &[
+            ("hooks/config_keys.py", CONFIG_KEYS_PY.as_bytes()),
             ("openapi/config-values.yaml", settings_schema.as_bytes()),
             ("openapi/values.yaml", values_schema.as_bytes()),
             ("values.yaml", b"color: blue\n"),
@@ -717,7 +736,8 @@ async fn settings_and_values_come_from_the_bundle_and_settings_need_a_schema() {
     assert_eq!(cm(&env.client, "s", "plain-cm").await, None);
 
     // Settings the schema takes, and none for the package without one: installed, the chart
-    // rendered with the bundle's static values and both schemas' defaults.
+    // rendered with the bundle's static values and both schemas' defaults; the hook's config
+    // values are the settings alone.
     let apps: Api<Application> = Api::namespaced(env.client.clone(), "s");
     for (name, spec) in [
         ("old", json!({"settings": {"replicas": null}})),
@@ -746,9 +766,10 @@ async fn settings_and_values_come_from_the_bundle_and_settings_need_a_schema() {
         (
             old["replicas"].as_str(),
             old["color"].as_str(),
-            old["tier"].as_str()
+            old["tier"].as_str(),
+            old["configKeys"].as_str()
         ),
-        ("1", "blue", "gold")
+        ("1", "blue", "gold", "replicas")
     );
     assert_eq!(
         get_application(&env.client, "s", "old")
