@@ -253,9 +253,20 @@ impl ModuleRegistry {
 
     /// Reads `R/<module>/release:<tag>`.
     pub async fn release(&self, module: &str, tag: &str) -> Result<ReleaseMetadata, Error> {
-        let repository = format!("{module}/release");
+        self.metadata_image(&format!("{module}/release"), tag).await
+    }
+
+    /// Reads the metadata image `R/<repository>:<tag>` (`version.json`, and `changelog.yaml`
+    /// and `module.yaml` when present) without unpacking it: module release channels
+    /// (`<module>/release`) and package release channels (`<package>/release-channel`) are
+    /// published alike.
+    pub async fn metadata_image(
+        &self,
+        repository: &str,
+        tag: &str,
+    ) -> Result<ReleaseMetadata, Error> {
         let reference = format!("{repository}:{tag}");
-        let (digest, image) = self.image_manifest(&repository, tag).await?;
+        let (digest, image) = self.image_manifest(repository, tag).await?;
         let bad = |reason: String| Error::Image {
             reference: reference.clone(),
             reason,
@@ -270,7 +281,7 @@ impl ModuleRegistry {
             }
             let bytes = self
                 .remote
-                .get_blob(&repository, &layer.digest, None, Some(layer.size))
+                .get_blob(repository, &layer.digest, None, Some(layer.size))
                 .await
                 .map_err(|e| Error::registry(format!("GET {reference} layer"), e))?
                 .into_body()

@@ -422,14 +422,10 @@ fn config_values(
     Ok((settings, checked.version))
 }
 
-/// The layers, in addon-operator's order (see the module docs).
-fn compute(
-    definition: &ValuesDefinition,
-    config_values: &Value,
-    patches: &[Operation],
-    registry: Option<&Registry>,
-    facts: Option<&Value>,
-) -> Result<Value, String> {
+/// The first four layers (see the module docs): the static values, the settings schema's
+/// defaults, `config_values`, the values schema's defaults — no patches, not validated. What
+/// Deckhouse's package values storage starts an Application's values from, too.
+pub fn base_layers(definition: &ValuesDefinition, config_values: &Value) -> Value {
     let mut values = definition.static_values().clone();
     if let Some(schema) = definition.settings().schema() {
         crate::settings::apply_defaults(schema.openapi(), &mut values);
@@ -438,6 +434,18 @@ fn compute(
     if let Some(schema) = definition.values_schema() {
         crate::settings::apply_defaults(schema.openapi(), &mut values);
     }
+    values
+}
+
+/// The layers, in addon-operator's order (see the module docs).
+fn compute(
+    definition: &ValuesDefinition,
+    config_values: &Value,
+    patches: &[Operation],
+    registry: Option<&Registry>,
+    facts: Option<&Value>,
+) -> Result<Value, String> {
+    let mut values = base_layers(definition, config_values);
     let key = definition.key();
     if !patches.is_empty() {
         let doc =

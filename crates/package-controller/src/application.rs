@@ -110,8 +110,8 @@ pub fn wanted<'a>(app: &'a Application, channel_version: Option<&'a str>) -> &'a
     channel_version.unwrap_or(&app.spec.package_version)
 }
 
-/// The registry tag of a release channel (`R/<package>/release:<tag>`), as Deckhouse publishes
-/// module channels: `Alpha` → `alpha`, `EarlyAccess` → `early-access`, `RockSolid` →
+/// The registry tag of a release channel (`R/<package>/release-channel:<tag>`), named as
+/// Deckhouse names channel tags: `Alpha` → `alpha`, `EarlyAccess` → `early-access`, `RockSolid` →
 /// `rock-solid`, `LTS` → `lts` (either spelling accepted). `None` for an empty channel (the
 /// Application is pinned to `spec.packageVersion`); an unknown one is refused.
 pub fn channel_tag(channel: Option<&str>) -> Result<Option<&'static str>, Blocked> {
@@ -195,22 +195,26 @@ pub fn judge(
     .map_err(|r| Blocked::new(REASON_VERSION_CHANGE_REFUSED, r.message))
 }
 
+/// Deckhouse's refusal of settings given to a package that declares no settings schema.
+pub const NO_SCHEMA: &str = "config schema is not defined but config values were provided";
+
 /// The settings the chart is rendered with: `settings` with the schema's defaults, or
-/// Deckhouse's validation message. Without a schema the settings are taken as they are.
+/// Deckhouse's validation message. A package without a schema takes no settings (empty
+/// settings are fine), as Deckhouse's values storage refuses them.
 pub fn check_settings(
     package: &str,
     schema: Option<&str>,
     settings: Option<&Value>,
 ) -> Result<Value, Blocked> {
     let settings = settings.cloned().unwrap_or(Value::Null);
-    let Some(schema) = schema.filter(|s| !s.trim().is_empty()) else {
-        return Ok(if settings.is_null() {
-            Value::Object(Default::default())
-        } else {
-            settings
-        });
-    };
     let invalid = |m: String| Blocked::new(REASON_SETTINGS_INVALID, m);
+    let Some(schema) = schema.filter(|s| !s.trim().is_empty()) else {
+        return match &settings {
+            Value::Null => Ok(Value::Object(Default::default())),
+            Value::Object(m) if m.is_empty() => Ok(settings),
+            _ => Err(invalid(format!("spec.settings are not valid: {NO_SCHEMA}"))),
+        };
+    };
     let schema = module_plan::settings::SettingsSchema::from_yaml(schema)
         .map_err(|e| invalid(format!("openapi/settings.yaml: {e}")))?;
     let values = schema.defaulted(&settings);
@@ -223,6 +227,37 @@ pub fn check_settings(
             ))
         })?;
     Ok(values)
+}
+
+/// The values an Application's chart and hooks start from (under the package's camelCase
+/// key), layered as Deckhouse's package values storage layers them — the module runtime's
+/// layers ([`module_plan::values::base_layers`]): the bundle's static `values.yaml`, the
+/// settings schema's defaults, `settings` (already checked by [`check_settings`]), then the
+/// defaults of `openapi/values.yaml`. Unusable values files fail the install.
+pub fn package_values(
+    package: &str,
+    settings_schema: Option<&str>,
+    settings: Option<&Value>,
+    static_values: Option<&str>,
+    values_schema: Option<&str>,
+) -> Result<Value, Blocked> {
+    use module_plan::config::ModuleSettings;
+    use module_plan::values::{ValuesDefinition, base_layers};
+    let failed = |e: module_plan::Error| {
+        Blocked::new(
+            REASON_INSTALL_FAILED,
+            format!("the values files of package {package}: {e}"),
+        )
+    };
+    let schema = settings_schema.filter(|s| !s.trim().is_empty());
+    let settings_definition = ModuleSettings::from_files(package, schema, &[]).map_err(failed)?;
+    let definition =
+        ValuesDefinition::new(settings_definition, values_schema, static_values).map_err(failed)?;
+    let config_values = match settings {
+        Some(v @ Value::Object(_)) => v.clone(),
+        _ => Value::Object(Default::default()),
+    };
+    Ok(base_layers(&definition, &config_values))
 }
 
 /// Whether the cluster meets a version's requirements (`kubernetes: ">= 1.29"`,

@@ -446,11 +446,13 @@ impl Applications {
                 }
             },
         };
-        let values =
-            match decide::check_settings(package, schema.as_deref(), app.spec.settings.as_ref()) {
-                Ok(v) => v,
-                Err(b) => return (Outcome::Blocked(b), None),
-            };
+        let settings = app.spec.settings.as_ref();
+        // Settings the version image's schema refuses are refused before any download.
+        if schema.is_some()
+            && let Err(b) = decide::check_settings(package, schema.as_deref(), settings)
+        {
+            return (Outcome::Blocked(b), None);
+        }
         let dir = match self
             .installer
             .bundle(&images, repo_name, package, wanted)
@@ -464,10 +466,28 @@ impl Applications {
                 );
             }
         };
+        // Without a schema in the version image, the bundle's (where Deckhouse's package loader
+        // reads it) is the one.
+        let files = crate::registry::bundle_files(&dir);
+        let schema = schema.or(files.settings_schema);
+        let values = match decide::check_settings(package, schema.as_deref(), settings) {
+            Ok(v) => v,
+            Err(b) => return (Outcome::Blocked(b), None),
+        };
+        let base = match decide::package_values(
+            package,
+            schema.as_deref(),
+            settings,
+            files.static_values.as_deref(),
+            files.values_schema.as_deref(),
+        ) {
+            Ok(v) => v,
+            Err(b) => return (Outcome::Blocked(b), None),
+        };
         let namespace = app.namespace().unwrap_or_default();
         match self
             .installer
-            .install(&namespace, &app.name_any(), package, &dir, &values)
+            .install(&namespace, &app.name_any(), package, &dir, &base, &values)
             .await
         {
             Ok(done) => {

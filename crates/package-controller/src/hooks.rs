@@ -233,12 +233,13 @@ impl Inner {
         let failed = |e: String| Error::Install(plan::hook_failure(false, &hook.name, &e));
         let key = app.values_key();
         let doc = json!({"global": {}, key.as_str(): values});
+        let config = json!({"global": {}, key.as_str(): shared.config()});
         let contexts = module_hooks::context::compact_groups(contexts);
         let binding = contexts
             .first()
             .map(|c| c.binding.clone())
             .unwrap_or_default();
-        let output = match shared.runner.run(hook, &contexts, &doc, &doc).await {
+        let output = match shared.runner.run(hook, &contexts, &doc, &config).await {
             Ok(o) => o,
             Err(e) if module_hooks::retry::allow_failure(&hook.config, &contexts) => {
                 tracing::warn!(namespace = %app.namespace, application = %app.name, hook = %hook.name, error = %e, "package hook failed, allowFailure: go on");
@@ -342,21 +343,28 @@ impl PackageHooks {
 
     /// Starts the hooks of `app`'s bundle in `dir` unless they run already: `onStartup`, the
     /// kubernetes bindings' Synchronization, then their events and the schedules between
-    /// passes. A new bundle (another version) stops the old one's first. `settings` are what
-    /// the hooks run between passes see.
-    pub async fn start(&self, app: &AppRef, dir: &Path, settings: &Value) -> Result<(), Error> {
+    /// passes. A new bundle (another version) stops the old one's first. `settings` are the
+    /// values the hooks start from, `config` their config values (the settings with defaults).
+    pub async fn start(
+        &self,
+        app: &AppRef,
+        dir: &Path,
+        settings: &Value,
+        config: &Value,
+    ) -> Result<(), Error> {
         let key = app.key();
         if let Ok(instances) = self.inner.instances.lock()
             && let Some(running) = instances.get(&key)
             && running.dir == dir
         {
-            running.shared.set_settings(settings);
+            running.shared.set_settings(settings, config);
             return Ok(());
         }
         self.stop(app);
         let runner = runner_for(app);
         let hooks = self.inner.discover(&runner, &app.package, dir).await?;
-        let started = instance::start(&self.inner, app, runner, hooks, dir, settings).await?;
+        let started =
+            instance::start(&self.inner, app, runner, hooks, dir, settings, config).await?;
         if let Ok(mut instances) = self.inner.instances.lock() {
             instances.insert(key, started);
         }
@@ -420,7 +428,8 @@ impl PackageHooks {
     ) -> Result<Value, Error> {
         let runner = runner_for(app);
         let hooks = self.inner.discover(&runner, &app.package, dir).await?;
-        let shared = Shared::new(app.clone(), runner, hooks, &values);
+        let config = values.clone();
+        let shared = Shared::new(app.clone(), runner, hooks, &values, &config);
         self.inner
             .run_phase(&shared, Phase::AfterDeleteHelm, values)
             .await

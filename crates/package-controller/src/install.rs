@@ -124,7 +124,9 @@ impl Installer {
     /// Runs the package's `beforeHelm` hooks, renders the chart in `dir` with the values they
     /// leave as release `name` in `namespace` and applies it, then runs its `afterHelm` hooks
     /// (values they change render the chart once more); a chart holding anything outside the
-    /// namespace is refused before anything changes.
+    /// namespace is refused before anything changes. `settings` are the package's values the
+    /// hooks start from ([`crate::application::package_values`]), `config` the settings with
+    /// their defaults (the hooks' config values).
     pub async fn install(
         &self,
         namespace: &str,
@@ -132,13 +134,14 @@ impl Installer {
         package: &str,
         dir: &Path,
         settings: &Value,
+        config: &Value,
     ) -> Result<Installed, Error> {
         let app = AppRef {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             package: package.to_owned(),
         };
-        self.hooks.start(&app, dir, settings).await?;
+        self.hooks.start(&app, dir, settings, config).await?;
         let values = self.hooks.values(&app, settings).await?;
         let values = self
             .hooks

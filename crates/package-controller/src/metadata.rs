@@ -24,6 +24,20 @@ pub const PACKAGE_YAML: &str = "package.yaml";
 pub const CHANGELOG_YAML: &str = "changelog.yaml";
 /// The settings schema of a version.
 pub const SETTINGS_SCHEMA: &str = "openapi/settings.yaml";
+/// The settings schema's legacy name, read when [`SETTINGS_SCHEMA`] is absent (as Deckhouse's
+/// package loader does).
+pub const LEGACY_SETTINGS_SCHEMA: &str = "openapi/config-values.yaml";
+
+/// The schema of all of a package's values (internal ones too), in its bundle.
+pub const VALUES_SCHEMA: &str = "openapi/values.yaml";
+/// A package's static values, in its bundle.
+pub const STATIC_VALUES: &str = "values.yaml";
+
+/// A package's settings schema among its files (`read` gives a file's text by path):
+/// `openapi/settings.yaml`, else the legacy `openapi/config-values.yaml`.
+pub fn settings_schema(read: impl Fn(&str) -> Option<String>) -> Option<String> {
+    read(SETTINGS_SCHEMA).or_else(|| read(LEGACY_SETTINGS_SCHEMA))
+}
 
 /// The package type of Deckhouse's `package.yaml` `type` (and image label
 /// `io.deckhouse.package.type`).
@@ -263,6 +277,30 @@ versionCompatibilityRules:
   downgrade:
     maxRollback: 2
 "#;
+
+    #[test]
+    fn settings_schema_by_name() {
+        let files = |names: &'static [&'static str]| {
+            move |rel: &str| names.contains(&rel).then(|| rel.to_owned())
+        };
+        let table: &[(&'static [&'static str], Option<&str>)] = &[
+            (&[], None),
+            (&[SETTINGS_SCHEMA], Some(SETTINGS_SCHEMA)),
+            (&[LEGACY_SETTINGS_SCHEMA], Some(LEGACY_SETTINGS_SCHEMA)),
+            (
+                &[LEGACY_SETTINGS_SCHEMA, SETTINGS_SCHEMA],
+                Some(SETTINGS_SCHEMA),
+            ),
+            (&["openapi/values.yaml"], None),
+        ];
+        for (present, want) in table {
+            assert_eq!(
+                settings_schema(files(present)).as_deref(),
+                *want,
+                "{present:?}"
+            );
+        }
+    }
 
     #[test]
     fn types() {

@@ -1,7 +1,9 @@
 //! A PackageRepository's registry: the tags of `R` are the package names, the tags of
 //! `R/<package>/version` its versions, `R/<package>/version:<v>` the version image (metadata),
-//! `R/<package>/release:<channel>` the channels (`version.json`, as for modules) and
-//! `R/<package>:<v>` the package bundle.
+//! `R/<package>/release-channel:<channel>` the release channels (the version image the channel
+//! points at, published under the channel's name; its `version.json` names the version) and
+//! `R/<package>:<v>` the package bundle. (`R/<package>/release` is where Deckhouse looks for
+//! legacy v1alpha1 modules, not for package channels.)
 //!
 //! Every image is read with the module manager's verified, bounded downloads and its safe
 //! unpacker: a version image is unpacked under tight limits into a temporary directory and only
@@ -15,7 +17,13 @@ use module_controller::unpack::Limits;
 
 use crate::Error;
 use crate::compat::parse_version;
-use crate::metadata::{CHANGELOG_YAML, PACKAGE_YAML, SETTINGS_SCHEMA};
+use crate::metadata::{
+    CHANGELOG_YAML, PACKAGE_YAML, STATIC_VALUES, VALUES_SCHEMA, settings_schema,
+};
+
+/// The path under a package where Deckhouse publishes its release channels
+/// (`R/<package>/release-channel:<channel>`).
+pub const CHANNEL_SEGMENT: &str = "release-channel";
 
 /// Limits for a version image: metadata only.
 pub const VERSION_IMAGE_LIMITS: Limits = Limits {
@@ -32,7 +40,7 @@ pub struct VersionFiles {
     pub package_yaml: Option<String>,
     /// `changelog.yaml`.
     pub changelog: Option<String>,
-    /// `openapi/settings.yaml`.
+    /// `openapi/settings.yaml` (or the legacy `openapi/config-values.yaml`).
     pub settings_schema: Option<String>,
 }
 
@@ -81,10 +89,14 @@ impl PackageImages {
         Ok(semver_tags(tags))
     }
 
-    /// The version a release channel points at: `version.json` of `R/<package>/release:<tag>`
-    /// (`tag` from [`crate::application::channel_tag`]), read as module channels are.
+    /// The version a release channel points at: `version.json` of
+    /// `R/<package>/release-channel:<tag>` (`tag` from [`crate::application::channel_tag`]),
+    /// read as module channels are.
     pub async fn channel_version(&self, package: &str, tag: &str) -> Result<String, Error> {
-        let release = self.inner.release(package, tag).await?;
+        let release = self
+            .inner
+            .metadata_image(&format!("{package}/{CHANNEL_SEGMENT}"), tag)
+            .await?;
         Ok(release.version.original().to_owned())
     }
 
@@ -103,7 +115,7 @@ impl PackageImages {
         Ok(VersionFiles {
             package_yaml: read(PACKAGE_YAML),
             changelog: read(CHANGELOG_YAML).or_else(|| read("changelog.yml")),
-            settings_schema: read(SETTINGS_SCHEMA),
+            settings_schema: settings_schema(read),
         })
     }
 
@@ -117,6 +129,29 @@ impl PackageImages {
         limits: Limits,
     ) -> Result<Download, Error> {
         Ok(self.inner.download(package, version, dest, limits).await?)
+    }
+}
+
+/// What an unpacked package bundle says about its values, read as Deckhouse's package loader
+/// reads a package directory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BundleFiles {
+    /// The settings schema (see [`crate::metadata::settings_schema`]), used when the version
+    /// image carries none.
+    pub settings_schema: Option<String>,
+    /// `openapi/values.yaml`: the schema of every value, internal ones too (its defaults).
+    pub values_schema: Option<String>,
+    /// `values.yaml`: the static values (under the package's camelCase key, or the whole file).
+    pub static_values: Option<String>,
+}
+
+/// Reads the values files of the unpacked bundle in `dir` (regular files only).
+pub fn bundle_files(dir: &Path) -> BundleFiles {
+    let read = |rel: &str| read_regular(&dir.join(rel));
+    BundleFiles {
+        settings_schema: settings_schema(read),
+        values_schema: read(VALUES_SCHEMA),
+        static_values: read(STATIC_VALUES),
     }
 }
 

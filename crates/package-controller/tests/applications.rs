@@ -90,13 +90,17 @@ async fn push_with(push: &Registry, layout: &Layout, version: &str, package_yaml
     push_package(push, layout, REPO, "echo", version, &meta, &bundle).await;
 }
 
-/// Points release channel `tag` of `echo` at `version` (`R/echo/release:<tag>`).
+/// Points release channel `tag` of `echo` at `version`: the version image (its `package.yaml`
+/// and `version.json`) published as `R/echo/release-channel:<tag>`, where Deckhouse looks.
 async fn channel(push: &Registry, layout: &Layout, tag: &str, version: &str) {
     let json = format!(r#"{{"version": "{version}"}}"#);
     let image = ImageBuilder::new(&format!("echo-{tag}-{version}"))
-        .files(&[("version.json", json.as_bytes())])
+        .files(&[
+            ("package.yaml", PACKAGE_YAML.as_bytes()),
+            ("version.json", json.as_bytes()),
+        ])
         .build(layout);
-    push.push_image(&format!("{REPO}/echo/release"), Some(tag), &image)
+    push.push_image(&format!("{REPO}/echo/release-channel"), Some(tag), &image)
         .await
         .unwrap();
 }
@@ -449,7 +453,11 @@ async fn push_greeter(push: &Registry, layout: &Layout, version: &str, hooks: &[
         .files(&files)
         .executable(&executables)
         .build(layout);
-    let meta = [("package.yaml", package_yaml.as_bytes())];
+    let schema = "type: object\nproperties:\n  greeting: {type: string}\n";
+    let meta = [
+        ("package.yaml", package_yaml.as_bytes()),
+        ("openapi/settings.yaml", schema.as_bytes()),
+    ];
     push_package(push, layout, REPO, "greeter", version, &meta, &bundle).await;
 }
 
@@ -603,4 +611,176 @@ async fn an_application_in_maintenance_is_not_reconciled_and_is_reported() {
         ("bye".into(), "v1.0.0".into())
     );
     assert_eq!(maintenance(&controller), Vec::<String>::new());
+}
+
+/// `name` v1.0.0: a chart of one ConfigMap `<release>-cm` whose data shows `.Values.<name>`'s
+/// `keys`, a version image without a settings schema, and `extra` in the bundle besides the
+/// chart (`hooks/…` executable).
+async fn push_plain(
+    push: &Registry,
+    layout: &Layout,
+    name: &str,
+    keys: &[&str],
+    extra: &[(&str, &[u8])],
+) {
+    let package_yaml = format!(
+        "name: {name}\ntype: Application\ndescription: {{en: Plain}}\ncategory: Misc\nstage: General Availability\n"
+    );
+    let chart = format!("apiVersion: v2\nname: {name}\nversion: 0.1.0\n");
+    let mut cm =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n"
+            .to_owned();
+    for key in keys {
+        let field = key.rsplit('.').next().unwrap();
+        cm.push_str(&format!(
+            "  {field}: {{{{ .Values.{name}.{key} | default \"none\" | quote }}}}\n"
+        ));
+    }
+    let mut files: Vec<(&str, &[u8])> = vec![
+        ("Chart.yaml", chart.as_bytes()),
+        ("templates/cm.yaml", cm.as_bytes()),
+    ];
+    files.extend_from_slice(extra);
+    let hooks: Vec<&str> = extra
+        .iter()
+        .map(|(path, _)| *path)
+        .filter(|path| path.starts_with("hooks/"))
+        .collect();
+    let bundle = ImageBuilder::new(&format!("{name}-bundle"))
+        .files(&files)
+        .executable(&hooks)
+        .build(layout);
+    let meta = [("package.yaml", package_yaml.as_bytes())];
+    push_package(push, layout, REPO, name, "v1.0.0", &meta, &bundle).await;
+}
+
+/// beforeHelm: the keys of the package's config values (`CONFIG_VALUES_PATH`), into the values.
+const CONFIG_KEYS_PY: &str = r#"#!/usr/bin/env python3
+import json, os, sys
+if sys.argv[1:] == ["--config"]:
+    print(json.dumps({"configVersion": "v1", "beforeHelm": 1}))
+    sys.exit(0)
+config = json.load(open(os.environ["CONFIG_VALUES_PATH"]))
+keys = ",".join(sorted(config.get("legacy", {}).keys()))
+with open(os.environ["VALUES_JSON_PATCH_PATH"], "w") as f:
+    json.dump([{"op": "add", "path": "/legacy/configKeys", "value": keys}], f)
+"#;
+
+#[tokio::test]
+async fn settings_and_values_come_from_the_bundle_and_settings_need_a_schema() {
+    let env = Env::start().await;
+    // `legacy` keeps its settings schema in the bundle only, under the legacy name, with static
+    // values and a values schema; `bare` has no schema at all.
+    let settings_schema =
+        "type: object\nproperties:\n  replicas: {type: integer, default: 1, maximum: 3}\n";
+    let values_schema = "x-extend:\n  schema: config-values.yaml\ntype: object\nproperties:\n  internal:\n    type: object\n    default: {}\n    properties:\n      tier: {type: string, default: gold}\n";
+    push_plain(
+        &env.push,
+        &env.layout,
+        "legacy",
+        &["replicas", "color", "internal.tier", "configKeys"],
+        &[
+            ("hooks/config_keys.py", CONFIG_KEYS_PY.as_bytes()),
+            ("openapi/config-values.yaml", settings_schema.as_bytes()),
+            ("openapi/values.yaml", values_schema.as_bytes()),
+            ("values.yaml", b"color: blue\n"),
+        ],
+    )
+    .await;
+    push_plain(&env.push, &env.layout, "bare", &["replicas"], &[]).await;
+    repository(&env.client, "main", registry(&env.upstream.host(), REPO)).await;
+    let controller = Controller::new(env.client.clone(), support::options(&env.dir));
+    controller.pass().await.unwrap();
+    namespace(&env.client, "s").await;
+    let with = |package: &str, settings: serde_json::Value| ApplicationSpec {
+        settings: Some(settings),
+        ..spec(package, "v1.0.0")
+    };
+    new_application(
+        &env.client,
+        "s",
+        "old",
+        with("legacy", json!({"replicas": 9})),
+    )
+    .await;
+    new_application(
+        &env.client,
+        "s",
+        "plain",
+        with("bare", json!({"replicas": 2})),
+    )
+    .await;
+    controller.pass().await.unwrap();
+
+    // Refused, each with Deckhouse's words; nothing is installed.
+    let refused = |app: &Application| {
+        let (status, reason, message) = condition(app, "Processed");
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "SettingsInvalid")
+        );
+        assert_eq!(installed(app), None);
+        message
+    };
+    let old = get_application(&env.client, "s", "old").await;
+    assert_eq!(
+        refused(&old),
+        "spec.settings are not valid:  1 error occurred: * legacy.replicas should be less than or equal to 3  "
+    );
+    let plain = get_application(&env.client, "s", "plain").await;
+    assert_eq!(
+        refused(&plain),
+        "spec.settings are not valid: config schema is not defined but config values were provided"
+    );
+    assert_eq!(cm(&env.client, "s", "old-cm").await, None);
+    assert_eq!(cm(&env.client, "s", "plain-cm").await, None);
+
+    // Settings the schema takes, and none for the package without one: installed, the chart
+    // rendered with the bundle's static values and both schemas' defaults; the hook's config
+    // values are the settings alone.
+    let apps: Api<Application> = Api::namespaced(env.client.clone(), "s");
+    for (name, spec) in [
+        ("old", json!({"settings": {"replicas": null}})),
+        ("plain", json!({"settings": null})),
+    ] {
+        apps.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": spec})),
+        )
+        .await
+        .unwrap();
+    }
+    controller.pass().await.unwrap();
+    for name in ["old", "plain"] {
+        let app = get_application(&env.client, "s", name).await;
+        assert_eq!(
+            installed(&app).as_deref(),
+            Some("v1.0.0"),
+            "{:?}",
+            app.status
+        );
+    }
+    let old = cm(&env.client, "s", "old-cm").await.unwrap();
+    assert_eq!(
+        (
+            old["replicas"].as_str(),
+            old["color"].as_str(),
+            old["tier"].as_str(),
+            old["configKeys"].as_str()
+        ),
+        ("1", "blue", "gold", "replicas")
+    );
+    assert_eq!(
+        get_application(&env.client, "s", "old")
+            .await
+            .status
+            .unwrap()
+            .last_applied_configuration,
+        Some(json!({"replicas": 1}))
+    );
+    assert_eq!(
+        cm(&env.client, "s", "plain-cm").await.unwrap()["replicas"],
+        "none"
+    );
 }

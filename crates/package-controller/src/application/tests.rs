@@ -179,11 +179,21 @@ fn settings_against_the_schema() {
         b.message,
         "spec.settings are not valid:  2 errors occurred: * echoServer.replicas should be less than or equal to 3 * echoServer.typo is a forbidden property  "
     );
+    // Without a schema a package takes no settings.
+    let b = check_settings("echo", None, Some(&json!({"x": 1}))).unwrap_err();
     assert_eq!(
-        check_settings("echo", None, Some(&json!({"x": 1}))),
-        Ok(json!({"x": 1}))
+        (b.reason, b.message.as_str()),
+        (
+            REASON_SETTINGS_INVALID,
+            "spec.settings are not valid: config schema is not defined but config values were provided"
+        )
     );
     assert_eq!(check_settings("echo", None, None), Ok(json!({})));
+    assert_eq!(
+        check_settings("echo", None, Some(&json!({}))),
+        Ok(json!({}))
+    );
+    assert_eq!(check_settings("echo", Some(" \n"), None), Ok(json!({})));
 }
 
 #[test]
@@ -420,4 +430,55 @@ fn maintenance_mode_of_the_spec() {
     assert_eq!(maintenance(&a), None);
     a.spec.maintenance = Some(api::module_config::Maintenance::NoResourceReconciliation);
     assert_eq!(maintenance(&a), Some("NoResourceReconciliation"));
+}
+
+#[test]
+fn package_values_are_layered_as_deckhouse_layers_them() {
+    let settings_schema = "type: object\nproperties:\n  replicas: {type: integer, default: 1}\n  color: {type: string, default: red}\n";
+    let values_schema = "x-extend:\n  schema: config-values.yaml\ntype: object\nproperties:\n  internal:\n    type: object\n    default: {}\n    properties:\n      tier: {type: string, default: gold}\n";
+    // (settings, static values.yaml, want)
+    let table: &[(Option<Value>, Option<&str>, Value)] = &[
+        (
+            None,
+            None,
+            json!({"replicas": 1, "color": "red", "internal": {"tier": "gold"}}),
+        ),
+        // Static values win over the settings schema's defaults, settings over both.
+        (
+            None,
+            Some("color: blue\n"),
+            json!({"replicas": 1, "color": "blue", "internal": {"tier": "gold"}}),
+        ),
+        (
+            Some(json!({"color": "green"})),
+            Some("echoServer: {color: blue, internal: {tier: silver}}\n"),
+            json!({"replicas": 1, "color": "green", "internal": {"tier": "silver"}}),
+        ),
+    ];
+    for (settings, static_values, want) in table {
+        assert_eq!(
+            package_values(
+                "echo-server",
+                Some(settings_schema),
+                settings.as_ref(),
+                *static_values,
+                Some(values_schema),
+            )
+            .as_ref(),
+            Ok(want),
+            "{settings:?} {static_values:?}"
+        );
+    }
+    // No files at all: the settings as they are (a package without a schema takes none).
+    assert_eq!(
+        package_values("echo", None, None, None, None),
+        Ok(json!({}))
+    );
+    let b = package_values("echo", None, None, Some("[not: a map"), None).unwrap_err();
+    assert_eq!(b.reason, REASON_INSTALL_FAILED);
+    assert!(
+        b.message.starts_with("the values files of package echo: "),
+        "{}",
+        b.message
+    );
 }

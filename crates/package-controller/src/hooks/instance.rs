@@ -35,8 +35,11 @@ pub(crate) struct Shared {
     pub(crate) hooks: Vec<Hook>,
     /// Per hook (same index): its kubernetes bindings' caches, by binding name.
     monitors: Mutex<Vec<BTreeMap<String, Monitor>>>,
-    /// The settings (checked, with defaults) of the last pass.
+    /// The values the hooks start from (before their patches) as of the last pass.
     settings: Mutex<Value>,
+    /// The settings with their defaults as of the last pass: the hooks' config values
+    /// (`CONFIG_VALUES_PATH`), as Deckhouse hands package hooks the settings.
+    config: Mutex<Value>,
     /// One hook run at a time.
     pub(crate) lock: tokio::sync::Mutex<()>,
     /// The hooks whose last run between passes failed, by hook name, with the error; a hook's
@@ -45,7 +48,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(app: AppRef, runner: Runner, hooks: Vec<Hook>, settings: &Value) -> Self {
+    pub(crate) fn new(
+        app: AppRef,
+        runner: Runner,
+        hooks: Vec<Hook>,
+        settings: &Value,
+        config: &Value,
+    ) -> Self {
         let monitors = hooks
             .iter()
             .map(|h| module_hooks::context::monitors_for(&h.config))
@@ -56,6 +65,7 @@ impl Shared {
             hooks,
             monitors: Mutex::new(monitors),
             settings: Mutex::new(settings.clone()),
+            config: Mutex::new(config.clone()),
             lock: tokio::sync::Mutex::new(()),
             errors: Mutex::default(),
         }
@@ -82,10 +92,18 @@ impl Shared {
             .and_then(|e| e.values().next().cloned())
     }
 
-    pub(crate) fn set_settings(&self, settings: &Value) {
+    pub(crate) fn set_settings(&self, settings: &Value, config: &Value) {
         if let Ok(mut s) = self.settings.lock() {
             *s = settings.clone();
         }
+        if let Ok(mut c) = self.config.lock() {
+            *c = config.clone();
+        }
+    }
+
+    /// The hooks' config values (the settings with their defaults).
+    pub(crate) fn config(&self) -> Value {
+        self.config.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
     fn settings(&self) -> Value {
@@ -171,8 +189,9 @@ pub(crate) async fn start(
     hooks: Vec<Hook>,
     dir: &Path,
     settings: &Value,
+    config: &Value,
 ) -> Result<Instance, Error> {
-    let shared = Arc::new(Shared::new(app.clone(), runner, hooks, settings));
+    let shared = Arc::new(Shared::new(app.clone(), runner, hooks, settings, config));
     let mut instance = Instance {
         dir: dir.to_owned(),
         shared: shared.clone(),
