@@ -897,7 +897,7 @@ async fn hook_errors_carry_the_queue_and_the_activation() {
     let at_startup = "deckhouse_module_hook_errors_total{module=\"echo\",hook=\"910-echo/hooks/trigger.sh\",binding=\"kubernetes\",queue=\"main\",activation=\"OperatorStartup\"}";
     let view = c.runtime.queue_view();
     assert!(
-        eventually(20, || async { errors().iter().any(|s| s == at_startup) }).await,
+        eventually(60, || async { errors().iter().any(|s| s == at_startup) }).await,
         "{:?} {}",
         errors(),
         view.render()
@@ -909,7 +909,7 @@ async fn hook_errors_carry_the_queue_and_the_activation() {
         .unwrap();
     let cm: Api<ConfigMap> = Api::namespaced(c.client.clone(), "d8-echo");
     assert!(
-        eventually(30, || async { cm.get_opt("echo").await.unwrap().is_some() }).await,
+        eventually(60, || async { cm.get_opt("echo").await.unwrap().is_some() }).await,
         "{}",
         view.render()
     );
@@ -923,7 +923,7 @@ async fn hook_errors_carry_the_queue_and_the_activation() {
         "deckhouse_module_hook_errors_total{module=\"echo\",hook=\"910-echo/hooks/trigger_named.sh\",binding=\"kubernetes\",queue=\"probes\",activation=\"\"}",
     ];
     assert!(
-        eventually(20, || async {
+        eventually(60, || async {
             let seen = errors();
             on_events.iter().all(|want| seen.iter().any(|s| s == want))
         })
