@@ -69,9 +69,11 @@ pub struct ApplicationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub settings: Option<serde_json::Value>,
-    /// Maintenance mode. `NoResourceReconciliation`: the application is not reconciled (a new
-    /// version, settings or a deleted resource are not applied or restored) and the
-    /// `ApplicationIsInMaintenanceMode` alert fires; remove it to reconcile again.
+    /// Maintenance mode. `NoResourceReconciliation`: the templates are applied once more with the
+    /// label `maintenance.deckhouse.io/no-resource-reconciliation` on every resource, then the
+    /// application is not reconciled (a new version, settings or a deleted resource are not
+    /// applied or restored) and the `ApplicationIsInMaintenanceMode` alert fires; remove it to
+    /// reconcile again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "application_maintenance_schema")]
     pub maintenance: Option<crate::module_config::Maintenance>,
@@ -79,7 +81,7 @@ pub struct ApplicationSpec {
 
 fn application_maintenance_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
-        "description": "Maintenance mode. `NoResourceReconciliation`: the application is not reconciled (a new version, settings or a deleted resource are not applied or restored) and the `ApplicationIsInMaintenanceMode` alert fires; remove it to reconcile again.",
+        "description": "Maintenance mode. `NoResourceReconciliation`: the templates are applied once more with the label `maintenance.deckhouse.io/no-resource-reconciliation` on every resource, then the application is not reconciled (a new version, settings or a deleted resource are not applied or restored) and the `ApplicationIsInMaintenanceMode` alert fires; remove it to reconcile again.",
         "type": "string",
         "enum": ["NoResourceReconciliation"],
     })

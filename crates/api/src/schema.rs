@@ -6,6 +6,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde_json::Value;
 
 /// `{type: object, x-kubernetes-preserve-unknown-fields: true}`: settings, changelogs and other
 /// free-form objects the API server must store as they are.
@@ -51,6 +52,60 @@ pub(crate) fn map_by_type<T: JsonSchema>(generator: &mut SchemaGenerator) -> Sch
         serde_json::json!(["type"]),
     );
     schema
+}
+
+/// `metav1.LabelSelector` with the markers controller-gen emits for it, as Deckhouse's
+/// ValidationWebhook and ConversionWebhook CRDs carry them: the selector is
+/// `x-kubernetes-map-type: atomic`, `matchExpressions` and each expression's `values` are
+/// `x-kubernetes-list-type: atomic` (a server-side apply replaces them whole).
+pub(crate) fn atomic_label_selector(generator: &mut SchemaGenerator) -> Schema {
+    let mut schema =
+        generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>();
+    if let Some(selector) = schema.as_object_mut() {
+        selector.insert("x-kubernetes-map-type".into(), "atomic".into());
+        if let Some(expressions) = property(selector, "matchExpressions") {
+            expressions.insert("x-kubernetes-list-type".into(), "atomic".into());
+            if let Some(values) = expressions
+                .get_mut("items")
+                .and_then(Value::as_object_mut)
+                .and_then(|item| property(item, "values"))
+            {
+                values.insert("x-kubernetes-list-type".into(), "atomic".into());
+            }
+        }
+    }
+    schema
+}
+
+/// A list of `admissionregistration/v1` `RuleWithOperations` with controller-gen's markers, as
+/// Deckhouse's ValidationWebhook carries them: `apiGroups`, `apiVersions`, `operations` and
+/// `resources` are `x-kubernetes-list-type: atomic`.
+pub(crate) fn atomic_rules(generator: &mut SchemaGenerator) -> Schema {
+    let mut schema =
+        list_of::<k8s_openapi::api::admissionregistration::v1::RuleWithOperations>(generator);
+    if let Some(rule) = schema
+        .as_object_mut()
+        .and_then(|s| s.get_mut("items"))
+        .and_then(Value::as_object_mut)
+    {
+        for field in ["apiGroups", "apiVersions", "operations", "resources"] {
+            if let Some(list) = property(rule, field) {
+                list.insert("x-kubernetes-list-type".into(), "atomic".into());
+            }
+        }
+    }
+    schema
+}
+
+/// The schema of property `name` of an object schema.
+fn property<'a>(
+    schema: &'a mut serde_json::Map<String, Value>,
+    name: &str,
+) -> Option<&'a mut serde_json::Map<String, Value>> {
+    schema
+        .get_mut("properties")
+        .and_then(|p| p.get_mut(name))
+        .and_then(Value::as_object_mut)
 }
 
 fn list_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {

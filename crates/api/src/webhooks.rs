@@ -86,6 +86,7 @@ pub struct ValidationObject {
     pub group: Option<String>,
     /// Which operations on which resources are sent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::atomic_rules")]
     pub rules: Vec<RuleWithOperations>,
     /// `Fail` or `Ignore` when the handler errors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,6 +102,7 @@ pub struct ValidationObject {
     pub match_conditions: Vec<MatchCondition>,
     /// Only objects with matching labels are sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::atomic_label_selector")]
     pub label_selector: Option<LabelSelector>,
     /// Only objects in matching namespaces are sent (label selector only; use
     /// `kubernetes.io/metadata.name` to select by name).
@@ -126,6 +128,7 @@ pub struct MatchCondition {
 pub struct NamespaceLabelSelector {
     /// Selects namespaces by label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::atomic_label_selector")]
     pub label_selector: Option<LabelSelector>,
 }
 
@@ -164,6 +167,7 @@ pub struct KubernetesBinding {
     pub name_selector: Option<NameSelector>,
     /// Only objects with matching labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::atomic_label_selector")]
     pub label_selector: Option<LabelSelector>,
     /// Only objects in matching namespaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,6 +206,7 @@ pub struct NameSelector {
 pub struct NamespaceSelector {
     /// By label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::atomic_label_selector")]
     pub label_selector: Option<LabelSelector>,
     /// By name.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -521,3 +521,125 @@ spec:
         "{err}"
     );
 }
+
+/// ValidationWebhook and ConversionWebhook: Deckhouse's CRDs carry controller-gen's markers of
+/// `metav1.LabelSelector` (the selector `x-kubernetes-map-type: atomic`, `matchExpressions` and
+/// `values` `x-kubernetes-list-type: atomic`) and of the admission rules' lists; the served CRDs
+/// carry them at the same places, and Deckhouse's manifests apply.
+#[tokio::test]
+async fn webhook_selectors_and_rules_carry_deckhouses_list_markers() {
+    let s = Server::start().await;
+    s.apply_ok(
+        r#"apiVersion: deckhouse.io/v1alpha1
+kind: ValidationWebhook
+metadata:
+  name: ingress-class-check
+validationObject:
+  name: ingress-class.deckhouse.io
+  failurePolicy: Fail
+  sideEffects: None
+  timeoutSeconds: 10
+  labelSelector:
+    matchExpressions:
+    - key: heritage
+      operator: NotIn
+      values: [deckhouse]
+  namespace:
+    labelSelector:
+      matchLabels:
+        kubernetes.io/metadata.name: prod
+  rules:
+  - apiGroups: ["networking.k8s.io"]
+    apiVersions: ["v1"]
+    operations: ["CREATE", "UPDATE"]
+    resources: ["ingresses"]
+    scope: Namespaced
+context:
+- name: ingressclasses
+  kubernetes:
+    apiVersion: networking.k8s.io/v1
+    kind: IngressClass
+    labelSelector:
+      matchLabels:
+        app: nginx
+    namespace:
+      labelSelector:
+        matchExpressions:
+        - key: tier
+          operator: Exists
+handler:
+  python: |
+    def main(ctx):
+        pass
+---
+apiVersion: deckhouse.io/v1alpha1
+kind: ConversionWebhook
+metadata:
+  name: widgets.example.com
+context:
+- name: settings
+  kubernetes:
+    kind: ConfigMap
+    labelSelector:
+      matchExpressions:
+      - key: app
+        operator: In
+        values: [widgets]
+conversions:
+- from: v1alpha1
+  to: v1
+  handler:
+    python: |
+      def main(ctx):
+          pass
+"#,
+    )
+    .await;
+    let server = &s;
+    let schema = |crd: &'static str| async move {
+        let (ok, out, err) = server
+            .kubectl(&["get", "crd", crd, "-o", "json"], None)
+            .await;
+        assert!(ok, "{err}");
+        let crd: serde_json::Value = serde_json::from_str(&out).expect("CRD JSON");
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    };
+    let selector_markers = |selector: &serde_json::Value, at: &str| {
+        assert_eq!(selector["x-kubernetes-map-type"], "atomic", "{at}");
+        let expressions = &selector["properties"]["matchExpressions"];
+        assert_eq!(expressions["x-kubernetes-list-type"], "atomic", "{at}");
+        assert_eq!(
+            expressions["items"]["properties"]["values"]["x-kubernetes-list-type"], "atomic",
+            "{at}"
+        );
+    };
+    let validation = schema("validationwebhooks.deckhouse.io").await;
+    let object = &validation["properties"]["validationObject"]["properties"];
+    selector_markers(&object["labelSelector"], "validationObject.labelSelector");
+    selector_markers(
+        &object["namespace"]["properties"]["labelSelector"],
+        "validationObject.namespace.labelSelector",
+    );
+    for list in ["apiGroups", "apiVersions", "operations", "resources"] {
+        assert_eq!(
+            object["rules"]["items"]["properties"][list]["x-kubernetes-list-type"], "atomic",
+            "rules[].{list}"
+        );
+    }
+    for crd in [
+        "validationwebhooks.deckhouse.io",
+        "conversionwebhooks.deckhouse.io",
+    ] {
+        let schema = schema(crd).await;
+        let binding =
+            &schema["properties"]["context"]["items"]["properties"]["kubernetes"]["properties"];
+        selector_markers(
+            &binding["labelSelector"],
+            &format!("{crd} context[].kubernetes.labelSelector"),
+        );
+        selector_markers(
+            &binding["namespace"]["properties"]["labelSelector"],
+            &format!("{crd} context[].kubernetes.namespace.labelSelector"),
+        );
+    }
+}

@@ -6,7 +6,8 @@
 //!   NotInstalled`); each module's channel image is read with its update policy's channel;
 //!   for an enabled module whose active source this is, ModuleReleases are created by the
 //!   step-by-step rule (`<module>-v<version>`, labels and annotations of Deckhouse, the first
-//!   one `apply-now`). Status: `modules[]`, `pullError`, count, `syncTime`.
+//!   one `apply-now`). Status: `modules[]` (`error` when the module's channel cannot be read
+//!   and its ModuleConfig wants it from the source, as Deckhouse), count, `syncTime`.
 //! - Modules: the enabling chain decides `EnabledByModuleManager`; several sources and none
 //!   chosen is `Conflict`; the ModuleConfig status gets Deckhouse's message.
 //! - Releases: the task calculator and the deploy-time rules of the module's policy decide; an
@@ -754,11 +755,24 @@ impl Manager {
             Some(s) => s == source_name,
             None => object.spec.properties.available_sources == [source_name.clone()],
         };
+        // Deckhouse expires the module's failures of this source before every check.
+        self.metrics
+            .set_updating_failures(module, &source_name, &[]);
         let meta = match registry.release(module, policy.channel.image_tag()).await {
             Ok(m) => m,
             Err(e) => {
-                entry.version = Some("unknown".into());
-                entry.pull_error = Some(e.to_string());
+                entry.version = Some(crate::metrics::UNKNOWN_VERSION.into());
+                if modules::wants_module_from(config.as_ref(), &source_name) {
+                    tracing::warn!(module, source = %source_name, error = %e, "the release image of the module's channel cannot be read");
+                    self.metrics.set_updating_failures(
+                        module,
+                        &source_name,
+                        &[crate::metrics::UpdatingFailure::channel_not_valid(
+                            &source.spec.registry.repo,
+                        )],
+                    );
+                    entry.error = Some(e.to_string());
+                }
                 return Ok(entry);
             }
         };
@@ -793,8 +807,6 @@ impl Manager {
         policy: &Policy,
         meta: &crate::registry::ReleaseMetadata,
     ) -> Result<Result<(), String>, Error> {
-        // Deckhouse expires the module's step-by-step failures on every check.
-        self.metrics.set_updating_failures(module, &[]);
         let checksum = checksum_label(&meta.digest);
         let existing = self.module_releases(module).await?;
         let cluster: Vec<channel::ClusterRelease> = existing
@@ -834,8 +846,11 @@ impl Manager {
                     Err(e) => {
                         let failure =
                             crate::metrics::UpdatingFailure::of(&source.spec.registry.repo, &e);
-                        self.metrics
-                            .set_updating_failures(module, failure.as_slice());
+                        self.metrics.set_updating_failures(
+                            module,
+                            &source.name_any(),
+                            failure.as_slice(),
+                        );
                         return Ok(Err(e.to_string()));
                     }
                 }
@@ -874,7 +889,8 @@ impl Manager {
                 }
             }
         }
-        self.metrics.set_updating_failures(module, &not_valid);
+        self.metrics
+            .set_updating_failures(module, &source.name_any(), &not_valid);
         let versions: Vec<ReleaseVersion> = versions
             .into_iter()
             .filter(|v| !failed.contains(&v.to_string()))

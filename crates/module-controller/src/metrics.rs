@@ -34,7 +34,10 @@
 //! - `d8_module_updating_module_is_not_valid{module, registry, actualVersion, version}`: 1 per
 //!   step of that chain whose release image (`<module>/release:v<version>`) cannot be
 //!   downloaded or read; the step's release is not created, the others are (Deckhouse's
-//!   `DeckhouseModuleUpdatingFailedModuleIsNotValid`), cleared on the module's next check;
+//!   `DeckhouseModuleUpdatingFailedModuleIsNotValid`), cleared on the module's next check; and
+//!   `{module, version="unknown", registry}` while the release image of the module's channel
+//!   cannot be read and its ModuleConfig enables it (`enabled: true`) from this source (no
+//!   `source`, `Embedded`, or this one), cleared when the source next checks the module;
 //! - `d8_deprecated_update_policy{moduleName, updatePolicy}`: 1 per module enabled by its
 //!   ModuleConfig, bound to no policy by name, that the `moduleReleaseSelector` of a `v1alpha1`
 //!   ModuleUpdatePolicy still selects (Deckhouse's `d8_update_policy` group, labelled
@@ -85,7 +88,17 @@ pub enum UpdatingFailure {
         /// The version whose release image is not valid.
         version: String,
     },
+    /// The release image of the module's release channel cannot be downloaded or read, for a
+    /// module its ModuleConfig enables from this source (Deckhouse labels it `version="unknown"`
+    /// and without `actualVersion`).
+    ChannelNotValid {
+        /// The registry (`spec.registry.repo` of the source).
+        registry: String,
+    },
 }
+
+/// The version a module source reports for a module whose channel could not be read.
+pub const UNKNOWN_VERSION: &str = "unknown";
 
 impl UpdatingFailure {
     /// The failure the step-by-step planner's error means, if it is one of these.
@@ -109,29 +122,43 @@ impl UpdatingFailure {
         }
     }
 
+    /// The failure of a module whose channel release image cannot be read.
+    pub fn channel_not_valid(registry: &str) -> Self {
+        Self::ChannelNotValid {
+            registry: registry.to_owned(),
+        }
+    }
+
     /// The family it is reported in and its labels.
     fn series(&self, module: &str) -> (&'static str, Labels) {
-        let (kind, registry, actual, version) = match self {
-            Self::BrokenSequence {
-                registry,
-                actual,
-                version,
-            } => ("broken_sequence", registry, actual, version),
-            Self::ModuleIsNotValid {
-                registry,
-                actual,
-                version,
-            } => ("module_is_not_valid", registry, actual, version),
-        };
-        (
-            kind,
+        let chain = |registry: &String, actual: &String, version: &String| {
             vec![
                 ("module", module.to_owned()),
                 ("version", version.clone()),
                 ("registry", registry.clone()),
                 ("actualVersion", actual.clone()),
-            ],
-        )
+            ]
+        };
+        match self {
+            Self::BrokenSequence {
+                registry,
+                actual,
+                version,
+            } => ("broken_sequence", chain(registry, actual, version)),
+            Self::ModuleIsNotValid {
+                registry,
+                actual,
+                version,
+            } => ("module_is_not_valid", chain(registry, actual, version)),
+            Self::ChannelNotValid { registry } => (
+                "module_is_not_valid",
+                vec![
+                    ("module", module.to_owned()),
+                    ("version", UNKNOWN_VERSION.to_owned()),
+                    ("registry", registry.clone()),
+                ],
+            ),
+        }
     }
 }
 
@@ -189,8 +216,8 @@ pub struct Metrics {
     update_policy_not_found: Family<Labels, BareCounter>,
     broken_sequence: Family<Labels, Gauge>,
     module_is_not_valid: Family<Labels, Gauge>,
-    /// Per module: the step-by-step failures last written (family kind and labels).
-    updating_failures: Arc<Mutex<BTreeMap<String, FailureSeries>>>,
+    /// Per module and source: the failures last written (family kind and labels).
+    updating_failures: Arc<Mutex<BTreeMap<(String, String), FailureSeries>>>,
     edition_not_found: Family<Labels, Gauge>,
     /// The `d8_module_release_info` labels last written per release, to replace them.
     module_release_labels: Arc<Mutex<HashMap<String, Labels>>>,
@@ -338,10 +365,16 @@ impl Metrics {
             .inc();
     }
 
-    /// The step-by-step state of `module` after its source was checked: each failure raises
+    /// The update state of `module` after `source` checked it: each failure raises
     /// `d8_module_updating_broken_sequence` or `d8_module_updating_module_is_not_valid`; the
-    /// module's previous failures are cleared (Deckhouse expires the module's group).
-    pub(crate) fn set_updating_failures(&self, module: &str, failures: &[UpdatingFailure]) {
+    /// failures this source wrote for the module before are cleared (Deckhouse expires the
+    /// module's group of the source).
+    pub(crate) fn set_updating_failures(
+        &self,
+        module: &str,
+        source: &str,
+        failures: &[UpdatingFailure],
+    ) {
         let mut last = self
             .updating_failures
             .lock()
@@ -353,7 +386,8 @@ impl Metrics {
                 &self.module_is_not_valid
             }
         };
-        for (kind, labels) in last.remove(module).unwrap_or_default() {
+        let key = (module.to_owned(), source.to_owned());
+        for (kind, labels) in last.remove(&key).unwrap_or_default() {
             family(kind).remove(&labels);
         }
         let series: FailureSeries = failures.iter().map(|f| f.series(module)).collect();
@@ -361,7 +395,7 @@ impl Metrics {
             family(kind).get_or_create(labels).set(1);
         }
         if !series.is_empty() {
-            last.insert(module.to_owned(), series);
+            last.insert(key, series);
         }
     }
 
@@ -639,7 +673,7 @@ mod tests {
                 next: "v1.3.0".into(),
             },
         );
-        metrics.set_updating_failures("echo", failure.as_slice());
+        metrics.set_updating_failures("echo", "src", failure.as_slice());
         let text = metrics.encode();
         assert!(
             text.lines().any(|l| l
@@ -648,6 +682,7 @@ mod tests {
         );
         metrics.set_updating_failures(
             "echo",
+            "src",
             &[
                 UpdatingFailure::not_valid("r.example/m", "1.0.1", "1.1.2"),
                 UpdatingFailure::not_valid("r.example/m", "1.0.1", "v1.2.0"),
@@ -664,7 +699,23 @@ mod tests {
             );
             assert!(text.lines().any(|l| l == line), "{line}\n{text}");
         }
-        metrics.set_updating_failures("echo", &[]);
+        metrics.set_updating_failures("echo", "src", &[]);
+        assert!(!metrics.encode().contains("d8_module_updating_"));
+        // The channel's release image of a module cannot be read: `version="unknown"`, no
+        // `actualVersion`; each source's failures are its own.
+        metrics.set_updating_failures(
+            "echo",
+            "src",
+            &[UpdatingFailure::channel_not_valid("r.example/m")],
+        );
+        metrics.set_updating_failures("echo", "other", &[]);
+        let text = metrics.encode();
+        assert!(
+            text.lines().any(|l| l
+                == "d8_module_updating_module_is_not_valid{module=\"echo\",version=\"unknown\",registry=\"r.example/m\"} 1"),
+            "{text}"
+        );
+        metrics.set_updating_failures("echo", "src", &[]);
         assert!(!metrics.encode().contains("d8_module_updating_"));
     }
 

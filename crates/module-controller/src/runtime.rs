@@ -363,24 +363,20 @@ impl Runtime {
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| RELEASE_NAMESPACE.to_owned());
         let history = self.applier.history(RELEASE_NAMESPACE, module).await?;
-        let last = release::last(&history);
-        if maintenance
-            && last.is_some_and(|r| {
-                r.labels
-                    .get(render::LABEL_NO_RESOURCE_RECONCILIATION)
-                    .map(String::as_str)
-                    == Some("true")
-            })
-        {
-            tracing::info!(module, "helm release is Unmanaged, skip helm upgrade");
-            return Ok(Outcome {
-                revision: last.map(|r| r.version),
-                applied: 0,
-                deleted: 0,
-                readiness: Readiness::Ready,
-                maintenance: true,
-            });
-        }
+        let force = match release::maintenance(maintenance, release::last(&history)) {
+            release::Maintenance::Skip => {
+                tracing::info!(module, "helm release is Unmanaged, skip helm upgrade");
+                return Ok(Outcome {
+                    revision: release::last(&history).map(|r| r.version),
+                    applied: 0,
+                    deleted: 0,
+                    readiness: Readiness::Ready,
+                    maintenance: true,
+                });
+            }
+            release::Maintenance::Apply { force } => force,
+        };
+        let (labels, release_labels) = release::maintenance_labels(maintenance);
         let Some(chart) = render::read_chart(module, dir)? else {
             return Ok(Outcome {
                 revision: None,
@@ -390,23 +386,7 @@ impl Runtime {
                 maintenance,
             });
         };
-        let label_maintenance = if maintenance { "true" } else { "false" };
-        let same_mode = last.is_some_and(|r| {
-            r.labels
-                .get(render::LABEL_NO_RESOURCE_RECONCILIATION)
-                .map(String::as_str)
-                .unwrap_or("false")
-                == label_maintenance
-        });
         let target = module_target(module, &namespace);
-        let labels = if maintenance {
-            vec![(
-                render::LABEL_NO_RESOURCE_RECONCILIATION.to_owned(),
-                String::new(),
-            )]
-        } else {
-            Vec::new()
-        };
         let prepared = deploy::prepare(
             &self.applier,
             deploy::Install {
@@ -415,12 +395,8 @@ impl Runtime {
                 chart,
                 values,
                 labels,
-                release_labels: [(
-                    render::LABEL_NO_RESOURCE_RECONCILIATION.to_owned(),
-                    label_maintenance.to_owned(),
-                )]
-                .into(),
-                force: !same_mode,
+                release_labels,
+                force,
             },
             history,
         )

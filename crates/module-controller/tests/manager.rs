@@ -1288,3 +1288,86 @@ async fn an_invalid_intermediate_release_image_is_reported_and_skipped() {
     let names: Vec<String> = c.releases("hello").await.into_iter().map(|r| r.0).collect();
     assert!(names.contains(&"hello-v0.3.0".to_owned()), "{names:?}");
 }
+
+/// The release image of a module's channel cannot be read: the source reports the module's
+/// version `unknown`; for a module its ModuleConfig enables from this source, with the error in
+/// `status.modules[].error` and `d8_module_updating_module_is_not_valid{version="unknown"}`
+/// (DeckhouseModuleUpdatingFailedModuleIsNotValid) until the channel can be read again; for a
+/// module nobody enabled, silently.
+#[tokio::test]
+async fn an_unreadable_channel_image_is_reported_for_a_module_enabled_from_the_source() {
+    let c = cluster().await;
+    c.config("hello", json!({"enabled": true})).await;
+    c.pass().await;
+    assert_eq!(
+        c.downloaded.active_version("hello").as_deref(),
+        Some("0.2.0")
+    );
+    // Both hello's (enabled) and parca's (not enabled) stable channel images hold no
+    // version.json.
+    let broken = testkit::ImageBuilder::new("channel-broken")
+        .files(&[("changelog.yaml", b"features:\n- broken\n".as_slice())])
+        .build(&c.source.layout);
+    for module in ["hello", "parca"] {
+        c.source
+            .push
+            .push_image(&format!("{REPO}/{module}/release"), Some("stable"), &broken)
+            .await
+            .unwrap();
+    }
+    c.pass().await;
+    let not_valid = |c: &Cluster| c.series("d8_module_updating_module_is_not_valid");
+    assert_eq!(
+        not_valid(&c),
+        vec![format!(
+            "d8_module_updating_module_is_not_valid{{module=\"hello\",version=\"unknown\",registry=\"{}/{REPO}\"}} 1",
+            c.source.upstream.host()
+        )]
+    );
+    let status = || async {
+        Api::<ModuleSource>::all(c.client.clone())
+            .get("example")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+    };
+    let s = status().await;
+    let entry = |name: &str| s.modules.iter().find(|m| m.name == name).unwrap().clone();
+    let hello = entry("hello");
+    assert_eq!(hello.version.as_deref(), Some("unknown"));
+    assert!(
+        hello.error.as_deref().is_some_and(|e| !e.is_empty()),
+        "{hello:?}"
+    );
+    assert_eq!(hello.pull_error, None);
+    let parca = entry("parca");
+    assert_eq!(parca.version.as_deref(), Some("unknown"));
+    assert_eq!((parca.error, parca.pull_error), (None, None));
+    assert_eq!(
+        s.message.as_deref(),
+        Some(api::module_source::MESSAGE_SOME_ERRORS)
+    );
+    // Enabled from another source, hello is no longer this source's concern.
+    c.config("hello", json!({"enabled": true, "source": "elsewhere"}))
+        .await;
+    c.pass().await;
+    assert_eq!(not_valid(&c), Vec::<String>::new());
+    let s = status().await;
+    assert_eq!(
+        s.modules.iter().find(|m| m.name == "hello").unwrap().error,
+        None
+    );
+    // From this source again and readable again: the alert clears, the version is back.
+    c.config("hello", json!({"enabled": true, "source": null}))
+        .await;
+    c.pass().await;
+    assert_eq!(not_valid(&c).len(), 1);
+    c.publish("hello", "stable", "v0.2.0", 10).await;
+    c.pass().await;
+    assert_eq!(not_valid(&c), Vec::<String>::new());
+    let s = status().await;
+    let hello = s.modules.iter().find(|m| m.name == "hello").unwrap();
+    assert_ne!(hello.version.as_deref(), Some("unknown"));
+    assert_eq!(hello.error, None);
+}

@@ -3,7 +3,8 @@
 //! a settings change → a new revision that writes only the object that changed; a template
 //! removed → its object deleted; a broken template → Module phase Error with Helm's message;
 //! workloads not rolled out → Reconciling, rolled out → Ready; maintenance
-//! NoResourceReconciliation → resources left alone; disabled → everything removed.
+//! NoResourceReconciliation → resources labelled once, then left alone (a deleted one not
+//! restored), leaving it → applied again without the label; disabled → everything removed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -404,6 +405,17 @@ async fn a_module_runs_changes_and_is_removed() {
         c.release(4).await.labels["maintenance.deckhouse.io/no-resource-reconciliation"],
         "true"
     );
+    // Every object is labelled, not only those the settings change.
+    let deployments: Api<Deployment> = Api::namespaced(c.client.clone(), "d8-echo");
+    assert_eq!(
+        deployments
+            .get("echo")
+            .await
+            .unwrap()
+            .labels()
+            .get("maintenance.deckhouse.io/no-resource-reconciliation"),
+        Some(&String::new())
+    );
     cm.patch(
         "echo",
         &PatchParams::default(),
@@ -420,6 +432,31 @@ async fn a_module_runs_changes_and_is_removed() {
     assert_eq!(
         cm.get("echo").await.unwrap().data.unwrap()["message"],
         "edited by hand"
+    );
+    // A resource deleted in maintenance is not restored.
+    deployments
+        .delete("echo", &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(c.converge().await, Some(4));
+    assert!(deployments.get_opt("echo").await.unwrap().is_none());
+    // Out of maintenance: applied once more — the settings, the deleted Deployment back, the label
+    // taken off, the release labelled "false".
+    c.config(json!({"enabled": true, "version": 1, "settings": {"message": "now applied"}}))
+        .await;
+    assert_eq!(c.converge().await, Some(5));
+    let unlabelled = cm.get("echo").await.unwrap();
+    assert_eq!(
+        unlabelled
+            .labels()
+            .get("maintenance.deckhouse.io/no-resource-reconciliation"),
+        None
+    );
+    assert_eq!(unlabelled.data.unwrap()["message"], "now applied");
+    assert!(deployments.get_opt("echo").await.unwrap().is_some());
+    assert_eq!(
+        c.release(5).await.labels["maintenance.deckhouse.io/no-resource-reconciliation"],
+        "false"
     );
 
     // Disabled: every object and every release record removed.
@@ -778,6 +815,121 @@ async fn a_namespace_label_selector_keeps_a_binding_to_the_matching_namespaces()
         eventually(20, || async { seen().await == "ns-b" }).await,
         "{} {}",
         seen().await,
+        view.render()
+    );
+    let _ = stop.send(());
+    worker.await.unwrap();
+}
+
+/// A kubernetes hook on ConfigMap `default/trigger` that fails while the ConfigMap is in its
+/// binding context; `QUEUE` is its binding's `queue` field (empty: `main`, and run at
+/// synchronization; named: not run at synchronization).
+fn trigger_hook(queue: &str) -> String {
+    let (name, binding) = if queue.is_empty() {
+        ("triggers".to_owned(), String::new())
+    } else {
+        (
+            format!("{queue}-triggers"),
+            format!(r#","queue":"{queue}","executeHookOnSynchronization":false"#),
+        )
+    };
+    format!(
+        r#"#!/bin/sh
+if [ "$1" = "--config" ]; then
+  echo '{{"configVersion":"v1","kubernetes":[{{"name":"{name}","apiVersion":"v1","kind":"ConfigMap","namespace":{{"nameSelector":{{"matchNames":["default"]}}}},"nameSelector":{{"matchNames":["trigger"]}}{binding}}}]}}'
+  exit 0
+fi
+if grep -q '"trigger"' "$BINDING_CONTEXT_PATH"; then
+  echo "the trigger is there" >&2
+  exit 1
+fi
+"#
+    )
+}
+
+/// addon-operator's `queue` and `activation` labels on the hook error counters: a hook failing
+/// at the synchronization of the startup converge counts `queue="main",
+/// activation="OperatorStartup"`; failing on a later event, `activation=""` and the queue its
+/// binding names.
+#[tokio::test]
+async fn hook_errors_carry_the_queue_and_the_activation() {
+    let c = cluster().await;
+    let main_hook = trigger_hook("");
+    let named_hook = trigger_hook("probes");
+    write(
+        &c.module_dir,
+        &[
+            ("hooks/trigger.sh", main_hook.as_str()),
+            ("hooks/trigger_named.sh", named_hook.as_str()),
+        ],
+    );
+    for hook in ["trigger.sh", "trigger_named.sh"] {
+        std::fs::set_permissions(
+            c.module_dir.join("hooks").join(hook),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    let configmaps: Api<ConfigMap> = Api::namespaced(c.client.clone(), "default");
+    let trigger: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "trigger", "namespace": "default"}}))
+    .unwrap();
+    configmaps
+        .create(&PostParams::default(), &trigger)
+        .await
+        .unwrap();
+    c.config(json!({"enabled": true, "version": 1})).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(c.runtime.clone().run(async move {
+        let _ = stopped.await;
+    }));
+    let errors = || {
+        let mut registry = prometheus_client::registry::Registry::default();
+        c.runtime.queue_metrics().register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("deckhouse_module_hook_errors_total{"))
+            .filter_map(|l| l.rsplit_once(' ').map(|(series, _)| series.to_owned()))
+            .collect::<Vec<String>>()
+    };
+    let at_startup = "deckhouse_module_hook_errors_total{module=\"echo\",hook=\"910-echo/hooks/trigger.sh\",binding=\"kubernetes\",queue=\"main\",activation=\"OperatorStartup\"}";
+    let view = c.runtime.queue_view();
+    assert!(
+        eventually(60, || async { errors().iter().any(|s| s == at_startup) }).await,
+        "{:?} {}",
+        errors(),
+        view.render()
+    );
+    // Without the trigger the module runs …
+    configmaps
+        .delete("trigger", &Default::default())
+        .await
+        .unwrap();
+    let cm: Api<ConfigMap> = Api::namespaced(c.client.clone(), "d8-echo");
+    assert!(
+        eventually(60, || async { cm.get_opt("echo").await.unwrap().is_some() }).await,
+        "{}",
+        view.render()
+    );
+    // … and a new trigger fails both hooks' event runs, outside the startup converge.
+    configmaps
+        .create(&PostParams::default(), &trigger)
+        .await
+        .unwrap();
+    let on_events = [
+        "deckhouse_module_hook_errors_total{module=\"echo\",hook=\"910-echo/hooks/trigger.sh\",binding=\"kubernetes\",queue=\"main\",activation=\"\"}",
+        "deckhouse_module_hook_errors_total{module=\"echo\",hook=\"910-echo/hooks/trigger_named.sh\",binding=\"kubernetes\",queue=\"probes\",activation=\"\"}",
+    ];
+    assert!(
+        eventually(60, || async {
+            let seen = errors();
+            on_events.iter().all(|want| seen.iter().any(|s| s == want))
+        })
+        .await,
+        "{:?} {}",
+        errors(),
         view.render()
     );
     let _ = stop.send(());

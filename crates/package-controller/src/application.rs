@@ -18,7 +18,8 @@ use crate::compat::{self, Move};
 pub const FINALIZER: &str = "application.deckhouse.io/statistic-registered";
 
 /// The maintenance mode `spec.maintenance` puts the Application in (`NoResourceReconciliation`:
-/// it is not reconciled and `deckhouse_application_maintenance` reports it), if any.
+/// applied once more with the maintenance label, then not reconciled, and
+/// `deckhouse_application_maintenance` reports it), if any.
 pub fn maintenance(app: &Application) -> Option<&'static str> {
     app.spec.maintenance.map(|m| m.as_str())
 }

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use crate::Error;
 use crate::application::{self as decide, Blocked, Facts, Outcome};
 use crate::bookkeeping;
+use crate::hooks::AppRef;
 use crate::install::Installer;
 use crate::registry::PackageImages;
 
@@ -209,9 +210,16 @@ impl Applications {
             tracing::info!(namespace, application = %name, "application deleted");
             return Ok(());
         }
-        if let Some(state) = decide::maintenance(app) {
-            // As a module in maintenance: nothing of it is reconciled until the mode is removed.
-            tracing::debug!(namespace, application = %name, state, "application in maintenance, not reconciled");
+        let maintenance = decide::maintenance(app).is_some();
+        if maintenance
+            && self
+                .installer
+                .applied_in_maintenance(&namespace, &name)
+                .await?
+        {
+            // As a module in maintenance: applied once with the maintenance label, then
+            // nothing of it is reconciled until the mode is removed.
+            tracing::debug!(namespace, application = %name, "application in maintenance, not reconciled");
             return Ok(());
         }
         if !app.finalizers().iter().any(|f| f == decide::FINALIZER) {
@@ -269,7 +277,10 @@ impl Applications {
             });
         let (outcome, applied) = match judged {
             Err(b) => (Outcome::Blocked(b), None),
-            Ok(()) => self.install(app, world, &repo_name, target, &wanted).await,
+            Ok(()) => {
+                self.install(app, world, &repo_name, target, &wanted, maintenance)
+                    .await
+            }
         };
         if let Some(applied) = applied {
             new_status.urls = applied.urls;
@@ -421,6 +432,7 @@ impl Applications {
         repo_name: &str,
         target: Option<&ApplicationPackageVersion>,
         wanted: &str,
+        maintenance: bool,
     ) -> (Outcome, Option<Applied>) {
         let package = &app.spec.package_name;
         let images = match self.images(world, repo_name) {
@@ -484,10 +496,14 @@ impl Applications {
             Ok(v) => v,
             Err(b) => return (Outcome::Blocked(b), None),
         };
-        let namespace = app.namespace().unwrap_or_default();
+        let target = AppRef {
+            namespace: app.namespace().unwrap_or_default(),
+            name: app.name_any(),
+            package: package.to_owned(),
+        };
         match self
             .installer
-            .install(&namespace, &app.name_any(), package, &dir, &base, &values)
+            .install(&target, &dir, &base, &values, maintenance)
             .await
         {
             Ok(done) => {

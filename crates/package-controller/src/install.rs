@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use module_controller::runtime::apply::Applier;
 use module_controller::runtime::deploy;
 use module_controller::runtime::readiness::Readiness;
-use module_controller::runtime::render;
+use module_controller::runtime::{release, render};
 use module_controller::unpack::Limits;
 use serde_json::{Value, json};
 
@@ -121,50 +121,57 @@ impl Installer {
         Ok(dir)
     }
 
+    /// Whether release `name` of `namespace` was last applied in maintenance
+    /// (`NoResourceReconciliation`): while the Application stays in it, nothing is applied
+    /// ([`release::Maintenance::Skip`]).
+    pub async fn applied_in_maintenance(&self, namespace: &str, name: &str) -> Result<bool, Error> {
+        let history = self.applier.history(namespace, name).await?;
+        Ok(release::maintenance(true, release::last(&history)) == release::Maintenance::Skip)
+    }
+
     /// Runs the package's `beforeHelm` hooks, renders the chart in `dir` with the values they
     /// leave as release `name` in `namespace` and applies it, then runs its `afterHelm` hooks
     /// (values they change render the chart once more); a chart holding anything outside the
     /// namespace is refused before anything changes. `settings` are the package's values the
     /// hooks start from ([`crate::application::package_values`]), `config` the settings with
-    /// their defaults (the hooks' config values).
+    /// their defaults (the hooks' config values). `maintenance`: the Application is in
+    /// `NoResourceReconciliation` — applied once with the maintenance label on every object
+    /// (and not rendered again after `afterHelm`), as Deckhouse puts it in the mode.
     pub async fn install(
         &self,
-        namespace: &str,
-        name: &str,
-        package: &str,
+        app: &AppRef,
         dir: &Path,
         settings: &Value,
         config: &Value,
+        maintenance: bool,
     ) -> Result<Installed, Error> {
-        let app = AppRef {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            package: package.to_owned(),
-        };
-        self.hooks.start(&app, dir, settings, config).await?;
-        let values = self.hooks.values(&app, settings).await?;
-        let values = self
-            .hooks
-            .run_phase(&app, Phase::BeforeHelm, values)
+        let (namespace, name, package) = (&*app.namespace, &*app.name, &*app.package);
+        self.hooks.start(app, dir, settings, config).await?;
+        let values = self.hooks.values(app, settings).await?;
+        let values = self.hooks.run_phase(app, Phase::BeforeHelm, values).await?;
+        let mut out = self
+            .release(namespace, name, package, dir, &values, maintenance)
             .await?;
-        let mut out = self.release(namespace, name, package, dir, &values).await?;
         let after = self
             .hooks
-            .run_phase(&app, Phase::AfterHelm, values.clone())
+            .run_phase(app, Phase::AfterHelm, values.clone())
             .await?;
-        if after != values {
+        if after != values && !maintenance {
             tracing::info!(
                 namespace,
                 application = name,
                 "afterHelm hooks changed the values: rendering again"
             );
-            out = self.release(namespace, name, package, dir, &after).await?;
+            out = self
+                .release(namespace, name, package, dir, &after, false)
+                .await?;
         }
-        self.hooks.released(&app);
+        self.hooks.released(app);
         Ok(out)
     }
 
-    /// Renders and applies the release with the package's `settings` (its values).
+    /// Renders and applies the release with the package's `settings` (its values), labelled
+    /// for `maintenance` ([`release::maintenance_labels`]).
     async fn release(
         &self,
         namespace: &str,
@@ -172,6 +179,7 @@ impl Installer {
         package: &str,
         dir: &Path,
         settings: &Value,
+        maintenance: bool,
     ) -> Result<Installed, Error> {
         let Some(chart) = render::read_chart(package, dir)? else {
             return Ok(Installed {
@@ -188,14 +196,21 @@ impl Installer {
         });
         let target = target(namespace, name);
         let history = self.applier.history(namespace, name).await?;
+        // Entering or leaving maintenance applies once more even with nothing else changed;
+        // the caller does not come here while a labelled revision stays in maintenance.
+        let force = match release::maintenance(maintenance, release::last(&history)) {
+            release::Maintenance::Apply { force } => force,
+            release::Maintenance::Skip => false,
+        };
+        let (labels, release_labels) = release::maintenance_labels(maintenance);
         let install = deploy::Install {
             target,
             chart_name: package,
             chart,
             values,
-            labels: Vec::new(),
-            release_labels: Default::default(),
-            force: false,
+            labels,
+            release_labels,
+            force,
         };
         let prepared = deploy::prepare(&self.applier, install, history).await?;
         let scope: Vec<(String, Option<String>)> = prepared
@@ -251,7 +266,7 @@ impl Installer {
         };
         self.hooks.stop(&app);
         let history = self.applier.history(namespace, name).await?;
-        let values = module_controller::runtime::release::last(&history)
+        let values = release::last(&history)
             .and_then(|r| r.config.get(module_plan::definition::camel_case(package)))
             .cloned()
             .unwrap_or_else(|| json!({}));

@@ -557,8 +557,32 @@ async fn package_hooks_run_as_module_hooks_scoped_to_the_application() {
     assert!(cm(&env.client, "h", "greeter-gone").await.is_some());
 }
 
+/// The maintenance label on the application's ConfigMap and Ingress (`None`: not there).
+async fn maintenance_labels(client: &Client, ns: &str) -> [Option<String>; 2] {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::api::networking::v1::Ingress;
+    let key = api::keys::LABEL_MAINTENANCE_NO_RESOURCE_RECONCILIATION;
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get("shop-echo")
+        .await
+        .unwrap();
+    let ingress = Api::<Ingress>::namespaced(client.clone(), ns)
+        .get("shop")
+        .await
+        .unwrap();
+    [
+        cm.labels().get(key).cloned(),
+        ingress.labels().get(key).cloned(),
+    ]
+}
+
+/// `spec.maintenance: NoResourceReconciliation`, as Deckhouse runs it: the templates are applied
+/// once more so that every resource carries `maintenance.deckhouse.io/no-resource-reconciliation`,
+/// then nothing is applied — new settings wait, a deleted resource is not restored — and
+/// `deckhouse_application_maintenance` names the Application; leaving the mode applies the
+/// templates again, which restores the resources and takes the label off.
 #[tokio::test]
-async fn an_application_in_maintenance_is_not_reconciled_and_is_reported() {
+async fn an_application_in_maintenance_is_labelled_left_alone_and_reported() {
     let env = Env::start().await;
     push(&env.push, &env.layout, "v1.0.0").await;
     repository(&env.client, "main", registry(&env.upstream.host(), REPO)).await;
@@ -568,6 +592,7 @@ async fn an_application_in_maintenance_is_not_reconciled_and_is_reported() {
     app(&env.client, "a", "v1.0.0", json!({"greeting": "hi"})).await;
     controller.pass().await.unwrap();
     assert_eq!(data(&env.client, "a").await, ("hi".into(), "v1.0.0".into()));
+    assert_eq!(maintenance_labels(&env.client, "a").await, [None, None]);
     let maintenance = |c: &Controller| {
         c.metrics()
             .encode()
@@ -578,14 +603,17 @@ async fn an_application_in_maintenance_is_not_reconciled_and_is_reported() {
     };
     assert_eq!(maintenance(&controller), Vec::<String>::new());
 
-    // In maintenance, new settings are not applied and the metric names the Application.
+    // Entering maintenance labels every resource (the value nelm writes) and the metric names
+    // the Application.
     change(
         &env.client,
         "a",
-        json!({"maintenance": "NoResourceReconciliation", "settings": {"greeting": "bye"}}),
+        json!({"maintenance": "NoResourceReconciliation"}),
     )
     .await;
     controller.pass().await.unwrap();
+    let labelled = [Some(String::new()), Some(String::new())];
+    assert_eq!(maintenance_labels(&env.client, "a").await, labelled);
     assert_eq!(data(&env.client, "a").await, ("hi".into(), "v1.0.0".into()));
     assert_eq!(
         maintenance(&controller),
@@ -594,7 +622,22 @@ async fn an_application_in_maintenance_is_not_reconciled_and_is_reported() {
         ]
     );
 
-    // Out of maintenance (the alert's `remove /spec/maintenance`), it is reconciled again.
+    // In maintenance, new settings are not applied and a deleted resource is not restored.
+    change(&env.client, "a", json!({"settings": {"greeting": "bye"}})).await;
+    controller.pass().await.unwrap();
+    assert_eq!(data(&env.client, "a").await, ("hi".into(), "v1.0.0".into()));
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(env.client.clone(), "a");
+    configmaps
+        .delete("shop-echo", &DeleteParams::default())
+        .await
+        .unwrap();
+    controller.pass().await.unwrap();
+    controller.pass().await.unwrap();
+    assert!(cm(&env.client, "a", "shop-echo").await.is_none());
+
+    // Out of maintenance (the alert's `remove /spec/maintenance`), it is reconciled again: the
+    // settings applied, the ConfigMap back, the label gone.
     let api: Api<Application> = Api::namespaced(env.client.clone(), "a");
     api.patch(
         "shop",
@@ -610,6 +653,7 @@ async fn an_application_in_maintenance_is_not_reconciled_and_is_reported() {
         data(&env.client, "a").await,
         ("bye".into(), "v1.0.0".into())
     );
+    assert_eq!(maintenance_labels(&env.client, "a").await, [None, None]);
     assert_eq!(maintenance(&controller), Vec::<String>::new());
 }
 

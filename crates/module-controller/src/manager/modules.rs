@@ -453,9 +453,46 @@ fn allowed_to_disable(config: &ModuleConfig) -> bool {
         && config.spec.enabled == Some(true)
 }
 
+/// Whether `config` enables its module (`enabled: true`) and leaves `source` free to serve it
+/// (no `source`, `Embedded`, or `source` itself): only then is an unreadable channel release
+/// image of the module an error of the source and raises `d8_module_updating_module_is_not_valid`
+/// (Deckhouse's module source controller; a module nobody asked this source for may be broken).
+pub(super) fn wants_module_from(config: Option<&ModuleConfig>, source: &str) -> bool {
+    let Some(config) = config.filter(|c| c.spec.enabled == Some(true)) else {
+        return false;
+    };
+    match config.spec.source.as_deref() {
+        None | Some("") | Some(SOURCE_EMBEDDED) => true,
+        Some(chosen) => chosen == source,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_serves_a_module_its_config_enables_from_it() {
+        for (enabled, chosen, want) in [
+            (Some(true), None, true),
+            (Some(true), Some(""), true),
+            (Some(true), Some(SOURCE_EMBEDDED), true),
+            (Some(true), Some("example"), true),
+            (Some(true), Some("other"), false),
+            (Some(false), None, false),
+            (None, Some("example"), false),
+        ] {
+            let mut config = ModuleConfig::new("echo", Default::default());
+            config.spec.enabled = enabled;
+            config.spec.source = chosen.map(str::to_owned);
+            assert_eq!(
+                wants_module_from(Some(&config), "example"),
+                want,
+                "{enabled:?} {chosen:?}"
+            );
+        }
+        assert!(!wants_module_from(None, "example"));
+    }
 
     #[test]
     fn obsolete_version_is_a_set_version_below_the_latest() {

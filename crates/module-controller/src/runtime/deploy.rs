@@ -63,7 +63,6 @@ pub struct Prepared {
     checksum: String,
     chart: (String, String),
     values: Value,
-    labels: Vec<(String, String)>,
     release_labels: BTreeMap<String, String>,
 }
 
@@ -140,7 +139,6 @@ pub async fn prepare(
         checksum,
         chart: (chart_name.to_owned(), chart_version),
         values,
-        labels,
         release_labels,
     })
 }
@@ -252,8 +250,10 @@ async fn apply_release(
     Ok((applied, deleted))
 }
 
-/// The objects of the last deployed revision, decorated and settled as the current ones are
-/// (empty when none is deployed).
+/// The objects of the last deployed revision, decorated as they were applied — with the
+/// maintenance label when that revision was applied in maintenance — and settled as the current
+/// ones are (empty when none is deployed). Entering or leaving maintenance thus changes every
+/// object, and every object is applied again.
 async fn deployed_objects(
     applier: &Applier,
     target: Target<'_>,
@@ -270,11 +270,12 @@ async fn deployed_objects(
     let Ok(mut objects) = render::parse_manifest(&deployed.manifest) else {
         return Vec::new();
     };
+    let (labels, _) = release::maintenance_labels(release::applied_in_maintenance(deployed));
     render::decorate(
         &mut objects,
         target.name,
         target.namespace,
-        &label_refs(&prepared.labels),
+        &label_refs(&labels),
     );
     let mut out = Vec::new();
     for mut object in objects {

@@ -26,6 +26,30 @@ use super::Runtime;
 use super::queue::{MAIN, TaskKind};
 use crate::Error;
 
+/// addon-operator's `queue` and `activation` labels of the hook runs a task makes: the queue the
+/// task runs in and whether it belongs to the startup converge ([`super::queue::Task::startup`]).
+#[derive(Clone, Debug)]
+pub(crate) struct RunLabels {
+    /// The task's queue.
+    pub(crate) queue: String,
+    /// Queued by the startup converge.
+    pub(crate) startup: bool,
+}
+
+tokio::task_local! {
+    /// The labels of the task being run, set by the worker around each task as addon-operator
+    /// carries them in a task's log labels. A hook run outside a task (a converge run at once)
+    /// is counted as `main`'s, not at startup.
+    pub(crate) static RUN_LABELS: RunLabels;
+}
+
+/// The `queue` and `activation` labels of a hook run now.
+fn run_labels() -> (String, &'static str) {
+    RUN_LABELS
+        .try_with(|l| (l.queue.clone(), plan::activation(l.startup)))
+        .unwrap_or_else(|_| (MAIN.to_owned(), plan::activation(false)))
+}
+
 /// The ConfigMap in `d8-system` whose presence turns chroot mode on.
 pub const CHROOT_CONFIG_MAP: &str = "chroot-mode";
 /// Where modules' chroots are assembled.
@@ -373,21 +397,16 @@ impl Runtime {
                 Ok(())
             }
             Ok(None) => {
-                self.queue_metrics.hook_failed(
-                    (module != GLOBAL).then_some(module),
-                    &hook.name,
+                self.count_hook_failure(
+                    module,
+                    &hook,
                     binding,
                     super::metrics::HookFailure::Allowed,
                 );
                 Ok(())
             }
             Err(message) => {
-                self.queue_metrics.hook_failed(
-                    (module != GLOBAL).then_some(module),
-                    &hook.name,
-                    binding,
-                    super::metrics::HookFailure::Error,
-                );
+                self.count_hook_failure(module, &hook, binding, super::metrics::HookFailure::Error);
                 self.hooks.record_error(module, &hook.name, Some(&message));
                 Err(Error::Hook {
                     module: module.to_owned(),
@@ -478,6 +497,33 @@ impl Runtime {
             Err(e) => return Ok(Err(e.for_hook(&hook.name))),
         }
         Ok(Ok(Some(next)))
+    }
+
+    /// Counts a failed hook run in addon-operator's hook error counters, when it counts there
+    /// ([`plan::counts_hook_errors`]).
+    fn count_hook_failure(
+        &self,
+        module: &str,
+        hook: &Hook,
+        binding: &str,
+        failure: super::metrics::HookFailure,
+    ) {
+        let global = module == GLOBAL;
+        let binding = plan::binding_type(&hook.config, binding);
+        if !plan::counts_hook_errors(global, binding) {
+            return;
+        }
+        let (queue, activation) = run_labels();
+        self.queue_metrics.hook_failed(
+            (!global).then_some(module),
+            super::metrics::HookRun {
+                hook: &hook.name,
+                binding,
+                queue: &queue,
+                activation,
+            },
+            failure,
+        );
     }
 
     /// A queued hook run (kubernetes events, schedules): runs the waiting contexts; a change of

@@ -10,10 +10,13 @@
 //! - `deckhouse_module_run_errors_total{module}`, `deckhouse_module_delete_errors_total{module}`,
 //!   `deckhouse_modules_discover_errors_total` (counters): a ModuleRun, ModuleDelete or
 //!   converge task that failed;
-//! - `deckhouse_module_hook_errors_total{module, hook, binding}` and
+//! - `deckhouse_module_hook_errors_total{module, hook, binding, queue, activation}` and
 //!   `deckhouse_module_hook_allowed_errors_total{…}`, `deckhouse_global_hook_errors_total{hook,
-//!   binding}` and `deckhouse_global_hook_allowed_errors_total{…}` (counters): a hook that
-//!   failed, the `allowed` ones with `allowFailure: true`;
+//!   binding, queue, activation}` and `deckhouse_global_hook_allowed_errors_total{…}`
+//!   (counters): a hook task that failed, the `allowed` ones with `allowFailure: true` — every
+//!   global hook run, a module hook's `kubernetes` and `schedule` runs (not the hooks a
+//!   ModuleRun runs, as in addon-operator); `queue` the task's queue, `activation`
+//!   `OperatorStartup` for the startup converge's tasks, else empty;
 //! - `deckhouse_config_values_errors_total` (counter): +1 every [`CONFIG_CHECK`] while the
 //!   settings of a ModuleConfig (or `global`) are refused, as addon-operator counts while its
 //!   configuration is invalid (`D8DeckhouseConfigInvalid`);
@@ -54,6 +57,19 @@ pub(crate) enum HookFailure {
     Error,
     /// `allowFailure: true`: the run goes on.
     Allowed,
+}
+
+/// A hook run's labels in the hook error counters (addon-operator's `metricLabels`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HookRun<'a> {
+    /// The hook's name (its path under the module).
+    pub hook: &'a str,
+    /// The binding type (`kubernetes`, `schedule`, `onStartup`, …).
+    pub binding: &'a str,
+    /// The queue of the task that ran it.
+    pub queue: &'a str,
+    /// `OperatorStartup` for a task of the startup converge, else empty.
+    pub activation: &'a str,
 }
 
 /// The runtime's metrics (cheap to clone: families are shared).
@@ -271,13 +287,7 @@ impl QueueMetrics {
     }
 
     /// Counts a failed hook run; `module` is `None` for a global hook.
-    pub(crate) fn hook_failed(
-        &self,
-        module: Option<&str>,
-        hook: &str,
-        binding: &str,
-        failure: HookFailure,
-    ) {
+    pub(crate) fn hook_failed(&self, module: Option<&str>, run: HookRun<'_>, failure: HookFailure) {
         let (family, labels) = match (module, failure) {
             (Some(m), HookFailure::Error) => (&self.module_hook_errors, Some(m)),
             (Some(m), HookFailure::Allowed) => (&self.module_hook_allowed_errors, Some(m)),
@@ -287,8 +297,12 @@ impl QueueMetrics {
         let mut l: Labels = labels
             .map(|m| vec![("module", m.to_owned())])
             .unwrap_or_default();
-        l.push(("hook", hook.to_owned()));
-        l.push(("binding", binding.to_owned()));
+        l.extend([
+            ("hook", run.hook.to_owned()),
+            ("binding", run.binding.to_owned()),
+            ("queue", run.queue.to_owned()),
+            ("activation", run.activation.to_owned()),
+        ]);
         family.get_or_create(&l).inc();
     }
 }
@@ -341,17 +355,27 @@ mod tests {
         for (kind, _) in &table {
             m.task_failed(kind);
         }
-        m.hook_failed(Some("echo"), "hooks/a.py", "kubernetes", HookFailure::Error);
-        m.hook_failed(Some("echo"), "hooks/a.py", "kubernetes", HookFailure::Error);
-        m.hook_failed(Some("echo"), "hooks/b.py", "schedule", HookFailure::Allowed);
-        m.hook_failed(None, "global-hooks/g.py", "onStartup", HookFailure::Error);
-        m.hook_failed(None, "global-hooks/h.py", "onStartup", HookFailure::Allowed);
+        let run = |hook, binding, queue, activation| HookRun {
+            hook,
+            binding,
+            queue,
+            activation,
+        };
+        let a = run("hooks/a.py", "kubernetes", "main", "");
+        m.hook_failed(Some("echo"), a, HookFailure::Error);
+        m.hook_failed(Some("echo"), a, HookFailure::Error);
+        let b = run("hooks/b.py", "schedule", "echo-queue", "");
+        m.hook_failed(Some("echo"), b, HookFailure::Allowed);
+        let g = run("global-hooks/g.py", "onStartup", "main", "OperatorStartup");
+        m.hook_failed(None, g, HookFailure::Error);
+        let h = run("global-hooks/h.py", "onStartup", "main", "OperatorStartup");
+        m.hook_failed(None, h, HookFailure::Allowed);
         let text = encode(&m);
         let lines = table.iter().map(|(_, line)| *line).chain([
-            "deckhouse_module_hook_errors_total{module=\"echo\",hook=\"hooks/a.py\",binding=\"kubernetes\"} 2",
-            "deckhouse_module_hook_allowed_errors_total{module=\"echo\",hook=\"hooks/b.py\",binding=\"schedule\"} 1",
-            "deckhouse_global_hook_errors_total{hook=\"global-hooks/g.py\",binding=\"onStartup\"} 1",
-            "deckhouse_global_hook_allowed_errors_total{hook=\"global-hooks/h.py\",binding=\"onStartup\"} 1",
+            "deckhouse_module_hook_errors_total{module=\"echo\",hook=\"hooks/a.py\",binding=\"kubernetes\",queue=\"main\",activation=\"\"} 2",
+            "deckhouse_module_hook_allowed_errors_total{module=\"echo\",hook=\"hooks/b.py\",binding=\"schedule\",queue=\"echo-queue\",activation=\"\"} 1",
+            "deckhouse_global_hook_errors_total{hook=\"global-hooks/g.py\",binding=\"onStartup\",queue=\"main\",activation=\"OperatorStartup\"} 1",
+            "deckhouse_global_hook_allowed_errors_total{hook=\"global-hooks/h.py\",binding=\"onStartup\",queue=\"main\",activation=\"OperatorStartup\"} 1",
         ]);
         for line in lines {
             assert!(text.lines().any(|l| l == line), "{line}\n{text}");

@@ -123,6 +123,9 @@ pub struct Task {
     pub not_before: Duration,
     /// Being run now.
     pub running: bool,
+    /// Queued by the startup converge or what it expanded into (addon-operator's tasks with
+    /// `event.type: OperatorStartup`; their hook runs are labelled `activation="OperatorStartup"`).
+    pub startup: bool,
 }
 
 /// Every queue.
@@ -163,6 +166,15 @@ impl Queues {
     /// Queues `kind` at the tail of `queue` (created if new) unless the same task already
     /// waits there. Returns whether it was added.
     pub fn add_last(&mut self, queue: &str, kind: TaskKind, now: Duration) -> bool {
+        self.push_back(queue, kind, now, false)
+    }
+
+    /// Queues the startup converge (see [`Task::startup`]), as [`Queues::add_last`].
+    pub fn add_startup(&mut self, queue: &str, kind: TaskKind, now: Duration) -> bool {
+        self.push_back(queue, kind, now, true)
+    }
+
+    fn push_back(&mut self, queue: &str, kind: TaskKind, now: Duration, startup: bool) -> bool {
         let q = self.queues.entry(queue.to_owned()).or_default();
         if q.iter().any(|t| !t.running && t.kind == kind) {
             return false;
@@ -176,14 +188,22 @@ impl Queues {
             last_error: None,
             not_before: now,
             running: false,
+            startup,
         });
         true
     }
 
     /// Queues `kinds`, in order, at the front of `queue` — after its head if the head is
     /// running (addon-operator's AddAfter: what a converge expands into runs before what was
-    /// queued later). Equal waiting tasks further back are dropped.
-    pub fn add_after_head(&mut self, queue: &str, kinds: Vec<TaskKind>, now: Duration) {
+    /// queued later). Equal waiting tasks further back are dropped. `startup`: they are the
+    /// startup converge's ([`Task::startup`]).
+    pub fn add_after_head(
+        &mut self,
+        queue: &str,
+        kinds: Vec<TaskKind>,
+        now: Duration,
+        startup: bool,
+    ) {
         let q = self.queues.entry(queue.to_owned()).or_default();
         let at = usize::from(q.front().is_some_and(|t| t.running));
         for (i, kind) in kinds.into_iter().enumerate() {
@@ -201,6 +221,7 @@ impl Queues {
                     last_error: None,
                     not_before: now,
                     running: false,
+                    startup,
                 },
             );
         }
@@ -439,6 +460,28 @@ mod tests {
     }
 
     #[test]
+    fn the_startup_converge_marks_what_it_expands_into() {
+        let mut q = Queues::new();
+        assert!(q.add_startup(MAIN, TaskKind::ConvergeModules, S(0)));
+        let head = q.start_ready(S(0)).remove(0).1;
+        assert!(head.startup);
+        q.add_after_head(MAIN, vec![run("a")], S(1), head.startup);
+        q.done(MAIN, head.id);
+        q.add_last(MAIN, TaskKind::ConvergeModules, S(2));
+        let marks: Vec<(String, bool)> = q.queues[MAIN]
+            .iter()
+            .map(|t| (t.kind.describe(), t.startup))
+            .collect();
+        assert_eq!(
+            marks,
+            vec![
+                (run("a").describe(), true),
+                (TaskKind::ConvergeModules.describe(), false)
+            ]
+        );
+    }
+
+    #[test]
     fn one_task_at_a_time_per_queue_and_failures_block_only_their_queue() {
         let mut q = Queues::new();
         assert!(q.add_last(MAIN, TaskKind::ConvergeModules, S(0)));
@@ -457,6 +500,7 @@ mod tests {
             MAIN,
             converge_tasks(&[(20, "z".into()), (10, "a".into())], &["old".into()]),
             S(2),
+            false,
         );
         q.done(MAIN, started[1].1.id);
         let kinds: Vec<String> = q.list()[1].2.iter().map(|t| t.kind.describe()).collect();

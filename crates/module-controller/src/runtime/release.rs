@@ -255,9 +255,108 @@ pub fn to_prune(history: &[Release]) -> Vec<i64> {
     versions
 }
 
+/// What a run does with a release under addon-operator's maintenance rule (its
+/// `RunHelmInstall` with the module's maintenance state; Deckhouse applies an Application's the
+/// same way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Maintenance {
+    /// In `maintenance: NoResourceReconciliation` and the last revision was applied so: nothing
+    /// is rendered or applied (settings changes wait, deleted objects are not restored).
+    Skip,
+    /// Render and apply with [`maintenance_labels`]; `force` applies although nothing else
+    /// changed — the mode changed since the last revision, so the label is put on (entering)
+    /// or taken off (leaving) every object once.
+    Apply {
+        /// The mode differs from the last revision's.
+        force: bool,
+    },
+}
+
+/// The maintenance plan of a run: `maintenance` is whether the ModuleConfig (or Application)
+/// sets `NoResourceReconciliation`, `last` the release's last revision.
+pub fn maintenance(maintenance: bool, last: Option<&Release>) -> Maintenance {
+    let was = last.is_some_and(applied_in_maintenance);
+    if maintenance && was {
+        return Maintenance::Skip;
+    }
+    Maintenance::Apply {
+        force: last.is_some() && maintenance != was,
+    }
+}
+
+/// Whether `release` was applied in maintenance (its record says
+/// `maintenance.deckhouse.io/no-resource-reconciliation=true`).
+pub fn applied_in_maintenance(release: &Release) -> bool {
+    release
+        .labels
+        .get(api::keys::LABEL_MAINTENANCE_NO_RESOURCE_RECONCILIATION)
+        .map(String::as_str)
+        == Some("true")
+}
+
+/// The labels a run in (or out of) maintenance puts on every object —
+/// `maintenance.deckhouse.io/no-resource-reconciliation: ""` (the value nelm writes) in
+/// maintenance, none otherwise — and on the release record (the same key, `"true"` or
+/// `"false"`).
+pub fn maintenance_labels(maintenance: bool) -> (Vec<(String, String)>, BTreeMap<String, String>) {
+    let key = api::keys::LABEL_MAINTENANCE_NO_RESOURCE_RECONCILIATION;
+    let objects = if maintenance {
+        vec![(key.to_owned(), String::new())]
+    } else {
+        Vec::new()
+    };
+    (objects, [(key.to_owned(), maintenance.to_string())].into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn maintenance_applies_once_with_the_label_then_skips() {
+        let key = api::keys::LABEL_MAINTENANCE_NO_RESOURCE_RECONCILIATION;
+        let labelled = |value: Option<&str>| {
+            let mut r = release(1, Status::Deployed);
+            if let Some(v) = value {
+                r.labels.insert(key.into(), v.into());
+            }
+            r
+        };
+        let apply = |force| Maintenance::Apply { force };
+        let (t, f, none) = (
+            labelled(Some("true")),
+            labelled(Some("false")),
+            labelled(None),
+        );
+        for (on, last, want) in [
+            // Entering: applied once, labelled …
+            (true, Some(&f), apply(true)),
+            (true, Some(&none), apply(true)),
+            // … then left alone.
+            (true, Some(&t), Maintenance::Skip),
+            // Leaving: applied once more, the label taken off.
+            (false, Some(&t), apply(true)),
+            (false, Some(&f), apply(false)),
+            (false, Some(&none), apply(false)),
+            // A first install is an install.
+            (true, None, apply(false)),
+            (false, None, apply(false)),
+        ] {
+            let labels = last.map(|r| &r.labels);
+            assert_eq!(maintenance(on, last), want, "{on} {labels:?}");
+        }
+        assert_eq!(
+            maintenance_labels(true),
+            (
+                vec![(key.to_owned(), String::new())],
+                [(key.to_owned(), "true".to_owned())].into()
+            )
+        );
+        assert_eq!(
+            maintenance_labels(false),
+            (Vec::new(), [(key.to_owned(), "false".to_owned())].into())
+        );
+    }
 
     fn release(version: i64, status: Status) -> Release {
         Release {

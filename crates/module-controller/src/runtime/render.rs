@@ -24,10 +24,6 @@ pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const ANNOTATION_RELEASE_NAME: &str = "meta.helm.sh/release-name";
 /// Annotation naming the owning release's namespace.
 pub const ANNOTATION_RELEASE_NAMESPACE: &str = "meta.helm.sh/release-namespace";
-/// Label (on resources) and release label addon-operator sets for a module in
-/// `maintenance: NoResourceReconciliation`.
-pub const LABEL_NO_RESOURCE_RECONCILIATION: &str =
-    "maintenance.deckhouse.io/no-resource-reconciliation";
 
 /// Symlink hops and directory depth followed while reading a module.
 const MAX_DEPTH: usize = 32;

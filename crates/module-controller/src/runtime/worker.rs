@@ -184,7 +184,13 @@ impl Runtime {
             },
         ];
         self.detect_chroot_mode().await;
-        self.queue_converge();
+        if let Ok(mut q) = self.queue_view.queues.lock() {
+            q.add_startup(
+                MAIN,
+                TaskKind::ConvergeModules,
+                self.queue_view.epoch.elapsed(),
+            );
+        }
         let mut running = tokio::task::JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
         // shell-operator's live ticks: Prometheus sees the runtime is alive.
@@ -210,8 +216,12 @@ impl Runtime {
             for (queue, task) in started {
                 self.queue_metrics.started(&queue, &task, now);
                 let me = self.clone();
+                let run = super::hooks::RunLabels {
+                    queue: queue.clone(),
+                    startup: task.startup,
+                };
                 running.spawn(async move {
-                    let result = me.execute(&task).await;
+                    let result = super::hooks::RUN_LABELS.scope(run, me.execute(&task)).await;
                     (queue, task, result)
                 });
             }
@@ -256,7 +266,7 @@ impl Runtime {
                 q.done(queue, task.id);
                 if !follow.is_empty() {
                     // What a converge expands into runs next, ahead of later triggers.
-                    q.add_after_head(queue, follow, now);
+                    q.add_after_head(queue, follow, now, task.startup);
                 }
             }
             Err(e) => {

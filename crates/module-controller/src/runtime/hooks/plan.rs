@@ -25,6 +25,35 @@ pub enum Phase {
     AfterAll,
 }
 
+/// addon-operator's `activation` label of a hook run: `OperatorStartup` for the tasks of the
+/// startup converge, empty otherwise.
+pub fn activation(startup: bool) -> &'static str {
+    if startup { "OperatorStartup" } else { "" }
+}
+
+/// addon-operator's `binding` label of a hook run: the binding's type (`kubernetes`,
+/// `schedule`) for a binding named in `config`, else the phase binding itself (`beforeHelm`, …).
+pub fn binding_type<'a>(config: &HookConfig, binding: &'a str) -> &'a str {
+    if config.kubernetes.iter().any(|k| k.name == binding) {
+        "kubernetes"
+    } else if config.schedules.iter().any(|s| s.name == binding) {
+        "schedule"
+    } else {
+        binding
+    }
+}
+
+/// Whether a failed hook run counts in addon-operator's hook error counters
+/// (`deckhouse_{global,module}_hook_{,allowed_}errors_total`): every global hook run (each is a
+/// GlobalHookRun task there) and a module hook's `kubernetes` or `schedule` run (a ModuleHookRun
+/// task). A module's `onStartup`, `beforeHelm`, `afterHelm` and `afterDeleteHelm` hooks run
+/// inside its ModuleRun or ModuleDelete, whose failure counts in
+/// `deckhouse_module_{run,delete}_errors_total` instead. `binding` is the binding's type
+/// ([`binding_type`]).
+pub fn counts_hook_errors(global: bool, binding: &str) -> bool {
+    global || Phase::of_binding(binding).is_none()
+}
+
 impl Phase {
     /// The binding name (`beforeHelm`).
     pub fn binding(self) -> &'static str {
@@ -308,6 +337,44 @@ impl RateLimit {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hook_error_counters_count_hook_tasks_as_addon_operator() {
+        for (global, binding, want) in [
+            (false, "kubernetes", true),
+            (false, "schedule", true),
+            (false, "onStartup", false),
+            (false, "beforeHelm", false),
+            (false, "afterHelm", false),
+            (false, "afterDeleteHelm", false),
+            (true, "onStartup", true),
+            (true, "beforeAll", true),
+            (true, "afterAll", true),
+            (true, "kubernetes", true),
+        ] {
+            assert_eq!(
+                super::counts_hook_errors(global, binding),
+                want,
+                "{global} {binding}"
+            );
+        }
+        let config = module_hooks::HookConfig::parse(
+            br#"{"configVersion": "v1", "beforeHelm": 10,
+                "kubernetes": [{"name": "pods", "kind": "Pod"}],
+                "schedule": [{"name": "every-minute", "crontab": "* * * * *"}]}"#,
+            module_hooks::config::HookScope::Module,
+        )
+        .unwrap();
+        for (binding, want) in [
+            ("pods", "kubernetes"),
+            ("every-minute", "schedule"),
+            ("beforeHelm", "beforeHelm"),
+        ] {
+            assert_eq!(super::binding_type(&config, binding), want);
+        }
+        assert_eq!(super::activation(true), "OperatorStartup");
+        assert_eq!(super::activation(false), "");
+    }
+
     #[test]
     fn settings_throttle_runs() {
         use std::time::Duration;

@@ -81,7 +81,7 @@ fn decorated_as_helm_marks_release_resources() {
         &mut objects,
         "echo",
         "d8-echo",
-        &[(LABEL_NO_RESOURCE_RECONCILIATION, "")],
+        &[(api::keys::LABEL_MAINTENANCE_NO_RESOURCE_RECONCILIATION, "")],
     );
     assert_eq!(
         objects[0]["metadata"],
