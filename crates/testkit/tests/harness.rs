@@ -2,9 +2,21 @@
 //! token-auth `docker-registry`, pulled by containerd straight from it.
 
 use testkit::containerd::{Binaries, PullOptions};
-use testkit::image::{Format, Index, Layout};
+use testkit::image::{Format, Image, Index, Layout};
 use testkit::skopeo::{Access, Copy};
 use testkit::{Certs, Containerd, ImageBuilder, Upstream, UpstreamOptions};
+
+/// Every blob of `image` is in `containerd`'s content store.
+async fn assert_holds_every_blob(containerd: &Containerd, image: &Image) {
+    let content = containerd.content().await;
+    for blob in image.blobs() {
+        assert!(
+            content.contains(&blob.digest),
+            "{} missing from {content:?}",
+            blob.digest
+        );
+    }
+}
 
 #[tokio::test]
 async fn skopeo_pushes_into_token_auth_upstream_and_containerd_pulls_it() {
@@ -48,14 +60,7 @@ async fn skopeo_pushes_into_token_auth_upstream_and_containerd_pulls_it() {
     assert!(upstream.token_server().unwrap().issued() > issued_by_push);
     assert!(pulled.stdout.contains(image.digest()) || pulled.stderr.contains(image.digest()));
     assert_eq!(containerd.images().await, vec![reference]);
-    let content = containerd.content().await;
-    for blob in image.blobs() {
-        assert!(
-            content.contains(&blob.digest),
-            "{} missing from {content:?}",
-            blob.digest
-        );
-    }
+    assert_holds_every_blob(&containerd, &image).await;
 }
 
 #[tokio::test]
@@ -141,14 +146,7 @@ async fn containerd_2_pulls_from_the_token_auth_upstream() {
         .await
         .expect_success("ctr pull on containerd 2");
     assert_eq!(containerd.images().await, vec![reference]);
-    let content = containerd.content().await;
-    for blob in image.blobs() {
-        assert!(
-            content.contains(&blob.digest),
-            "{} missing from {content:?}",
-            blob.digest
-        );
-    }
+    assert_holds_every_blob(&containerd, &image).await;
 }
 
 /// containerd 2 runs a container with the shim of its own package (not the system's containerd
