@@ -414,6 +414,7 @@ impl Runtime {
                 chart_name: module,
                 chart,
                 values,
+                root: Default::default(),
                 labels,
                 release_labels: [(
                     render::LABEL_NO_RESOURCE_RECONCILIATION.to_owned(),
