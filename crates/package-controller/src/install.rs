@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use module_controller::runtime::apply::Applier;
 use module_controller::runtime::deploy;
 use module_controller::runtime::readiness::Readiness;
-use module_controller::runtime::render;
+use module_controller::runtime::render::{self, RootObjects};
 use module_controller::unpack::Limits;
 use serde_json::{Value, json};
 
@@ -126,7 +126,9 @@ impl Installer {
     /// (values they change render the chart once more); a chart holding anything outside the
     /// namespace is refused before anything changes. `settings` are the package's values the
     /// hooks start from ([`crate::application::package_values`]), `config` the settings with
-    /// their defaults (the hooks' config values).
+    /// their defaults (the hooks' config values), `root` what the chart sees besides `.Values`
+    /// ([`crate::runtime`]).
+    #[allow(clippy::too_many_arguments)]
     pub async fn install(
         &self,
         namespace: &str,
@@ -135,6 +137,7 @@ impl Installer {
         dir: &Path,
         settings: &Value,
         config: &Value,
+        root: &RootObjects,
     ) -> Result<Installed, Error> {
         let app = AppRef {
             namespace: namespace.to_owned(),
@@ -147,7 +150,9 @@ impl Installer {
             .hooks
             .run_phase(&app, Phase::BeforeHelm, values)
             .await?;
-        let mut out = self.release(namespace, name, package, dir, &values).await?;
+        let mut out = self
+            .release(namespace, name, package, dir, &values, root)
+            .await?;
         let after = self
             .hooks
             .run_phase(&app, Phase::AfterHelm, values.clone())
@@ -158,13 +163,16 @@ impl Installer {
                 application = name,
                 "afterHelm hooks changed the values: rendering again"
             );
-            out = self.release(namespace, name, package, dir, &after).await?;
+            out = self
+                .release(namespace, name, package, dir, &after, root)
+                .await?;
         }
         self.hooks.released(&app);
         Ok(out)
     }
 
-    /// Renders and applies the release with the package's `settings` (its values).
+    /// Renders and applies the release with the package's `settings` (its values) and the
+    /// `root` objects.
     async fn release(
         &self,
         namespace: &str,
@@ -172,6 +180,7 @@ impl Installer {
         package: &str,
         dir: &Path,
         settings: &Value,
+        root: &RootObjects,
     ) -> Result<Installed, Error> {
         let Some(chart) = render::read_chart(package, dir)? else {
             return Ok(Installed {
@@ -193,6 +202,7 @@ impl Installer {
             chart_name: package,
             chart,
             values,
+            root: root.clone(),
             labels: Vec::new(),
             release_labels: Default::default(),
             force: false,
