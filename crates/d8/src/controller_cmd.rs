@@ -371,6 +371,16 @@ pub(crate) async fn lead(
     if let Some(engine) = &engine {
         engine.metrics().register(&mut metrics);
     }
+    let mut utilities = utilities;
+    // Applications' charts see the platform's global values (`$.Platform`) as the module
+    // runtime last converged them.
+    if let Some((_, _, runtime)) = &modules {
+        let runtime = runtime.clone();
+        utilities.packages.global_values =
+            Some(package_controller::runtime::GlobalValues::new(move || {
+                runtime.global_values()
+            }));
+    }
     let utilities = Arc::new(utility_controllers(&client, utilities)?);
     utilities.3.metrics().register(&mut metrics);
     let endpoints = metrics::Endpoints {

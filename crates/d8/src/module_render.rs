@@ -91,6 +91,7 @@ fn render(args: &RenderArgs) -> Outcome {
         api_versions: args.api_versions.clone(),
         include_crds: args.include_crds,
         show_only: args.show_only.clone(),
+        root: Default::default(),
     };
     // Helm reads the values before the chart.
     let mut sources = ValueSources {

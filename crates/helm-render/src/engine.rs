@@ -59,7 +59,13 @@ fn rec_all(
         }
     };
     let subcharts = Value::map(Map::new());
-    let mut next = Map::new();
+    // Root objects other than Helm's (the caller's, see `RenderOptions::root`) reach every
+    // chart as they are; Helm's own are set below.
+    let mut next: Map = parent
+        .iter()
+        .filter(|(name, _)| !crate::HELM_OBJECTS.contains(&name.as_str()))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
     next.insert(
         "Chart".into(),
         Value::object(ChartObject {

@@ -55,6 +55,11 @@ pub struct RenderOptions {
     pub include_crds: bool,
     /// `--show-only` patterns.
     pub show_only: Vec<String>,
+    /// Objects set in the templates' root context (`$`) besides Helm's own, as nelm's
+    /// `RootSetJSON` sets them (Deckhouse's package runtime hands an Application's chart
+    /// `$.Application` and `$.Platform` this way). Every chart and subchart sees them; a name
+    /// Helm uses itself ([`HELM_OBJECTS`]) is Helm's. Empty for `helm template`.
+    pub root: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 impl Default for RenderOptions {
@@ -66,9 +71,21 @@ impl Default for RenderOptions {
             api_versions: Vec::new(),
             include_crds: false,
             show_only: Vec::new(),
+            root: Default::default(),
         }
     }
 }
+
+/// The top-level objects Helm gives templates itself.
+pub const HELM_OBJECTS: [&str; 7] = [
+    "Values",
+    "Release",
+    "Capabilities",
+    "Chart",
+    "Files",
+    "Subcharts",
+    "Template",
+];
 
 /// Why `helm template` failed. `Display` is Helm's message (what follows `Error: `).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -146,7 +163,8 @@ pub fn check_chart(chart: &Chart) -> Result<(), RenderError> {
 }
 
 /// The values templates see at the top (`chartutil.ToRenderValues`): `Values` coalesced and
-/// validated against the schemas, `Release`, `Capabilities`.
+/// validated against the schemas, `Release`, `Capabilities` — and the caller's extra root
+/// objects ([`RenderOptions::root`]), which never replace Helm's.
 pub fn render_values(chart: &Chart, user: &Map, opts: &RenderOptions) -> Result<Map, RenderError> {
     let vals = values::coalesce_values(chart, user).map_err(RenderError::Values)?;
     schema::validate_against_schema(chart, &vals)
@@ -160,6 +178,11 @@ pub fn render_values(chart: &Chart, user: &Map, opts: &RenderOptions) -> Result<
     release.insert("Service".into(), Value::string("Helm"));
     let caps = objects::Capabilities::new(opts.kube_version.clone(), &opts.api_versions);
     let mut top = Map::new();
+    for (name, value) in &opts.root {
+        if !HELM_OBJECTS.contains(&name.as_str()) {
+            top.insert(name.clone(), Value::from_json(value));
+        }
+    }
     top.insert("Values".into(), Value::map(vals));
     top.insert("Release".into(), Value::map(release));
     top.insert("Capabilities".into(), Value::object(caps));

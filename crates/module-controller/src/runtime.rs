@@ -394,6 +394,7 @@ impl Runtime {
                 chart_name: module,
                 chart,
                 values,
+                root: Default::default(),
                 labels,
                 release_labels,
                 force,

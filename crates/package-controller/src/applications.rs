@@ -22,6 +22,8 @@ use crate::bookkeeping;
 use crate::hooks::AppRef;
 use crate::install::Installer;
 use crate::registry::PackageImages;
+use crate::runtime;
+use module_controller::runtime::render::RootObjects;
 
 /// Reconciles Applications.
 pub struct Applications {
@@ -29,6 +31,7 @@ pub struct Applications {
     registries: registry_client::Client,
     installer: Installer,
     deckhouse: Option<semver::Version>,
+    global_values: Option<crate::runtime::GlobalValues>,
     /// `openapi/settings.yaml` per ApplicationPackageVersion, read once.
     schemas: Mutex<HashMap<String, Option<String>>>,
     metrics: crate::metrics::Metrics,
@@ -66,6 +69,7 @@ impl Applications {
         Self {
             installer: Installer::new(client.clone(), cache),
             deckhouse: None,
+            global_values: None,
             client,
             registries,
             schemas: Mutex::default(),
@@ -87,6 +91,12 @@ impl Applications {
     /// The running Deckhouse version, for versions' `requirements.deckhouse`.
     pub fn with_deckhouse_version(mut self, version: Option<semver::Version>) -> Self {
         self.deckhouse = version;
+        self
+    }
+
+    /// The platform's global values, the charts' `$.Platform`.
+    pub fn with_global_values(mut self, global: Option<crate::runtime::GlobalValues>) -> Self {
+        self.global_values = global;
         self
     }
 
@@ -481,7 +491,7 @@ impl Applications {
         // Without a schema in the version image, the bundle's (where Deckhouse's package loader
         // reads it) is the one.
         let files = crate::registry::bundle_files(&dir);
-        let schema = schema.or(files.settings_schema);
+        let schema = schema.or(files.settings_schema.clone());
         let values = match decide::check_settings(package, schema.as_deref(), settings) {
             Ok(v) => v,
             Err(b) => return (Outcome::Blocked(b), None),
@@ -496,6 +506,13 @@ impl Applications {
             Ok(v) => v,
             Err(b) => return (Outcome::Blocked(b), None),
         };
+        let root = match self.root(app, world, repo_name, wanted, &values, &files) {
+            Ok(r) => r,
+            Err(why) => {
+                let blocked = Blocked::new(decide::REASON_INSTALL_FAILED, why);
+                return (Outcome::Blocked(blocked), None);
+            }
+        };
         let target = AppRef {
             namespace: app.namespace().unwrap_or_default(),
             name: app.name_any(),
@@ -503,7 +520,7 @@ impl Applications {
         };
         match self
             .installer
-            .install(&target, &dir, &base, &values, maintenance)
+            .install(&target, &dir, &base, &values, maintenance, &root)
             .await
         {
             Ok(done) => {
@@ -536,6 +553,48 @@ impl Applications {
             ),
             Err(e) => (Outcome::Failed(e.to_string()), None),
         }
+    }
+
+    /// What the chart of `app` at `version` sees besides `.Values`: `$.Application` (with the
+    /// `settings` with their defaults) and `$.Platform`.
+    fn root(
+        &self,
+        app: &Application,
+        world: &World,
+        repo_name: &str,
+        version: &str,
+        settings: &Value,
+        files: &crate::registry::BundleFiles,
+    ) -> Result<RootObjects, String> {
+        let digests = match &files.image_digests {
+            Some(text) => runtime::image_digests(text)?,
+            None => Default::default(),
+        };
+        let registry = world
+            .repositories
+            .iter()
+            .find(|r| r.name_any() == repo_name)
+            .map(|r| r.spec.registry.clone())
+            .unwrap_or_default();
+        let namespace = app.namespace().unwrap_or_default();
+        let application = runtime::application(&runtime::Facts {
+            namespace: &namespace,
+            name: &app.name_any(),
+            package: &app.spec.package_name,
+            version,
+            repository: repo_name,
+            registry: &registry,
+            digests: &digests,
+            settings,
+        });
+        let global = self
+            .global_values
+            .as_ref()
+            .map(|g| g.get())
+            .unwrap_or(Value::Null);
+        let kubernetes = world.kubernetes.as_ref().map(|v| v.to_string());
+        let platform = runtime::platform(global, kubernetes.as_deref());
+        Ok(runtime::root(application, platform))
     }
 
     /// Adds the Application to (or removes it from) a version's `usedBy`.

@@ -42,6 +42,8 @@ pub struct Options {
     /// The running Deckhouse version, for versions' `requirements.deckhouse` (not checked
     /// when unknown, as for modules).
     pub deckhouse_version: Option<semver::Version>,
+    /// The platform's global values, an Application's chart's `$.Platform` (none without).
+    pub global_values: Option<crate::runtime::GlobalValues>,
 }
 
 impl Default for Options {
@@ -51,6 +53,7 @@ impl Default for Options {
             debounce: Duration::from_millis(200),
             packages_dir: std::env::temp_dir().join("d8-packages"),
             deckhouse_version: None,
+            global_values: None,
         }
     }
 }
@@ -85,7 +88,8 @@ impl Controller {
                     registries.clone(),
                     options.packages_dir.clone(),
                 )
-                .with_deckhouse_version(options.deckhouse_version.clone()),
+                .with_deckhouse_version(options.deckhouse_version.clone())
+                .with_global_values(options.global_values.clone()),
             ),
             client,
             registries,

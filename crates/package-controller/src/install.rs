@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use module_controller::runtime::apply::Applier;
 use module_controller::runtime::deploy;
 use module_controller::runtime::readiness::Readiness;
-use module_controller::runtime::{release, render};
+use module_controller::runtime::release;
+use module_controller::runtime::render::{self, RootObjects};
 use module_controller::unpack::Limits;
 use serde_json::{Value, json};
 
@@ -134,9 +135,10 @@ impl Installer {
     /// (values they change render the chart once more); a chart holding anything outside the
     /// namespace is refused before anything changes. `settings` are the package's values the
     /// hooks start from ([`crate::application::package_values`]), `config` the settings with
-    /// their defaults (the hooks' config values). `maintenance`: the Application is in
-    /// `NoResourceReconciliation` — applied once with the maintenance label on every object
-    /// (and not rendered again after `afterHelm`), as Deckhouse puts it in the mode.
+    /// their defaults (the hooks' config values), `root` what the chart sees besides `.Values`
+    /// ([`crate::runtime`]). `maintenance`: the Application is in `NoResourceReconciliation` —
+    /// applied once with the maintenance label on every object (and not rendered again after
+    /// `afterHelm`), as Deckhouse puts it in the mode.
     pub async fn install(
         &self,
         app: &AppRef,
@@ -144,43 +146,39 @@ impl Installer {
         settings: &Value,
         config: &Value,
         maintenance: bool,
+        root: &RootObjects,
     ) -> Result<Installed, Error> {
-        let (namespace, name, package) = (&*app.namespace, &*app.name, &*app.package);
         self.hooks.start(app, dir, settings, config).await?;
         let values = self.hooks.values(app, settings).await?;
         let values = self.hooks.run_phase(app, Phase::BeforeHelm, values).await?;
-        let mut out = self
-            .release(namespace, name, package, dir, &values, maintenance)
-            .await?;
+        let mut out = self.release(app, dir, &values, maintenance, root).await?;
         let after = self
             .hooks
             .run_phase(app, Phase::AfterHelm, values.clone())
             .await?;
         if after != values && !maintenance {
             tracing::info!(
-                namespace,
-                application = name,
+                namespace = %app.namespace,
+                application = %app.name,
                 "afterHelm hooks changed the values: rendering again"
             );
-            out = self
-                .release(namespace, name, package, dir, &after, false)
-                .await?;
+            out = self.release(app, dir, &after, false, root).await?;
         }
         self.hooks.released(app);
         Ok(out)
     }
 
-    /// Renders and applies the release with the package's `settings` (its values), labelled
-    /// for `maintenance` ([`release::maintenance_labels`]).
+    /// Renders and applies the release with the package's `settings` (its values) and the
+    /// `root` objects, labelled for `maintenance` ([`release::maintenance_labels`]).
     async fn release(
         &self,
-        namespace: &str,
-        name: &str,
-        package: &str,
+        app: &AppRef,
         dir: &Path,
         settings: &Value,
         maintenance: bool,
+        root: &RootObjects,
     ) -> Result<Installed, Error> {
+        let (namespace, name, package) = (&*app.namespace, &*app.name, &*app.package);
         let Some(chart) = render::read_chart(package, dir)? else {
             return Ok(Installed {
                 revision: None,
@@ -208,6 +206,7 @@ impl Installer {
             chart_name: package,
             chart,
             values,
+            root: root.clone(),
             labels,
             release_labels,
             force,

@@ -11,6 +11,8 @@
 //! - [`scan`]: running an operation — ApplicationPackage and ApplicationPackageVersion objects;
 //! - [`versions`]: loading a version's metadata (`MetadataLoaded`);
 //! - [`application`]: what an Application may do and the status it shows (pure);
+//! - [`runtime`]: what an Application's chart sees besides `.Values` — `$.Application` and
+//!   `$.Platform` (pure);
 //! - [`install`]: an Application's release, through the module runtime's release install;
 //! - [`hooks`]: package hooks, through the module runtime's hook runner, scoped to the
 //!   Application — every binding, their values kept in the Application's namespace;
@@ -36,6 +38,7 @@ pub mod metrics;
 pub mod operation;
 pub mod registry;
 pub mod repository;
+pub mod runtime;
 pub mod scan;
 pub mod versions;
 pub mod view;

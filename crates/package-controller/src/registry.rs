@@ -143,6 +143,8 @@ pub struct BundleFiles {
     pub values_schema: Option<String>,
     /// `values.yaml`: the static values (under the package's camelCase key, or the whole file).
     pub static_values: Option<String>,
+    /// `images_digests.json`: the package's images and their digests (`$.Application.Package.Images`).
+    pub image_digests: Option<String>,
 }
 
 /// Reads the values files of the unpacked bundle in `dir` (regular files only).
@@ -152,6 +154,7 @@ pub fn bundle_files(dir: &Path) -> BundleFiles {
         settings_schema: settings_schema(read),
         values_schema: read(VALUES_SCHEMA),
         static_values: read(STATIC_VALUES),
+        image_digests: read(crate::runtime::IMAGES_DIGESTS),
     }
 }
 

@@ -710,6 +710,23 @@ with open(os.environ["VALUES_JSON_PATCH_PATH"], "w") as f:
     json.dump([{"op": "add", "path": "/legacy/configKeys", "value": keys}], f)
 "#;
 
+/// A template reading what Deckhouse's package runtime hands a chart besides `.Values`.
+const RUNTIME_CM: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-runtime
+data:
+  instance: {{ printf "%s/%s" .Application.Instance.Namespace .Application.Instance.Name | quote }}
+  package: {{ printf "%s@%s" .Application.Package.Name .Application.Package.Version | quote }}
+  repository: {{ printf "%s %s" .Application.Package.Registry.name .Application.Package.Registry.repository | quote }}
+  image: {{ index .Application.Package.Images "server" | quote }}
+  replicas: {{ .Application.Settings.replicas | quote }}
+  kubernetes: {{ .Platform.discovery.kubernetesVersion | quote }}
+  domain: {{ .Platform.discovery.clusterDomain | quote }}
+"#;
+
+const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
 #[tokio::test]
 async fn settings_and_values_come_from_the_bundle_and_settings_need_a_schema() {
     let env = Env::start().await;
@@ -717,6 +734,7 @@ async fn settings_and_values_come_from_the_bundle_and_settings_need_a_schema() {
     // values and a values schema; `bare` has no schema at all.
     let settings_schema =
         "type: object\nproperties:\n  replicas: {type: integer, default: 1, maximum: 3}\n";
+    let digests = format!(r#"{{"server": "{DIGEST}"}}"#);
     let values_schema = "x-extend:\n  schema: config-values.yaml\ntype: object\nproperties:\n  internal:\n    type: object\n    default: {}\n    properties:\n      tier: {type: string, default: gold}\n";
     push_plain(
         &env.push,
@@ -728,12 +746,21 @@ async fn settings_and_values_come_from_the_bundle_and_settings_need_a_schema() {
             ("openapi/config-values.yaml", settings_schema.as_bytes()),
             ("openapi/values.yaml", values_schema.as_bytes()),
             ("values.yaml", b"color: blue\n"),
+            ("templates/runtime.yaml", RUNTIME_CM.as_bytes()),
+            ("images_digests.json", digests.as_bytes()),
         ],
     )
     .await;
     push_plain(&env.push, &env.layout, "bare", &["replicas"], &[]).await;
     repository(&env.client, "main", registry(&env.upstream.host(), REPO)).await;
-    let controller = Controller::new(env.client.clone(), support::options(&env.dir));
+    // The platform's global values, as `d8 controller` hands over the module runtime's.
+    let options = Options {
+        global_values: Some(package_controller::runtime::GlobalValues::new(
+            || json!({"discovery": {"clusterDomain": "cluster.local"}}),
+        )),
+        ..support::options(&env.dir)
+    };
+    let controller = Controller::new(env.client.clone(), options);
     controller.pass().await.unwrap();
     namespace(&env.client, "s").await;
     let with = |package: &str, settings: serde_json::Value| ApplicationSpec {
@@ -827,4 +854,28 @@ async fn settings_and_values_come_from_the_bundle_and_settings_need_a_schema() {
         cm(&env.client, "s", "plain-cm").await.unwrap()["replicas"],
         "none"
     );
+
+    // The chart saw `$.Application` and `$.Platform` as Deckhouse's package runtime hands
+    // them: the Application, its package and repository, the images of `images_digests.json`,
+    // the settings with their defaults, and the platform's global values with the API server's
+    // Kubernetes version.
+    let kubernetes = env.client.apiserver_version().await.unwrap().git_version;
+    let kubernetes = package_controller::application::loose_version(&kubernetes)
+        .unwrap()
+        .to_string();
+    let repo = registry(&env.upstream.host(), REPO).repo;
+    let runtime = cm(&env.client, "s", "old-runtime").await.unwrap();
+    let want: std::collections::BTreeMap<String, String> = [
+        ("instance", "s/old".to_owned()),
+        ("package", "legacy@v1.0.0".to_owned()),
+        ("repository", format!("main {repo}")),
+        ("image", format!("{repo}/legacy@{DIGEST}")),
+        ("replicas", "1".to_owned()),
+        ("kubernetes", kubernetes),
+        ("domain", "cluster.local".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(runtime, want);
 }

@@ -42,10 +42,16 @@ impl utilities::cni::components::Render for CniChart {
                 .iter()
                 .map(|(path, text)| ((*path).to_owned(), text.as_bytes().to_vec()))
                 .collect();
-            module_controller::runtime::render::render("deckhouse", files, &values, &namespace)
-                .await
-                .map(|r| r.objects)
-                .map_err(|e| e.to_string())
+            module_controller::runtime::render::render(
+                "deckhouse",
+                files,
+                &values,
+                Default::default(),
+                &namespace,
+            )
+            .await
+            .map(|r| r.objects)
+            .map_err(|e| e.to_string())
         })
     }
 }

@@ -42,6 +42,9 @@ pub struct Install<'a> {
     pub chart: ChartFiles,
     /// The values, as Helm reads them.
     pub values: Value,
+    /// Root objects besides Helm's (an Application's `$.Application` and `$.Platform`); not
+    /// recorded in the release, which keeps the values.
+    pub root: render::RootObjects,
     /// Labels put on every object besides Helm's.
     pub labels: Vec<(String, String)>,
     /// Labels of the release record besides the checksum.
@@ -103,12 +106,13 @@ pub async fn prepare(
         chart_name,
         chart,
         values,
+        root,
         labels,
         release_labels,
         force,
     } = install;
     let chart_version = chart_version(&chart);
-    let rendered = render::render(target.name, chart, &values, target.namespace).await?;
+    let rendered = render::render(target.name, chart, &values, root, target.namespace).await?;
     let mut objects = rendered.objects;
     render::decorate(
         &mut objects,

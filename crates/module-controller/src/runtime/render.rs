@@ -157,12 +157,17 @@ pub struct Rendered {
     pub objects: Vec<Value>,
 }
 
-/// Renders the chart `files` of `module` with `values` into the release `namespace`, on a
-/// thread with the engine's stack.
+/// Root objects a chart's templates see besides Helm's (`$.<name>`): none for a module, an
+/// Application's `Application` and `Platform` for a package (nelm's root values).
+pub type RootObjects = std::collections::BTreeMap<String, Value>;
+
+/// Renders the chart `files` of `module` with `values` (and the `root` objects) into the
+/// release `namespace`, on a thread with the engine's stack.
 pub async fn render(
     module: &str,
     files: ChartFiles,
     values: &Value,
+    root: RootObjects,
     namespace: &str,
 ) -> Result<Rendered, Error> {
     let err = |message: String| Error::Render {
@@ -174,6 +179,7 @@ pub async fn render(
     let opts = helm_render::RenderOptions {
         release_name: module.to_owned(),
         namespace: namespace.to_owned(),
+        root,
         ..Default::default()
     };
     let (tx, rx) = tokio::sync::oneshot::channel();

@@ -122,7 +122,7 @@ async fn a_module_renders_with_helm_lib_and_values() {
         &json!({"clusterDomain": "cluster.local"}),
         &json!({"replicas": 2}),
     );
-    let rendered = render("echo-server", files, &values, "d8-echo")
+    let rendered = render("echo-server", files, &values, Default::default(), "d8-echo")
         .await
         .unwrap();
     assert!(
@@ -145,7 +145,7 @@ async fn a_module_renders_with_helm_lib_and_values() {
         &[("templates/x.yaml", "{{ .Values.nope.deeper }}\n")],
     );
     let files = read_chart("bad", bad.path()).unwrap().unwrap();
-    let err = render("bad", files, &json!({}), "d8-system")
+    let err = render("bad", files, &json!({}), Default::default(), "d8-system")
         .await
         .unwrap_err()
         .to_string();
