@@ -186,6 +186,10 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
     (
         "registry_publish",
         &[
+            "create cert-manager.io/certificates",
+            "delete cert-manager.io/certificates",
+            "get cert-manager.io/certificates",
+            "update cert-manager.io/certificates",
             "create deckhouse.io/registryconfigs",
             "create deckhouse.io/registrynodes",
             "create deckhouse.io/registrystorages",
