@@ -41,6 +41,52 @@ spec:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
 ";
 
+/// Node `name` with its one address `ip` (InternalIP), as a kubelet reports it.
+fn node(admin: &Path, dir: &Path, name: &str, ip: &str) {
+    apply(
+        admin,
+        dir,
+        &format!("{name}.yaml"),
+        &format!("apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n"),
+    );
+    let patch =
+        format!(r#"{{"status": {{"addresses": [{{"type": "InternalIP", "address": "{ip}"}}]}}}}"#);
+    crate::kubectl_ok(
+        admin,
+        &[
+            "patch",
+            "node",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+    );
+}
+
+/// Lease `d8-system/registry-storage` held by the cache replica on `holder`, renewed now.
+fn lease(admin: &Path, dir: &Path, holder: &str) {
+    let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S.%6fZ");
+    apply(
+        admin,
+        dir,
+        "lease.yaml",
+        &format!(
+            "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: registry-storage\n  namespace: d8-system\nspec:\n  holderIdentity: {holder}\n  leaseDurationSeconds: 3600\n  acquireTime: \"{now}\"\n  renewTime: \"{now}\"\n"
+        ),
+    );
+}
+
+/// EndpointSlice `registry-push-leader`: its address type and addresses.
+fn push_slice(admin: &Path) -> String {
+    get(
+        admin,
+        &["endpointslice", "registry-push-leader", "-n", "d8-system"],
+        "{.addressType} {.endpoints[*].addresses[*]}",
+    )
+}
+
 fn exists(admin: &Path, object: &[&str]) -> bool {
     let mut args = vec!["get"];
     args.extend_from_slice(object);
@@ -169,6 +215,44 @@ async fn the_publish_ingress_is_created_replaced_and_deleted_as_service_account_
             "{.data.tls\\.crt}"
         )
     );
+    // The push path follows the lease: the leader's node address (replaced as the lease moves;
+    // deleted and created again when the address family changes).
+    node(&admin, d, "node-1", "10.0.0.1");
+    node(&admin, d, "node-2", "10.0.0.2");
+    node(&admin, d, "node-3", "fd00::3");
+    for (holder, want) in [
+        ("node-1", "IPv4 10.0.0.1"),
+        ("node-2", "IPv4 10.0.0.2"),
+        ("node-3", "IPv6 fd00::3"),
+    ] {
+        lease(&admin, d, holder);
+        eventually(
+            &format!("the push slice follows the lease to {holder}"),
+            || push_slice(&admin) == want,
+        )
+        .await;
+    }
+    // A RegistryUpstream: its verdict in its status, its route in every node's layout.
+    apply(
+        &admin,
+        d,
+        "upstream.yaml",
+        "apiVersion: deckhouse.io/v1alpha1\nkind: RegistryUpstream\nmetadata:\n  name: quay\nspec:\n  match: quay.example:5000\n  upstream: {scheme: HTTP, host: \"127.0.0.1:9\", path: /other}\n",
+    );
+    eventually("the RegistryUpstream is accepted", || {
+        get(&admin, &["registryupstream", "quay"], "{.status.accepted}") == "true"
+    })
+    .await;
+    eventually("its route is in the nodes' layouts", || {
+        get(
+            &admin,
+            &["registrynode", "node-2"],
+            "{.spec.additionalRoutes[*].match}",
+        )
+        .contains("quay.example:5000")
+    })
+    .await;
+
     // The client certificate the Ingress presents, and its CA given to the replicas.
     let client = [
         "secret",
