@@ -216,7 +216,11 @@ pub(crate) async fn publish_chart(
     version: &str,
     templates: &[(&str, &str)],
 ) {
-    let schema = "type: object\nproperties:\n  message: {type: string, default: hello}\n";
+    // Its description names the version: an upgrade changes the module's settings schema, and
+    // with it the ModuleSettingsDefinition.
+    let schema = format!(
+        "type: object\nproperties:\n  message: {{type: string, default: hello, description: \"echo {version}\"}}\n"
+    );
     let mut files: Vec<(String, Vec<u8>)> = vec![
         (
             "module.yaml".into(),

@@ -162,6 +162,7 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
             "patch /configmaps",
             "patch /secrets",
             "patch deckhouse.io/moduledocumentations",
+            "patch deckhouse.io/modulesettingsdefinitions",
         ],
     ),
     (
@@ -356,7 +357,7 @@ const CLUSTER_READS: &str = "module hooks' kubernetes bindings on nodes, pods, o
 const EVENT_SERIES: &str = "kube's recorder patches an event published again (a series); the release test publishes each event once";
 const IMAGE_ADDRESS: &str = "the image address (ConfigMap registry-image-address) replaces the image of DaemonSet registry-storage; no test moves the address as deckhouse";
 const RELEASE_PATHS: &str = "the release engine deletes a release the channel withdrew and, in its cleanup, outdated releases beyond the newest 10; the release test publishes three";
-const MODULE_PATHS: &str = "module manager paths no test takes as deckhouse (module.rs and module_hooks.rs enable, reconfigure, upgrade and disable modules; nothing deletes an embedded Module that left the image or a Pending ModuleRelease, creates the default ModuleSource or a ModuleConfig for a hook's config values, reads a release's update policy, applies a ModulePullOverride, changes a module's settings schema or cleans up old releases)";
+const MODULE_PATHS: &str = "module manager paths no test takes as deckhouse (module.rs and module_hooks.rs enable, reconfigure, upgrade and disable modules; nothing deletes an embedded Module that left the image or a Pending ModuleRelease, creates the default ModuleSource or a ModuleConfig for a hook's config values, reads a release's update policy, applies a ModulePullOverride or cleans up old releases)";
 
 /// deckhouse's grants no end-to-end test calls yet, and why.
 const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
@@ -381,7 +382,6 @@ const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
         "patch deckhouse.io/modulepulloverrides/status",
         MODULE_PATHS,
     ),
-    ("patch deckhouse.io/modulesettingsdefinitions", MODULE_PATHS),
     (
         "patch deckhouse.io/packagerepositoryoperations",
         PACKAGE_OPERATION_BY_HAND,
