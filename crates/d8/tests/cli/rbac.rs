@@ -170,8 +170,12 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
         &[
             "create /configmaps",
             "list /configmaps",
+            "list /namespaces",
             "patch deckhouse.io/moduleconfigs",
             "watch /configmaps",
+            "watch /namespaces",
+            "watch /nodes",
+            "watch /pods",
         ],
     ),
     (
@@ -353,7 +357,6 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
 const REGISTRY: &str = "registry controller paths registry_publish.rs does not take as deckhouse (they are tested as admin in storage.rs, agent.rs, multinode.rs and the registry-controller crate): ConfigMap registry-image-address replaced, and the objects withdrawn when the module leaves Managed (an air-gapped configuration cannot drain, and a drain waits 30 s between its scans)";
 const PACKAGE_OPERATIONS_CLEANUP: &str = "the package controller deletes a repository's operations beyond the newest ones once one completed; packages.rs scans each repository once";
 const PACKAGE_OPERATION_BY_HAND: &str = "the package controller labels an operation created by hand and makes its repository its owner; packages.rs lets the controller create them";
-const CLUSTER_READS: &str = "module hooks' kubernetes bindings on nodes, pods, or with a namespace label selector (module_hooks.rs binds ConfigMaps in namespaces chosen by name)";
 const EVENT_SERIES: &str = "kube's recorder patches an event published again (a series); the release test publishes each event once";
 const IMAGE_ADDRESS: &str = "the image address (ConfigMap registry-image-address) replaces the image of DaemonSet registry-storage; no test moves the address as deckhouse";
 const RELEASE_PATHS: &str = "the release engine deletes a release the channel withdrew and, in its cleanup, outdated releases beyond the newest 10; the release test publishes three";
@@ -373,10 +376,8 @@ const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
     ("delete deckhouse.io/registryconfigs", REGISTRY),
     ("delete deckhouse.io/registrynodes", REGISTRY),
     ("delete deckhouse.io/registrystorages", REGISTRY),
-    ("get /pods", CLUSTER_READS),
     ("get deckhouse.io/modulereleases", MODULE_PATHS),
     ("get deckhouse.io/moduleupdatepolicies", MODULE_PATHS),
-    ("list /namespaces", CLUSTER_READS),
     ("patch deckhouse.io/modulepulloverrides", MODULE_PATHS),
     (
         "patch deckhouse.io/modulepulloverrides/status",
@@ -389,9 +390,6 @@ const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
     ("patch events.k8s.io/events", EVENT_SERIES),
     ("update /configmaps", REGISTRY),
     ("update apps/daemonsets", IMAGE_ADDRESS),
-    ("watch /namespaces", CLUSTER_READS),
-    ("watch /nodes", CLUSTER_READS),
-    ("watch /pods", CLUSTER_READS),
 ];
 
 fn parse_call(text: &str) -> Call {
