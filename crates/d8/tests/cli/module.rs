@@ -112,7 +112,14 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
         .args(["--identity", "test-controller", "--without-release-engine"])
         .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
         .arg("--downloaded-modules-dir")
-        .arg(&downloaded);
+        .arg(&downloaded)
+        // The default ModuleSource `deckhouse` (the controller creates it), at a repository that
+        // offers nothing.
+        .arg(format!(
+            "--default-module-source-repo={}/deckhouse/none/modules",
+            upstream.host()
+        ))
+        .arg("--default-module-source-scheme=HTTP");
     let mut controller =
         Service::spawn("d8 controller", command, dir.path().join("controller.log")).unwrap();
 
@@ -191,6 +198,19 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
         "{releases}"
     );
     assert!(!downloaded.join("modules/910-hello").exists());
+    assert_eq!(
+        kubectl_ok(
+            admin,
+            &[
+                "get",
+                "modulesource",
+                "deckhouse",
+                "-o",
+                "jsonpath={.spec.registry.repo}",
+            ],
+        ),
+        format!("{}/deckhouse/none/modules", upstream.host())
+    );
     // Every call the controller made is granted by deckhouse's role in the chart.
     crate::rbac::assert_deckhouse_calls("module", &log).await;
 

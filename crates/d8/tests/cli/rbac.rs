@@ -338,6 +338,7 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
             "create deckhouse.io/modulereleases",
             "create deckhouse.io/modules",
             "create deckhouse.io/modulesettingsdefinitions",
+            "create deckhouse.io/modulesources",
             "get deckhouse.io/moduledocumentations",
             "get deckhouse.io/modulepulloverrides",
             "get deckhouse.io/modules",
@@ -360,12 +361,11 @@ const PACKAGE_OPERATION_BY_HAND: &str = "the package controller labels an operat
 const EVENT_SERIES: &str = "kube's recorder patches an event published again (a series); the release test publishes each event once";
 const IMAGE_ADDRESS: &str = "the image address (ConfigMap registry-image-address) replaces the image of DaemonSet registry-storage; no test moves the address as deckhouse";
 const RELEASE_PATHS: &str = "the release engine deletes a release the channel withdrew and, in its cleanup, outdated releases beyond the newest 10; the release test publishes three";
-const MODULE_PATHS: &str = "module manager paths no test takes as deckhouse (module.rs and module_hooks.rs enable, reconfigure, upgrade and disable modules; nothing deletes an embedded Module that left the image or a Pending ModuleRelease, creates the default ModuleSource or a ModuleConfig for a hook's config values, reads a release's update policy, applies a ModulePullOverride or cleans up old releases)";
+const MODULE_PATHS: &str = "module manager paths no test takes as deckhouse (module.rs and module_hooks.rs enable, reconfigure, upgrade and disable modules; nothing deletes an embedded Module that left the image or a Pending ModuleRelease, creates a ModuleConfig for a hook's config values, reads a release's update policy, applies a ModulePullOverride or cleans up old releases)";
 
 /// deckhouse's grants no end-to-end test calls yet, and why.
 const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
     ("create deckhouse.io/moduleconfigs", MODULE_PATHS),
-    ("create deckhouse.io/modulesources", MODULE_PATHS),
     ("delete deckhouse.io/deckhousereleases", RELEASE_PATHS),
     ("delete deckhouse.io/modulereleases", MODULE_PATHS),
     ("delete deckhouse.io/modules", MODULE_PATHS),
