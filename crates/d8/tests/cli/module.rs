@@ -211,6 +211,34 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
         ),
         format!("{}/deckhouse/none/modules", upstream.host())
     );
+    // A ModulePullOverride of hello, which is not enabled: answered in its status (Deckhouse's
+    // message), and deleted.
+    let mpo = dir.path().join("mpo.yaml");
+    std::fs::write(
+        &mpo,
+        "apiVersion: deckhouse.io/v1alpha2\nkind: ModulePullOverride\nmetadata:\n  name: hello\nspec:\n  imageTag: v0.3.1\n",
+    )
+    .unwrap();
+    kubectl_ok(admin, &["apply", "-f", mpo.to_str().unwrap()]);
+    let message = || {
+        crate::kubectl(
+            admin,
+            &[
+                "get",
+                "modulepulloverride",
+                "hello",
+                "-o",
+                "jsonpath={.status.message}",
+            ],
+        )
+    };
+    until("the override of hello is answered", || {
+        message().1 == "The module does not have an active source"
+    })
+    .await;
+    kubectl_ok(admin, &["delete", "modulepulloverride", "hello"]);
+    until("the override of hello is gone", || !message().0).await;
+
     // Every call the controller made is granted by deckhouse's role in the chart.
     crate::rbac::assert_deckhouse_calls("module", &log).await;
 

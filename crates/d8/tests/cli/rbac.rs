@@ -344,6 +344,7 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
             "get deckhouse.io/modules",
             "get deckhouse.io/modulesettingsdefinitions",
             "get deckhouse.io/modulesources",
+            "patch deckhouse.io/modulepulloverrides/status",
             "patch deckhouse.io/modulereleases",
             "patch deckhouse.io/modulereleases/status",
             "patch deckhouse.io/modules",
@@ -361,7 +362,7 @@ const PACKAGE_OPERATION_BY_HAND: &str = "the package controller labels an operat
 const EVENT_SERIES: &str = "kube's recorder patches an event published again (a series); the release test publishes each event once";
 const IMAGE_ADDRESS: &str = "the image address (ConfigMap registry-image-address) replaces the image of DaemonSet registry-storage; no test moves the address as deckhouse";
 const RELEASE_PATHS: &str = "the release engine deletes a release the channel withdrew and, in its cleanup, outdated releases beyond the newest 10; the release test publishes three";
-const MODULE_PATHS: &str = "module manager paths no test takes as deckhouse (module.rs and module_hooks.rs enable, reconfigure, upgrade and disable modules; nothing deletes an embedded Module that left the image or a Pending ModuleRelease, creates a ModuleConfig for a hook's config values, reads a release's update policy, applies a ModulePullOverride or cleans up old releases)";
+const MODULE_PATHS: &str = "module manager paths no test takes as deckhouse (module.rs and module_hooks.rs enable, reconfigure, upgrade and disable modules; nothing deletes an embedded Module that left the image or a Pending ModuleRelease, creates a ModuleConfig for a hook's config values, reads a release's update policy, takes a ModulePullOverride of a module with an active source (its finalizer) or cleans up old releases)";
 
 /// deckhouse's grants no end-to-end test calls yet, and why.
 const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
@@ -379,10 +380,6 @@ const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
     ("get deckhouse.io/modulereleases", MODULE_PATHS),
     ("get deckhouse.io/moduleupdatepolicies", MODULE_PATHS),
     ("patch deckhouse.io/modulepulloverrides", MODULE_PATHS),
-    (
-        "patch deckhouse.io/modulepulloverrides/status",
-        MODULE_PATHS,
-    ),
     (
         "patch deckhouse.io/packagerepositoryoperations",
         PACKAGE_OPERATION_BY_HAND,
