@@ -60,7 +60,7 @@ async fn replica() -> Replica {
         cert_pem: server.cert_pem,
         key_pem: server.key_pem,
         client_ca_pem: Some(ca.ca_pem()),
-        ingress_client_ca_pem: None,
+        ingress_client_ca: None,
     };
     let read = serve(Listener::read(registry.clone(), read_accounts), None).await;
     let write = serve(Listener::write(registry, write_accounts, true), Some(&tls)).await;

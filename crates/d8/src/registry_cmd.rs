@@ -72,7 +72,8 @@ pub(crate) struct StorageArgs {
     /// CA (PEM) of the ingress in front of the write listener (`/pki/ingress-client-ca.crt`):
     /// a client certificate is requested there, and on a connection presenting one from this CA
     /// the client address in `X-Forwarded-For` / `X-Real-IP` is believed; otherwise the socket's
-    /// peer address is the client's.
+    /// peer address is the client's. Re-read when the file changes; until it holds a
+    /// certificate (it may not exist yet), no forwarded address is believed.
     #[arg(long, requires = "tls_cert")]
     ingress_client_ca: Option<PathBuf>,
     /// Accounts that may pull (the node account): `username:password` per line. Also read
@@ -399,11 +400,12 @@ fn storage_config(args: &StorageArgs) -> anyhow::Result<storage::run::Config> {
                 .as_deref()
                 .map(|p| read_text(p, "--client-ca"))
                 .transpose()?,
-            ingress_client_ca_pem: args
+            // Followed, and may not exist yet: the registry controller writes this key of the
+            // mounted Secret once the cache is on.
+            ingress_client_ca: args
                 .ingress_client_ca
                 .as_deref()
-                .map(|p| read_text(p, "--ingress-client-ca"))
-                .transpose()?,
+                .map(http_serve::ca::CaFile::watch),
         }),
         _ => None,
     };

@@ -16,6 +16,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
+pub mod ca;
 pub mod limits;
 pub mod tls;
 pub use limits::{Guarded, Lingering, MAX_HEADER_BYTES};

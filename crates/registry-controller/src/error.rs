@@ -15,6 +15,15 @@ pub enum Error {
     /// A status could not be encoded as JSON.
     #[error("encoding a status: {0}")]
     Encode(#[source] serde_json::Error),
+    /// A certificate could not be made.
+    #[error("issuing the certificate of {what}: {source}")]
+    Certificate {
+        /// Where it is kept (`Secret ns/name`).
+        what: String,
+        /// The cause.
+        #[source]
+        source: pki::CertError,
+    },
     /// A rendered object does not read as its Kubernetes type.
     #[error("rendering {what}: {source}")]
     Render {

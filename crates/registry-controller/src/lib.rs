@@ -14,8 +14,10 @@
 //! storage implementation (they meet through the API objects).
 
 mod error;
+pub mod ingress_client;
 pub mod metrics;
 pub mod probe;
+mod publish;
 mod push;
 mod reconcile;
 

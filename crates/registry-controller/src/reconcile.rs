@@ -7,13 +7,12 @@ use api::conditions::{ConditionStatus, RegistryCondition};
 use api::module_config::ModuleConfig;
 use api::registry::{
     CONDITION_ACCEPTED, EffectiveUpstream, NAMESPACE, RESOLVED_AUTH_SECRET, RegistryConfig,
-    RegistryConfigSpec, RegistryConfigStatus, RegistryMode, RegistryNode, RegistrySettings,
-    RegistryStorage, RegistryStorageSpec, RegistryUpstream, SINGLETON,
+    RegistryConfigSpec, RegistryConfigStatus, RegistryMode, RegistryNode, RegistryStorage,
+    RegistryUpstream, SINGLETON,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
-use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
@@ -30,7 +29,7 @@ use registry_controller_plan::probe::Outcome;
 use registry_controller_plan::{
     DRAIN_SECRET, IMAGE_ADDRESS_CONFIGMAP, IMAGE_BASE, IN_CLUSTER_HOST, LEGACY_STATE_SECRET,
     SUGGESTED_CONFIG_KEY, SUGGESTED_CONFIG_SECRET, SWITCH_SECRET, handover, legacy,
-    nodes as node_facts, prerequisites, publish, settings, storage_status,
+    nodes as node_facts, prerequisites, settings, storage_status,
 };
 use registry_plan::Credentials;
 
@@ -109,7 +108,7 @@ fn condition(
 }
 
 impl Controller {
-    fn secrets(&self) -> Api<Secret> {
+    pub(crate) fn secrets(&self) -> Api<Secret> {
         Api::namespaced(self.client.clone(), NAMESPACE)
     }
 
@@ -425,6 +424,9 @@ impl Controller {
                     .get_opt(SINGLETON)
                     .await
                     .map_err(kube("reading RegistryStorage registry"))?;
+                if storage.is_some() {
+                    self.sync_ingress_client().await?;
+                }
                 self.sync_publish(&settings, storage.as_ref().map(|s| &s.spec))
                     .await?;
                 self.sync_push(storage.as_ref()).await?;
@@ -500,65 +502,6 @@ impl Controller {
         m.storage_stale_data_bytes.clear();
         m.air_gap_transition_held.set(0);
         m.upstreams_rejected.clear();
-    }
-
-    /// Converges Ingress `registry-push` on [`publish::ingress`]: created or replaced while
-    /// the storage asks for air gap, deleted otherwise.
-    async fn sync_publish(
-        &self,
-        settings: &RegistrySettings,
-        storage: Option<&RegistryStorageSpec>,
-    ) -> Result<(), Error> {
-        let ingresses: Api<Ingress> = Api::namespaced(self.client.clone(), NAMESPACE);
-        let what = "writing Ingress registry-push";
-        let existing = ingresses
-            .get_opt(publish::INGRESS)
-            .await
-            .map_err(kube("reading Ingress registry-push"))?;
-        let global = if publish::wanted(storage) {
-            let module_configs: Api<ModuleConfig> = Api::all(self.client.clone());
-            let mc = module_configs
-                .get_opt("global")
-                .await
-                .map_err(kube("reading ModuleConfig global"))?;
-            publish::Global::from_settings(mc.as_ref().and_then(|m| m.spec.settings.as_ref()))
-        } else {
-            publish::Global::default()
-        };
-        let Some(want) = publish::ingress(settings, &global, storage) else {
-            if existing.is_some() {
-                tracing::info!("no air gap asked for: the publish Ingress goes");
-                self.delete(&ingresses, publish::INGRESS, "Ingress registry-push")
-                    .await?;
-            }
-            return Ok(());
-        };
-        let mut object: Ingress =
-            serde_json::from_value(want.clone()).map_err(|source| Error::Render {
-                what: "Ingress registry-push".into(),
-                source,
-            })?;
-        match existing {
-            Some(current) => {
-                let current_value = serde_json::to_value(&current).unwrap_or_default();
-                if publish::matches(&current_value, &want) {
-                    return Ok(());
-                }
-                object.metadata.resource_version = current.metadata.resource_version;
-                ingresses
-                    .replace(publish::INGRESS, &PostParams::default(), &object)
-                    .await
-                    .map_err(kube(what))?;
-            }
-            None => {
-                tracing::info!("air gap is asked for: the publish Ingress is created");
-                ingresses
-                    .create(&PostParams::default(), &object)
-                    .await
-                    .map_err(kube(what))?;
-            }
-        }
-        Ok(())
     }
 
     /// Deletes every object the controller wrote (after the drain, or when never Managed).

@@ -92,7 +92,11 @@ async fn the_publish_ingress_appears_while_air_gapped_and_goes_when_an_upstream_
     let spec = ingress.spec.clone().unwrap();
     assert_eq!(spec.ingress_class_name.as_deref(), Some("private"));
     let tls = &spec.tls.unwrap()[0];
-    assert_eq!(tls.secret_name.as_deref(), Some("wildcard"));
+    // Deckhouse's name for the copy of the operator's certificate.
+    assert_eq!(
+        tls.secret_name.as_deref(),
+        Some("registry-ingress-tls-customcertificate")
+    );
     assert_eq!(
         tls.hosts,
         Some(vec!["registry.kube.example.com".to_owned()])
@@ -112,14 +116,18 @@ async fn the_publish_ingress_appears_while_air_gapped_and_goes_when_an_upstream_
         ),
         Some("10.0.0.0/8,192.168.10.0/24")
     );
+    // Deckhouse's Ingress asks nothing of the pushing client's certificate.
     assert_eq!(
         annotation(
             &ingress,
             "nginx.ingress.kubernetes.io/auth-tls-verify-client"
         ),
-        Some("on")
+        None
     );
-    assert_eq!(annotation(&ingress, "cert-manager.io/cluster-issuer"), None);
+    assert_eq!(
+        annotation(&ingress, "nginx.ingress.kubernetes.io/proxy-ssl-secret"),
+        Some("d8-system/registry-storage-ingress-client")
+    );
 
     // A second pass changes nothing.
     let version = ingress.metadata.resource_version.clone();
@@ -135,10 +143,6 @@ async fn the_publish_ingress_appears_while_air_gapped_and_goes_when_an_upstream_
     controller.reconcile().await.unwrap();
     let ingress = ingresses.get("registry-push").await.unwrap();
     assert_eq!(
-        annotation(&ingress, "cert-manager.io/cluster-issuer"),
-        Some("letsencrypt")
-    );
-    assert_eq!(
         annotation(
             &ingress,
             "nginx.ingress.kubernetes.io/whitelist-source-range"
@@ -147,7 +151,7 @@ async fn the_publish_ingress_appears_while_air_gapped_and_goes_when_an_upstream_
     );
     assert_eq!(
         ingress.spec.unwrap().tls.unwrap()[0].secret_name.as_deref(),
-        Some("registry-publish-tls")
+        Some("registry-ingress-tls")
     );
 
     // An upstream is configured: the Ingress goes (whether or not the upstream answers yet).

@@ -383,7 +383,7 @@ async fn warm_tls(knobs: &Knobs, scratch: &std::path::Path) {
         cert_pem: serving.cert_pem,
         key_pem: serving.key_pem,
         client_ca_pem: None,
-        ingress_client_ca_pem: None,
+        ingress_client_ca: None,
     };
     let ours = serve(
         Listener::read(

@@ -76,10 +76,10 @@ pub async fn start(config: Config) -> Result<Running, Error> {
     let acceptor = config.tls.as_ref().map(server::acceptor).transpose()?;
     // Nothing fronts the read listener and nobody needs a certificate there.
     let read_acceptor = match &config.tls {
-        Some(tls) if tls.client_ca_pem.is_some() || tls.ingress_client_ca_pem.is_some() => {
+        Some(tls) if tls.client_ca_pem.is_some() || tls.ingress_client_ca.is_some() => {
             Some(server::acceptor(&Tls {
                 client_ca_pem: None,
-                ingress_client_ca_pem: None,
+                ingress_client_ca: None,
                 ..tls.clone()
             })?)
         }

@@ -24,17 +24,21 @@ pub struct Tls {
     /// CA. Answering over HTTP instead would not help: clients do not show the body of a
     /// refused `/v2/` ping.
     pub client_ca_pem: Option<String>,
-    /// When set, a client certificate is requested (not required): one that chains to this CA
-    /// (PEM; `/pki/ingress-client-ca.crt`) marks the ingress in front, whose forwarded client
-    /// address is then believed ([`crate::realip`]).
-    pub ingress_client_ca_pem: Option<String>,
+    /// When set, a client certificate is requested (not required): one that chains to the CA
+    /// this file holds (`/pki/ingress-client-ca.crt`; followed as it changes, and nothing is
+    /// believed while it holds none) marks the ingress in front, whose forwarded client address
+    /// is then believed ([`crate::realip`]).
+    pub ingress_client_ca: Option<Arc<http_serve::ca::CaFile>>,
 }
 
 impl std::fmt::Debug for Tls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tls")
             .field("client_ca", &self.client_ca_pem.is_some())
-            .field("ingress_client_ca", &self.ingress_client_ca_pem.is_some())
+            .field(
+                "ingress_client_ca",
+                &self.ingress_client_ca.as_ref().map(|f| f.path()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -70,7 +74,7 @@ pub fn acceptor(tls: &Tls) -> Result<Acceptor, Error> {
         .map_err(|e| Error::Config(format!("TLS versions: {e}")))?;
     let client_auth = ClientAuth::new(
         tls.client_ca_pem.as_deref(),
-        tls.ingress_client_ca_pem.as_deref(),
+        tls.ingress_client_ca.clone(),
         &provider,
     )?;
     let builder = match &client_auth {

@@ -14,7 +14,8 @@
 //! ([`metrics`], served on their own loopback listener).
 
 pub mod answer;
-pub mod ca;
+/// The CA file, re-read when it changes (shared with the cache replicas: `http_serve::ca`).
+pub use http_serve::ca;
 pub mod cel;
 mod contexts;
 mod controller;

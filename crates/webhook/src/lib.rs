@@ -12,7 +12,8 @@
 //! directory, renewed before expiry; [`keeper`] keeps the chart's in Secrets from `d8 controller`) and [`registration`] (the ValidatingWebhookConfiguration
 //! and CRD conversions that point an API server at it) — what `d8 up` uses to run it.
 
-pub mod certs;
+/// The private CA and serving certificate (the `pki` crate, shared with the registry controller).
+pub use pki as certs;
 pub mod keeper;
 pub mod registration;
 pub mod service;

@@ -90,19 +90,21 @@ type Case<'a> = (
     &'a str,
 );
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_forwarded_address_is_believed_only_behind_the_ingress_client_certificate() {
+/// A replica whose write listener follows `ingress_ca_file` (`--ingress-client-ca`; it may not
+/// exist yet), started and answering: (the replica, its write port, the CA of its serving
+/// certificate). `dir` holds its files.
+async fn replica(
+    dir: &std::path::Path,
+    ingress_ca_file: &std::path::Path,
+) -> (Service, u16, String) {
     let pki = Certs::new("registry-storage-ca");
-    let ingress_ca = Certs::new("registry-storage-ingress-client-ca");
     let serving = pki.server(&[]);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("pull"), "node:node-pw\n").unwrap();
+    std::fs::write(dir.join("pull"), "node:node-pw\n").unwrap();
     for (name, text) in [
         ("distribution.crt", &serving.cert_pem),
         ("distribution.key", &serving.key_pem),
-        ("ingress-client-ca.crt", &ingress_ca.ca_pem()),
     ] {
-        std::fs::write(dir.path().join(name), text).unwrap();
+        std::fs::write(dir.join(name), text).unwrap();
     }
     let (read, write) = (free_port(), free_port());
     let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
@@ -117,24 +119,20 @@ async fn the_forwarded_address_is_believed_only_behind_the_ingress_client_certif
             "--reserve=0",
         ])
         .arg("--data-dir")
-        .arg(dir.path().join("data"))
+        .arg(dir.join("data"))
         .arg(format!("--read-address=127.0.0.1:{read}"))
         .arg(format!("--write-address=127.0.0.1:{write}"))
         .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
         .arg("--pull-credentials-file")
-        .arg(dir.path().join("pull"))
+        .arg(dir.join("pull"))
         .arg("--tls-cert")
-        .arg(dir.path().join("distribution.crt"))
+        .arg(dir.join("distribution.crt"))
         .arg("--tls-key")
-        .arg(dir.path().join("distribution.key"))
+        .arg(dir.join("distribution.key"))
         .arg("--ingress-client-ca")
-        .arg(dir.path().join("ingress-client-ca.crt"));
-    let mut replica = Service::spawn(
-        "d8 registry storage",
-        command,
-        dir.path().join("storage.log"),
-    )
-    .unwrap();
+        .arg(ingress_ca_file);
+    let mut replica =
+        Service::spawn("d8 registry storage", command, dir.join("storage.log")).unwrap();
     let http = testkit::http_client(Some(&pki.ca_pem()));
     let ping = format!("https://127.0.0.1:{read}/v2/");
     testkit::process::wait_until(&mut replica, Duration::from_secs(30), || {
@@ -142,13 +140,22 @@ async fn the_forwarded_address_is_believed_only_behind_the_ingress_client_certif
         async move { http.get(&ping).send().await.is_ok() }
     })
     .await;
+    (replica, write, pki.ca_pem())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_forwarded_address_is_believed_only_behind_the_ingress_client_certificate() {
+    let ingress_ca = Certs::new("registry-storage-ingress-client-ca");
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ingress-client-ca.crt");
+    std::fs::write(&ca_file, ingress_ca.ca_pem()).unwrap();
+    let (mut replica, write, ca) = replica(dir.path(), &ca_file).await;
 
     let ingress = ingress_ca.client("registry-storage-ingress-client");
     let stranger = Certs::new("someone-else").client("registry-storage-ingress-client");
     let not_a_client = ingress_ca.server(&[]);
     let forwarded = [("x-forwarded-for", "203.0.113.7, 10.0.0.1")];
     let real_ip = [("x-real-ip", "203.0.113.8")];
-    let ca = pki.ca_pem();
     let cases: [Case; 6] = [
         ("ingress", Some(&ingress), &forwarded, "203.0.113.7"),
         ("ingress-real-ip", Some(&ingress), &real_ip, "203.0.113.8"),
@@ -169,5 +176,40 @@ async fn the_forwarded_address_is_believed_only_behind_the_ingress_client_certif
         assert_eq!(status, 404, "{case}");
         assert_eq!(logged_client(&replica, &path).await, want, "{case}");
     }
+    replica.assert_running();
+}
+
+/// The registry controller writes `ingress-client-ca.crt` into the replicas' Secret after they
+/// started, and renews it: the replica follows the file without a restart (before, it read the
+/// file once at start and refused to start without it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ingress_client_ca_is_followed_as_its_file_appears_and_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ingress-client-ca.crt");
+    let (mut replica, write, ca) = replica(dir.path(), &ca_file).await;
+    let first = Certs::new("registry-storage-ingress-client-ca");
+    let second = Certs::new("registry-storage-ingress-client-ca");
+    let from_first = first.client("registry-storage-ingress-client");
+    let from_second = second.client("registry-storage-ingress-client");
+    let forwarded = [("x-forwarded-for", "203.0.113.7")];
+    let mut step = 0;
+    let mut client_of = async |identity: &testkit::CertKey| {
+        step += 1;
+        let path = format!("/v2/follow/{step}/tags/list");
+        assert_eq!(
+            request(write, &ca, Some(identity), &path, &forwarded).await,
+            404
+        );
+        logged_client(&replica, &path).await
+    };
+    // No CA yet: served, and the claim is not believed.
+    assert_eq!(client_of(&from_first).await, "127.0.0.1");
+    // The CA appears.
+    std::fs::write(&ca_file, first.ca_pem()).unwrap();
+    assert_eq!(client_of(&from_first).await, "203.0.113.7");
+    // Renewed (a CA of another length, so the change shows whatever the clock's resolution).
+    std::fs::write(&ca_file, format!("{}\n", second.ca_pem())).unwrap();
+    assert_eq!(client_of(&from_second).await, "203.0.113.7");
+    assert_eq!(client_of(&from_first).await, "127.0.0.1");
     replica.assert_running();
 }

@@ -404,6 +404,18 @@ fn resources_used_by(entry: &str) -> BTreeSet<String> {
                 }
             }
         }
+        // A kind opened as DynamicObject by its plural, written out:
+        // `ApiResource::from_gvk_with_plural(&gvk, "certificates")`.
+        for piece in text.split("from_gvk_with_plural(").skip(1) {
+            let call = piece.split(");").next().unwrap_or_default();
+            let mut literals = call.rsplit('"');
+            if let (Some(_), Some(resource)) = (literals.next(), literals.next())
+                && !resource.is_empty()
+                && resource.chars().all(|c| c.is_ascii_lowercase())
+            {
+                found.insert(resource.to_owned());
+            }
+        }
     }
     found
 }

@@ -112,7 +112,14 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
         .args(["--identity", "test-controller", "--without-release-engine"])
         .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
         .arg("--downloaded-modules-dir")
-        .arg(&downloaded);
+        .arg(&downloaded)
+        // The default ModuleSource `deckhouse` (the controller creates it), at a repository that
+        // offers nothing.
+        .arg(format!(
+            "--default-module-source-repo={}/deckhouse/none/modules",
+            upstream.host()
+        ))
+        .arg("--default-module-source-scheme=HTTP");
     let mut controller =
         Service::spawn("d8 controller", command, dir.path().join("controller.log")).unwrap();
 
@@ -191,6 +198,47 @@ async fn the_controller_discovers_and_installs_modules_from_a_module_source() {
         "{releases}"
     );
     assert!(!downloaded.join("modules/910-hello").exists());
+    assert_eq!(
+        kubectl_ok(
+            admin,
+            &[
+                "get",
+                "modulesource",
+                "deckhouse",
+                "-o",
+                "jsonpath={.spec.registry.repo}",
+            ],
+        ),
+        format!("{}/deckhouse/none/modules", upstream.host())
+    );
+    // A ModulePullOverride of hello, which is not enabled: answered in its status (Deckhouse's
+    // message), and deleted.
+    let mpo = dir.path().join("mpo.yaml");
+    std::fs::write(
+        &mpo,
+        "apiVersion: deckhouse.io/v1alpha2\nkind: ModulePullOverride\nmetadata:\n  name: hello\nspec:\n  imageTag: v0.3.1\n",
+    )
+    .unwrap();
+    kubectl_ok(admin, &["apply", "-f", mpo.to_str().unwrap()]);
+    let message = || {
+        crate::kubectl(
+            admin,
+            &[
+                "get",
+                "modulepulloverride",
+                "hello",
+                "-o",
+                "jsonpath={.status.message}",
+            ],
+        )
+    };
+    until("the override of hello is answered", || {
+        message().1 == "The module does not have an active source"
+    })
+    .await;
+    kubectl_ok(admin, &["delete", "modulepulloverride", "hello"]);
+    until("the override of hello is gone", || !message().0).await;
+
     // Every call the controller made is granted by deckhouse's role in the chart.
     crate::rbac::assert_deckhouse_calls("module", &log).await;
 
@@ -216,7 +264,11 @@ pub(crate) async fn publish_chart(
     version: &str,
     templates: &[(&str, &str)],
 ) {
-    let schema = "type: object\nproperties:\n  message: {type: string, default: hello}\n";
+    // Its description names the version: an upgrade changes the module's settings schema, and
+    // with it the ModuleSettingsDefinition.
+    let schema = format!(
+        "type: object\nproperties:\n  message: {{type: string, default: hello, description: \"echo {version}\"}}\n"
+    );
     let mut files: Vec<(String, Vec<u8>)> = vec![
         (
             "module.yaml".into(),

@@ -104,6 +104,16 @@ if [ "$(jq '.[-1].snapshots.breaker | length' "$BINDING_CONTEXT_PATH")" != "0" ]
 fi
 "#;
 
+/// Bindings on the cluster-wide kinds a hook may watch: Nodes, Pods, and ConfigMaps in the
+/// namespaces a label selects. It only counts its runs.
+const WATCHER_SH: &str = r#"#!/bin/sh
+if [ "$1" = "--config" ]; then
+  echo '{"configVersion":"v1","kubernetes":[{"name":"nodes","apiVersion":"v1","kind":"Node","executeHookOnSynchronization":false},{"name":"pods","apiVersion":"v1","kind":"Pod","namespace":{"nameSelector":{"matchNames":["default"]}},"executeHookOnSynchronization":false},{"name":"labelled","apiVersion":"v1","kind":"ConfigMap","namespace":{"labelSelector":{"matchLabels":{"hooked.example/watch":"yes"}}},"executeHookOnSynchronization":false}]}'
+  exit 0
+fi
+echo '{"name":"hooked_watcher_runs_total","action":"add","value":1}' >> "$METRICS_PATH"
+"#;
+
 async fn publish(push: &Registry, layout: &Layout, version: &str) {
     let files: &[(&str, &str)] = &[
         ("module.yaml", MODULE_YAML),
@@ -116,6 +126,7 @@ async fn publish(push: &Registry, layout: &Layout, version: &str) {
         ("hooks/after.sh", AFTER_SH),
         ("hooks/delete.sh", DELETE_SH),
         ("hooks/breaker.sh", BREAKER_SH),
+        ("hooks/watcher.sh", WATCHER_SH),
     ];
     let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, d)| (*n, d.as_bytes())).collect();
     let image = ImageBuilder::new(&format!("hooked-{version}"))
@@ -126,6 +137,7 @@ async fn publish(push: &Registry, layout: &Layout, version: &str) {
             "hooks/after.sh",
             "hooks/delete.sh",
             "hooks/breaker.sh",
+            "hooks/watcher.sh",
         ])
         .build(layout);
     push_module(push, layout, "hooked", version, &image).await;

@@ -162,6 +162,7 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
             "patch /configmaps",
             "patch /secrets",
             "patch deckhouse.io/moduledocumentations",
+            "patch deckhouse.io/modulesettingsdefinitions",
         ],
     ),
     (
@@ -169,8 +170,12 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
         &[
             "create /configmaps",
             "list /configmaps",
+            "list /namespaces",
             "patch deckhouse.io/moduleconfigs",
             "watch /configmaps",
+            "watch /namespaces",
+            "watch /nodes",
+            "watch /pods",
         ],
     ),
     (
@@ -186,6 +191,16 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
     (
         "registry_publish",
         &[
+            "create cert-manager.io/certificates",
+            "delete cert-manager.io/certificates",
+            "get cert-manager.io/certificates",
+            "update cert-manager.io/certificates",
+            "delete discovery.k8s.io/endpointslices",
+            "get /nodes",
+            "get discovery.k8s.io/endpointslices",
+            "patch deckhouse.io/registryupstreams/status",
+            "update deckhouse.io/registrynodes",
+            "update discovery.k8s.io/endpointslices",
             "create deckhouse.io/registryconfigs",
             "create deckhouse.io/registrynodes",
             "create deckhouse.io/registrystorages",
@@ -323,11 +338,13 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
             "create deckhouse.io/modulereleases",
             "create deckhouse.io/modules",
             "create deckhouse.io/modulesettingsdefinitions",
+            "create deckhouse.io/modulesources",
             "get deckhouse.io/moduledocumentations",
             "get deckhouse.io/modulepulloverrides",
             "get deckhouse.io/modules",
             "get deckhouse.io/modulesettingsdefinitions",
             "get deckhouse.io/modulesources",
+            "patch deckhouse.io/modulepulloverrides/status",
             "patch deckhouse.io/modulereleases",
             "patch deckhouse.io/modulereleases/status",
             "patch deckhouse.io/modules",
@@ -339,31 +356,20 @@ const DECKHOUSE_CALLS: &[(&str, &[&str])] = &[
 ];
 
 /// Why a grant is in [`DECKHOUSE_UNREACHED`]: the paths no end-to-end test runs as deckhouse yet.
-const REGISTRY: &str = "registry controller paths registry_publish.rs does not take as deckhouse (they are tested as admin in storage.rs, agent.rs, multinode.rs and the registry-controller crate): ConfigMap registry-image-address replaced, a RegistryNode's layout replaced, the objects withdrawn when the module leaves Managed, RegistryUpstream status, EndpointSlice registry-push-leader read, replaced as the lease moves and deleted when the address family changes (no cache replica leads in registry_publish.rs)";
+const REGISTRY: &str = "registry controller paths registry_publish.rs does not take as deckhouse (they are tested as admin in storage.rs, agent.rs, multinode.rs and the registry-controller crate): ConfigMap registry-image-address replaced, and the objects withdrawn when the module leaves Managed (an air-gapped configuration cannot drain, and a drain waits 30 s between its scans)";
 const PACKAGE_OPERATIONS_CLEANUP: &str = "the package controller deletes a repository's operations beyond the newest ones once one completed; packages.rs scans each repository once";
 const PACKAGE_OPERATION_BY_HAND: &str = "the package controller labels an operation created by hand and makes its repository its owner; packages.rs lets the controller create them";
-const CLUSTER_READS: &str = "module hooks' kubernetes bindings on nodes, pods, or with a namespace label selector (module_hooks.rs binds ConfigMaps in namespaces chosen by name)";
 const EVENT_SERIES: &str = "kube's recorder patches an event published again (a series); the release test publishes each event once";
 const IMAGE_ADDRESS: &str = "the image address (ConfigMap registry-image-address) replaces the image of DaemonSet registry-storage; no test moves the address as deckhouse";
 const RELEASE_PATHS: &str = "the release engine deletes a release the channel withdrew and, in its cleanup, outdated releases beyond the newest 10; the release test publishes three";
-const MODULE_PATHS: &str = "module manager paths no test takes as deckhouse (module.rs and module_hooks.rs enable, reconfigure, upgrade and disable modules; nothing deletes a Module, ModuleRelease, ModuleSource or ModuleDocumentation, applies a ModulePullOverride or cleans up old releases), and module hooks' writes through kube_ops (create, replace, replace_status of any kind) other than module_hooks.rs' ConfigMap and ModuleConfig patch";
+const MODULE_PATHS: &str = "module manager paths no test takes as deckhouse (module.rs and module_hooks.rs enable, reconfigure, upgrade and disable modules; nothing deletes an embedded Module that left the image or a Pending ModuleRelease, creates a ModuleConfig for a hook's config values, reads a release's update policy, takes a ModulePullOverride of a module with an active source (its finalizer) or cleans up old releases)";
 
 /// deckhouse's grants no end-to-end test calls yet, and why.
 const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
     ("create deckhouse.io/moduleconfigs", MODULE_PATHS),
-    ("create deckhouse.io/modulepulloverrides", MODULE_PATHS),
-    ("create deckhouse.io/modulesources", MODULE_PATHS),
     ("delete deckhouse.io/deckhousereleases", RELEASE_PATHS),
-    ("delete deckhouse.io/moduleconfigs", MODULE_PATHS),
-    ("delete deckhouse.io/moduledocumentations", MODULE_PATHS),
-    ("delete deckhouse.io/modulepulloverrides", MODULE_PATHS),
     ("delete deckhouse.io/modulereleases", MODULE_PATHS),
     ("delete deckhouse.io/modules", MODULE_PATHS),
-    (
-        "delete deckhouse.io/modulesettingsdefinitions",
-        MODULE_PATHS,
-    ),
-    ("delete deckhouse.io/modulesources", MODULE_PATHS),
     (
         "delete deckhouse.io/packagerepositoryoperations",
         PACKAGE_OPERATIONS_CLEANUP,
@@ -371,62 +377,16 @@ const DECKHOUSE_UNREACHED: &[(&str, &str)] = &[
     ("delete deckhouse.io/registryconfigs", REGISTRY),
     ("delete deckhouse.io/registrynodes", REGISTRY),
     ("delete deckhouse.io/registrystorages", REGISTRY),
-    ("delete discovery.k8s.io/endpointslices", REGISTRY),
-    ("get /nodes", CLUSTER_READS),
-    ("get /pods", CLUSTER_READS),
-    ("get deckhouse.io/moduleconfigs/status", MODULE_PATHS),
-    ("get deckhouse.io/moduledocumentations/status", MODULE_PATHS),
-    ("get deckhouse.io/modulepulloverrides/status", MODULE_PATHS),
     ("get deckhouse.io/modulereleases", MODULE_PATHS),
-    ("get deckhouse.io/modulereleases/status", MODULE_PATHS),
-    ("get deckhouse.io/modules/status", MODULE_PATHS),
-    ("get deckhouse.io/modulesources/status", MODULE_PATHS),
     ("get deckhouse.io/moduleupdatepolicies", MODULE_PATHS),
-    ("get discovery.k8s.io/endpointslices", REGISTRY),
-    ("list /namespaces", CLUSTER_READS),
-    ("list deckhouse.io/modulesettingsdefinitions", MODULE_PATHS),
     ("patch deckhouse.io/modulepulloverrides", MODULE_PATHS),
-    (
-        "patch deckhouse.io/modulepulloverrides/status",
-        MODULE_PATHS,
-    ),
-    ("patch deckhouse.io/modulesettingsdefinitions", MODULE_PATHS),
     (
         "patch deckhouse.io/packagerepositoryoperations",
         PACKAGE_OPERATION_BY_HAND,
     ),
-    ("patch deckhouse.io/registryupstreams/status", REGISTRY),
     ("patch events.k8s.io/events", EVENT_SERIES),
     ("update /configmaps", REGISTRY),
     ("update apps/daemonsets", IMAGE_ADDRESS),
-    ("update deckhouse.io/moduleconfigs", MODULE_PATHS),
-    ("update deckhouse.io/moduleconfigs/status", MODULE_PATHS),
-    ("update deckhouse.io/moduledocumentations", MODULE_PATHS),
-    (
-        "update deckhouse.io/moduledocumentations/status",
-        MODULE_PATHS,
-    ),
-    ("update deckhouse.io/modulepulloverrides", MODULE_PATHS),
-    (
-        "update deckhouse.io/modulepulloverrides/status",
-        MODULE_PATHS,
-    ),
-    ("update deckhouse.io/modulereleases", MODULE_PATHS),
-    ("update deckhouse.io/modulereleases/status", MODULE_PATHS),
-    ("update deckhouse.io/modules", MODULE_PATHS),
-    ("update deckhouse.io/modules/status", MODULE_PATHS),
-    (
-        "update deckhouse.io/modulesettingsdefinitions",
-        MODULE_PATHS,
-    ),
-    ("update deckhouse.io/modulesources", MODULE_PATHS),
-    ("update deckhouse.io/modulesources/status", MODULE_PATHS),
-    ("update deckhouse.io/registrynodes", REGISTRY),
-    ("update discovery.k8s.io/endpointslices", REGISTRY),
-    ("watch /namespaces", CLUSTER_READS),
-    ("watch /nodes", CLUSTER_READS),
-    ("watch /pods", CLUSTER_READS),
-    ("watch deckhouse.io/modulesettingsdefinitions", MODULE_PATHS),
 ];
 
 fn parse_call(text: &str) -> Call {

@@ -60,7 +60,7 @@ pub(crate) async fn replica(ca: &Certs) -> Replica {
         cert_pem: server.cert_pem.clone(),
         key_pem: server.key_pem.clone(),
         client_ca_pem: Some(ca.ca_pem()),
-        ingress_client_ca_pem: None,
+        ingress_client_ca: None,
     };
     let read_accounts = Accounts::new().with(NODE.0, NODE.1, storage::Access::Pull);
     let write_accounts = Accounts::new().with(PUSHER.0, PUSHER.1, storage::Access::Push);

@@ -15,7 +15,7 @@ async fn oversized_headers_get_431_on_both_protocols_every_time() {
             cert_pem: server.cert_pem.clone(),
             key_pem: server.key_pem.clone(),
             client_ca_pem: None,
-            ingress_client_ca_pem: None,
+            ingress_client_ca: None,
         }),
         ..Options::default()
     })

@@ -16,7 +16,7 @@ async fn skopeo_pushes_only_with_a_client_certificate_and_write_credentials() {
             cert_pem: server.cert_pem.clone(),
             key_pem: server.key_pem.clone(),
             client_ca_pem: Some(ca.ca_pem()),
-            ingress_client_ca_pem: None,
+            ingress_client_ca: None,
         }),
         ..Options::default()
     })

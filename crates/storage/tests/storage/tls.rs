@@ -55,7 +55,7 @@ async fn a_client_listing_aes_256_first_gets_aes_128_gcm_and_others_still_connec
             cert_pem: server.cert_pem,
             key_pem: server.key_pem,
             client_ca_pem: None,
-            ingress_client_ca_pem: None,
+            ingress_client_ca: None,
         }),
         ..Options::default()
     })

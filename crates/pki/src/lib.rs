@@ -1,12 +1,15 @@
-//! A private CA and a serving certificate kept in one directory, for a webhook that the API
-//! server reaches by a name or address it knows: `ca.crt` (the `caBundle` to register),
-//! `ca.key`, `tls.crt`, `tls.key` — every file `0600`. [`ensure`] makes what is missing and
-//! renews what is close to expiry (or no longer names the wanted hosts), so calling it at
-//! every start and now and then while running keeps a certificate in service; [`plan`] is the
-//! decision, pure.
+//! A private CA and one certificate it signs, kept as four PEM texts (`ca.crt`, `ca.key`,
+//! `tls.crt`, `tls.key`) in a directory or in the keys of a Secret: [`plan`] decides, purely,
+//! whether to issue, keep or renew them; [`renew_for`] makes what it decides; [`ensure`] keeps
+//! them in a directory (every file `0600`).
 //!
-//! `d8 up` keeps `d8 webhook`'s certificate with it; any component that needs a self-made
-//! serving certificate (the chart's webhooks) calls the same function.
+//! The leaf is a serving certificate for the names a client dials ([`Leaf::Serving`]: the
+//! webhooks `d8 controller` and `d8 up` keep) or a client certificate ([`Leaf::Client`]: the
+//! one the publish Ingress presents to the registry cache replicas, which the registry
+//! controller keeps). Either is renewed 30 days before its end from the same CA; the CA a year
+//! before its end, with a new leaf.
+//!
+//! Pure but for [`ensure`]'s files: no runtime, no sockets.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -18,9 +21,9 @@ use rcgen::{
 
 /// How long a CA is valid.
 pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 86_400);
-/// How long a serving certificate is valid.
+/// How long a serving (or client) certificate is valid.
 pub const SERVING_VALIDITY: Duration = Duration::from_secs(365 * 86_400);
-/// A serving certificate is renewed this long before it expires.
+/// A serving (or client) certificate is renewed this long before it expires.
 pub const RENEW_SERVING_BEFORE: Duration = Duration::from_secs(30 * 86_400);
 /// A CA is renewed (and the serving certificate with it) this long before it expires.
 pub const RENEW_CA_BEFORE: Duration = Duration::from_secs(365 * 86_400);
@@ -29,10 +32,42 @@ pub const RENEW_CA_BEFORE: Duration = Duration::from_secs(365 * 86_400);
 pub const CA_CERT: &str = "ca.crt";
 /// The CA's key.
 pub const CA_KEY: &str = "ca.key";
-/// The serving certificate (then the CA: the chain).
+/// The serving certificate (then the CA: the chain), or the client certificate.
 pub const TLS_CERT: &str = "tls.crt";
-/// The serving key.
+/// The leaf's key.
 pub const TLS_KEY: &str = "tls.key";
+/// The CA's common name for the webhooks' serving certificates ([`renew`], [`ensure`]).
+pub const WEBHOOK_CA: &str = "d8-webhook-ca";
+
+/// What the CA signs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leaf<'a> {
+    /// A serving certificate (extended key usage `serverAuth`) naming exactly these DNS names
+    /// or IP addresses; the first is its common name. Its file holds the chain (then the CA).
+    Serving(&'a [String]),
+    /// A client certificate (extended key usage `clientAuth`) with this common name and no
+    /// other names. Its file holds it alone.
+    Client(&'a str),
+}
+
+impl Leaf<'_> {
+    /// The names the certificate must carry (a client certificate: none).
+    fn names(&self) -> &[String] {
+        match self {
+            Leaf::Serving(names) => names,
+            Leaf::Client(_) => &[],
+        }
+    }
+}
+
+/// A CA of its own and what it signs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Profile<'a> {
+    /// The CA's common name.
+    pub ca: &'a str,
+    /// The certificate it signs.
+    pub leaf: Leaf<'a>,
+}
 
 /// Why the certificates cannot be made or kept.
 #[derive(Debug, thiserror::Error)]
@@ -60,19 +95,21 @@ pub struct Found {
     pub names: Vec<String>,
 }
 
-/// What [`ensure`] does.
+/// What [`plan`] decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Renewal {
     /// Both are in order.
     Keep,
-    /// A new serving certificate from the same CA (the registered `caBundle` stays valid).
+    /// A new leaf (serving or client) certificate from the same CA (whoever trusts the CA —
+    /// a registered `caBundle`, a replica's `ingress-client-ca.crt` — keeps trusting it).
     Serving,
-    /// A new CA and a new serving certificate (the `caBundle` must be registered again).
+    /// A new CA and a new leaf (issued the first time; whoever trusts the CA must be told).
     All,
 }
 
 /// The decision: a missing, unreadable or expiring CA renews everything; a missing or expiring
-/// serving certificate, or one that does not name exactly `names`, renews the serving one.
+/// leaf certificate, or one that does not name exactly `names` (a client certificate: none),
+/// renews the leaf.
 pub fn plan(
     ca: Option<&Found>,
     serving: Option<&Found>,
@@ -188,29 +225,58 @@ impl std::fmt::Debug for Pems {
     }
 }
 
-/// Makes or renews what [`plan`] decides for `names` at `now`: `current` with a new serving
-/// certificate, or with a new CA and serving certificate, or as it is.
+/// Makes or renews what [`plan`] decides for a webhook serving `names` at `now`
+/// ([`renew_for`] with CA [`WEBHOOK_CA`]).
 pub fn renew(
     current: &Pems,
     names: &[String],
     now: SystemTime,
 ) -> Result<(Pems, Renewal), CertError> {
+    renew_for(
+        current,
+        &Profile {
+            ca: WEBHOOK_CA,
+            leaf: Leaf::Serving(names),
+        },
+        now,
+    )
+}
+
+/// Makes or renews what [`plan`] decides for `profile` at `now`: `current` with a new leaf
+/// certificate, or with a new CA and leaf, or as it is. A CA whose key is missing or unusable
+/// counts as missing; so does a leaf without its key, or one whose key is not its own.
+pub fn renew_for(
+    current: &Pems,
+    profile: &Profile<'_>,
+    now: SystemTime,
+) -> Result<(Pems, Renewal), CertError> {
     let ca_usable = KeyPair::from_pem(&current.ca_key).is_ok();
     let ca = found(current.ca_crt.as_bytes()).filter(|_| ca_usable);
-    let serving = found(current.tls_crt.as_bytes()).filter(|_| !current.tls_key.is_empty());
-    let renewal = plan(ca.as_ref(), serving.as_ref(), names, now);
+    let leaf = found(current.tls_crt.as_bytes()).filter(|_| {
+        KeyPair::from_pem(&current.tls_key).is_ok_and(|key| {
+            public_key(current.tls_crt.as_bytes()).as_deref() == Some(key.public_key_raw())
+        })
+    });
+    let renewal = plan(ca.as_ref(), leaf.as_ref(), profile.leaf.names(), now);
     let mut next = current.clone();
     if renewal == Renewal::All {
-        let (ca_crt, ca_key) = new_ca(now)?;
+        let (ca_crt, ca_key) = new_ca(profile.ca, now)?;
         next.ca_crt = ca_crt;
         next.ca_key = ca_key;
     }
     if renewal != Renewal::Keep {
-        let (tls_crt, tls_key) = new_serving(&next.ca_crt, &next.ca_key, names, now)?;
+        let (tls_crt, tls_key) = new_leaf(&next.ca_crt, &next.ca_key, profile.leaf, now)?;
         next.tls_crt = tls_crt;
         next.tls_key = tls_key;
     }
     Ok((next, renewal))
+}
+
+/// The raw public key of the first certificate in `pem`.
+fn public_key(pem: &[u8]) -> Option<Vec<u8>> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem).ok()?;
+    let cert = pem.parse_x509().ok()?;
+    Some(cert.public_key().subject_public_key.data.to_vec())
 }
 
 /// Writes `data` to `path` with mode `0600`, atomically (a reader sees the old or the new file).
@@ -236,13 +302,13 @@ fn validity(params: &mut CertificateParams, now: SystemTime, lifetime: Duration)
     params.not_after = (now + lifetime).into();
 }
 
-/// A new CA: (certificate, key).
-fn new_ca(now: SystemTime) -> Result<(String, String), CertError> {
+/// A new CA named `common_name`: (certificate, key).
+fn new_ca(common_name: &str, now: SystemTime) -> Result<(String, String), CertError> {
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::default();
     params
         .distinguished_name
-        .push(DnType::CommonName, "d8-webhook-ca");
+        .push(DnType::CommonName, common_name);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
@@ -254,28 +320,39 @@ fn new_ca(now: SystemTime) -> Result<(String, String), CertError> {
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-/// A new serving certificate for `names` signed by the CA: (chain, key).
-fn new_serving(
+/// A new leaf certificate signed by the CA: (certificate file, key). A serving certificate's
+/// file holds the chain, a client certificate's itself.
+fn new_leaf(
     ca_pem: &str,
     ca_key: &str,
-    names: &[String],
+    leaf: Leaf<'_>,
     now: SystemTime,
 ) -> Result<(String, String), CertError> {
     let issuer = Issuer::from_ca_cert_pem(ca_pem, KeyPair::from_pem(ca_key)?)?;
     let key = KeyPair::generate()?;
-    let mut params = CertificateParams::new(names.to_vec())?;
-    params.distinguished_name.push(
-        DnType::CommonName,
-        names.first().map(String::as_str).unwrap_or("d8-webhook"),
-    );
+    let mut params = CertificateParams::new(leaf.names().to_vec())?;
+    let (common_name, usage) = match leaf {
+        Leaf::Serving(names) => (
+            names.first().map(String::as_str).unwrap_or("d8-webhook"),
+            ExtendedKeyUsagePurpose::ServerAuth,
+        ),
+        Leaf::Client(name) => (name, ExtendedKeyUsagePurpose::ClientAuth),
+    };
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.extended_key_usages = vec![usage];
     validity(&mut params, now, SERVING_VALIDITY);
     let cert = params.signed_by(&key, &issuer)?;
-    Ok((format!("{}{ca_pem}", cert.pem()), key.serialize_pem()))
+    let file = match leaf {
+        Leaf::Serving(_) => format!("{}{ca_pem}", cert.pem()),
+        Leaf::Client(_) => cert.pem(),
+    };
+    Ok((file, key.serialize_pem()))
 }
 
 /// Makes or renews the CA and the serving certificate for `names` (DNS names or IP addresses)

@@ -66,8 +66,12 @@ fn certificates_are_made_private_kept_and_renewed_before_expiry() {
     for file in [CA_CERT, CA_KEY, TLS_CERT, TLS_KEY] {
         assert_eq!(mode(&pki.join(file)), 0o600, "{file}");
     }
-    // The pair loads as the server loads it.
-    crate::CertificateFiles::load(&first.cert_file, &first.key_file).unwrap();
+    // The key is the certificate's own.
+    let key = KeyPair::from_pem(&std::fs::read_to_string(&first.key_file).unwrap()).unwrap();
+    assert_eq!(
+        public_key(&std::fs::read(&first.cert_file).unwrap()).unwrap(),
+        key.public_key_raw()
+    );
     let serving = found(&std::fs::read(&first.cert_file).unwrap()).unwrap();
     assert_eq!(serving.names, names);
 
@@ -97,4 +101,99 @@ fn certificates_are_made_private_kept_and_renewed_before_expiry() {
     // A damaged key is replaced rather than served.
     std::fs::write(pki.join(CA_KEY), "not a key").unwrap();
     assert_eq!(ensure(&pki, &names, later).unwrap().renewal, Renewal::All);
+}
+
+const CLIENT: Profile<'static> = Profile {
+    ca: "registry-storage-ingress-client-ca",
+    leaf: Leaf::Client("registry-storage-ingress-client"),
+};
+
+/// The first certificate of `pem`, parsed.
+fn parsed(pem: &str, check: impl FnOnce(&x509_parser::certificate::X509Certificate<'_>)) {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+    check(&pem.parse_x509().unwrap());
+}
+
+#[test]
+fn a_client_certificate_is_issued_kept_and_renewed_from_its_own_ca() {
+    let now = SystemTime::now();
+    // Issued: nothing yet.
+    let (first, renewal) = renew_for(&Pems::default(), &CLIENT, now).unwrap();
+    assert_eq!(renewal, Renewal::All);
+    parsed(&first.ca_crt, |ca| {
+        assert!(ca.is_ca());
+        assert_eq!(
+            ca.subject().to_string(),
+            "CN=registry-storage-ingress-client-ca"
+        );
+    });
+    parsed(&first.tls_crt, |leaf| {
+        assert_eq!(
+            leaf.subject().to_string(),
+            "CN=registry-storage-ingress-client"
+        );
+        assert_eq!(
+            leaf.issuer().to_string(),
+            "CN=registry-storage-ingress-client-ca"
+        );
+        let usage = leaf.extended_key_usage().unwrap().unwrap().value;
+        assert!(usage.client_auth && !usage.server_auth);
+        assert!(leaf.subject_alternative_name().unwrap().is_none());
+    });
+    // The file holds the client certificate alone.
+    assert_eq!(first.tls_crt.matches("BEGIN CERTIFICATE").count(), 1);
+
+    // Kept while in order.
+    let (kept, renewal) = renew_for(&first, &CLIENT, now + DAY * 300).unwrap();
+    assert_eq!(renewal, Renewal::Keep);
+    assert_eq!(kept, first);
+
+    // Within 30 days of its end: a new client certificate from the same CA.
+    let late = now + SERVING_VALIDITY - DAY * 20;
+    let (renewed, renewal) = renew_for(&first, &CLIENT, late).unwrap();
+    assert_eq!(renewal, Renewal::Serving);
+    assert_eq!(
+        (&renewed.ca_crt, &renewed.ca_key),
+        (&first.ca_crt, &first.ca_key)
+    );
+    assert_ne!(renewed.tls_crt, first.tls_crt);
+
+    // Within a year of the CA's end: a new CA and certificate.
+    let (all, renewal) = renew_for(&renewed, &CLIENT, now + CA_VALIDITY - DAY * 100).unwrap();
+    assert_eq!(renewal, Renewal::All);
+    assert_ne!(all.ca_crt, first.ca_crt);
+
+    // Made by hand without the CA's key (the operator's openssl): replaced, CA and all.
+    let by_hand = Pems {
+        ca_key: String::new(),
+        ..first.clone()
+    };
+    assert_eq!(renew_for(&by_hand, &CLIENT, now).unwrap().1, Renewal::All);
+    // A key that is not the certificate's: a new certificate.
+    let swapped = Pems {
+        tls_key: renewed.tls_key.clone(),
+        ..first.clone()
+    };
+    assert_eq!(
+        renew_for(&swapped, &CLIENT, now).unwrap().1,
+        Renewal::Serving
+    );
+    // A serving certificate of the same CA (it names hosts): a client certificate instead.
+    let names = vec!["registry.example.com".to_owned()];
+    let (serving, _) = renew_for(
+        &Pems {
+            tls_crt: String::new(),
+            ..first.clone()
+        },
+        &Profile {
+            ca: CLIENT.ca,
+            leaf: Leaf::Serving(&names),
+        },
+        now,
+    )
+    .unwrap();
+    assert_eq!(
+        renew_for(&serving, &CLIENT, now).unwrap().1,
+        Renewal::Serving
+    );
 }

@@ -1,7 +1,9 @@
-//! The CA registered as `caBundle`, from its file (`ca.crt` of the handler's Secret), re-read
-//! when the file changes on disk: when `d8 controller` renews the CA, the kubelet updates the
-//! mounted Secret and what the handler registers next carries the new CA, without a restart.
-//! A file that holds no certificate (half-written) keeps the previous CA in use.
+//! A CA bundle read from a file and re-read when the file changes on disk (its modification
+//! time or size): when `d8 controller` issues or renews a CA kept in a Secret, the kubelet
+//! updates the mounted Secret and the reader follows without a restart — `webhook-handler`'s
+//! `caBundle` (`ca.crt` of its Secret), the cache replicas' ingress client CA
+//! (`ingress-client-ca.crt` of Secret `registry-storage`). A file that holds no certificate
+//! (half-written) keeps the previous CA in use.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -30,6 +32,23 @@ pub struct CaFile {
 }
 
 impl CaFile {
+    /// Follows a file that may not hold a certificate yet (missing, or the key not yet in the
+    /// Secret): [`CaFile::current`] is empty until it does.
+    pub fn watch(path: impl Into<PathBuf>) -> Arc<Self> {
+        let path = path.into();
+        let loaded = Self {
+            path,
+            current: Mutex::new((None, String::new())),
+        };
+        loaded.current();
+        Arc::new(loaded)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Reads the file; fails when it holds no certificate now.
     pub fn load(path: impl Into<PathBuf>) -> Result<Arc<Self>, String> {
         let path = path.into();
@@ -48,7 +67,8 @@ impl CaFile {
         }))
     }
 
-    /// The CA to register: re-read when the file changed since the last read.
+    /// The CA bundle (PEM): re-read when the file changed since the last read; empty while a
+    /// watched file never held a certificate.
     pub fn current(&self) -> String {
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         let now = stamp(&self.path);
@@ -111,5 +131,21 @@ mod tests {
         assert_eq!(ca.current(), one);
         std::fs::write(&path, two).unwrap();
         assert_eq!(ca.current(), two);
+    }
+
+    #[test]
+    fn a_watched_file_may_appear_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ingress-client-ca.crt");
+        let one = "-----BEGIN CERTIFICATE-----\none\n-----END CERTIFICATE-----\n";
+        let ca = CaFile::watch(&path);
+        assert_eq!(ca.current(), "");
+        std::fs::write(&path, "half").unwrap();
+        assert_eq!(ca.current(), "");
+        std::fs::write(&path, one).unwrap();
+        assert_eq!(ca.current(), one);
+        // Removed (the key left the Secret): the last CA stays.
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(ca.current(), one);
     }
 }
