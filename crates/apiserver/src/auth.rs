@@ -232,9 +232,14 @@ impl Attributes<'_> {
             Some(s) => format!("{}/{s}", self.resource),
             None => self.resource.to_string(),
         };
+        // The refused resource as kube-apiserver names it: qualified by its group, if any.
+        let qualified = match self.group {
+            "" => resource.clone(),
+            group => format!("{resource}.{group}"),
+        };
         let subject = match self.name {
-            Some(n) => format!("{resource} {n:?}"),
-            None => resource.clone(),
+            Some(n) => format!("{qualified} {n:?}"),
+            None => qualified,
         };
         let scope = match self.namespace {
             Some(ns) => format!(" in the namespace {ns:?}"),
@@ -428,6 +433,23 @@ mod tests {
         assert_eq!(
             a.forbidden_message("bob"),
             r#"secrets is forbidden: User "bob" cannot list resource "secrets" in API group "" in the namespace "d8-system""#
+        );
+        let a = attrs("list", "apps", "deployments", None, Some("default"), None);
+        assert_eq!(
+            a.forbidden_message("bob"),
+            r#"deployments.apps is forbidden: User "bob" cannot list resource "deployments" in API group "apps" in the namespace "default""#
+        );
+        let a = attrs(
+            "patch",
+            "deckhouse.io",
+            "registrynodes",
+            Some("status"),
+            None,
+            Some("n1"),
+        );
+        assert_eq!(
+            a.forbidden_message("bob"),
+            r#"registrynodes/status.deckhouse.io "n1" is forbidden: User "bob" cannot patch resource "registrynodes/status" in API group "deckhouse.io" at the cluster scope"#
         );
         assert_eq!(random_hex(16).len(), 32);
     }

@@ -354,9 +354,10 @@ async fn dispatch(st: &Arc<AppState>, req: Request) -> Result<Response, ApiError
     let Target::Resource(rp) = target else {
         return Err(ApiError::no_route());
     };
-    let def = reg
-        .lookup(&rp.group, &rp.version, &rp.resource)
-        .ok_or_else(ApiError::no_route)?;
+    let Some(def) = reg.lookup(&rp.group, &rp.version, &rp.resource) else {
+        let verb = verb_of(req.method(), rp.name.is_some(), &query(&req));
+        return Err(unknown_resource(st, &user, &rp, verb).await);
+    };
     if (!def.namespaced && rp.namespace.is_some())
         || (def.namespaced && rp.namespace.is_none() && rp.name.is_some())
     {
@@ -373,6 +374,32 @@ async fn dispatch(st: &Arc<AppState>, req: Request) -> Result<Response, ApiError
         return Err(ApiError::no_route());
     }
     resource(st, &user, def, rp, req).await
+}
+
+/// The answer to a request for a resource no API serves: kube-apiserver authorizes before it
+/// routes, so a caller not granted the request is refused (`403`, and the request log records
+/// it) and only a caller that is granted it learns that nothing is there (`404`).
+async fn unknown_resource(
+    st: &Arc<AppState>,
+    user: &User,
+    rp: &ResourcePath,
+    verb: Result<&str, ApiError>,
+) -> ApiError {
+    let Ok(verb) = verb else {
+        return ApiError::no_route();
+    };
+    let attrs = Attributes {
+        verb,
+        group: &rp.group,
+        resource: &rp.resource,
+        subresource: rp.subresource.as_deref(),
+        namespace: rp.namespace.as_deref(),
+        name: rp.name.as_deref(),
+    };
+    match st.require(user, attrs).await {
+        Ok(()) => ApiError::no_route(),
+        Err(refused) => refused,
+    }
 }
 
 fn query(req: &Request) -> HashMap<String, String> {

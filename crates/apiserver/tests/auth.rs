@@ -108,7 +108,7 @@ async fn registry_agent_reads_only_its_node_and_one_secret() {
     assert_eq!(e.code, 403);
     assert_eq!(
         e.message,
-        r#"registrynodes "node1" is forbidden: User "system:registry-agent:node1" cannot patch resource "registrynodes" in API group "deckhouse.io" at the cluster scope"#
+        r#"registrynodes.deckhouse.io "node1" is forbidden: User "system:registry-agent:node1" cannot patch resource "registrynodes" in API group "deckhouse.io" at the cluster scope"#
     );
 
     let secrets: Api<Secret> = Api::namespaced(agent.clone(), "d8-system");
@@ -369,7 +369,7 @@ async fn token_and_subject_access_reviews_follow_stored_rbac() {
         (e.code, e.message.as_str()),
         (
             403,
-            r#"subjectaccessreviews is forbidden: User "prometheus" cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io" at the cluster scope"#
+            r#"subjectaccessreviews.authorization.k8s.io is forbidden: User "prometheus" cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io" at the cluster scope"#
         )
     );
 }
@@ -687,5 +687,36 @@ async fn an_apply_that_creates_needs_create_as_kube_apiserver_authorizes_it() {
             owned("create", false),
             owned("patch", true)
         ]
+    );
+}
+
+/// As kube-apiserver, authorization comes before routing: a resource no API serves (here
+/// NodeGroups, whose CRD is not installed) is `403 Forbidden` to a caller not granted it, and
+/// `404` only to one that is, so a component missing a grant finds out here, not in a cluster
+/// where the kind exists.
+#[tokio::test]
+async fn a_resource_nobody_serves_is_forbidden_before_it_is_not_found() {
+    let s = common::start_with(|b| b.user(User::registry_agent("node1"))).await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("deckhouse.io", "v1", "NodeGroup"),
+        "nodegroups",
+    );
+    let agent: Api<DynamicObject> =
+        Api::all_with(s.client("system:registry-agent:node1").await, &ar);
+    let err = agent.get("master").await.unwrap_err();
+    let kube::Error::Api(e) = err else { panic!() };
+    assert_eq!(e.code, 403);
+    assert_eq!(
+        e.message,
+        r#"nodegroups.deckhouse.io "master" is forbidden: User "system:registry-agent:node1" cannot get resource "nodegroups" in API group "deckhouse.io" at the cluster scope"#
+    );
+    assert_eq!(
+        status_code(agent.list(&ListParams::default()).await.unwrap_err()),
+        403
+    );
+    let admin: Api<DynamicObject> = Api::all_with(s.admin().await, &ar);
+    assert!(
+        admin.get_opt("master").await.unwrap().is_none(),
+        "404 to admin"
     );
 }

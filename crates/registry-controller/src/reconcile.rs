@@ -647,13 +647,10 @@ impl Controller {
     /// The GC schedule from NodeGroup `master`'s maintenance windows; an API without NodeGroups
     /// (the single-machine server) has none.
     async fn master_windows_schedule(&self) -> Result<Option<String>, Error> {
-        let resource = kube::api::ApiResource {
-            group: "deckhouse.io".into(),
-            version: "v1".into(),
-            api_version: "deckhouse.io/v1".into(),
-            kind: "NodeGroup".into(),
-            plural: "nodegroups".into(),
-        };
+        let resource = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("deckhouse.io", "v1", "NodeGroup"),
+            "nodegroups",
+        );
         let groups: Api<kube::api::DynamicObject> = Api::all_with(self.client.clone(), &resource);
         match groups.get_opt("master").await {
             Ok(group) => Ok(group

@@ -180,13 +180,10 @@ impl ClusterAlerts {
 
     /// The ClusterAlert resource (`deckhouse.io/v1alpha1`, cluster-scoped), for dynamic APIs.
     pub fn resource() -> kube::api::ApiResource {
-        kube::api::ApiResource {
-            group: "deckhouse.io".into(),
-            version: "v1alpha1".into(),
-            api_version: "deckhouse.io/v1alpha1".into(),
-            kind: "ClusterAlert".into(),
-            plural: "clusteralerts".into(),
-        }
+        kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("deckhouse.io", "v1alpha1", "ClusterAlert"),
+            "clusteralerts",
+        )
     }
 
     async fn fetch(&self) -> Result<Vec<Alert>, Error> {

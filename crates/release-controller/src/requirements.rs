@@ -152,13 +152,10 @@ impl ClusterFacts {
 /// The IngressNginxController resource (`deckhouse.io/v1`, cluster-scoped) of the ingress-nginx
 /// module.
 pub fn ingress_nginx_controller_resource() -> kube::api::ApiResource {
-    kube::api::ApiResource {
-        group: "deckhouse.io".into(),
-        version: "v1".into(),
-        api_version: "deckhouse.io/v1".into(),
-        kind: "IngressNginxController".into(),
-        plural: "ingressnginxcontrollers".into(),
-    }
+    kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("deckhouse.io", "v1", "IngressNginxController"),
+        "ingressnginxcontrollers",
+    )
 }
 
 /// The IngressNginxControllers (none when the kind is not installed).

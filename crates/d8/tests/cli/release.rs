@@ -504,8 +504,9 @@ async fn the_controller_clock_starts_where_told_so_an_update_window_opens_on_cue
     // Monday 3 March 2025, 08:00 UTC: the release waits for the window that opens at 09:00,
     // whatever the hour and the day the test runs at.
     let mut controller = controller_at(&stage, "2025-03-03T08:00:00Z", "controller-0800.log");
+    // Pending comes first; the wait message is written by the next pass.
     let list = until_listed(admin, "v1.67.0", "v1.67.0 waits for the window", |r| {
-        r.contains("Pending")
+        r.contains("Pending") && r.contains("waiting for the update window")
     })
     .await;
     assert!(
