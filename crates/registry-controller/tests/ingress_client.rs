@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use cluster::{client, cluster, cluster_configuration};
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use registry_controller::ingress_client::{PROFILE, STORAGE_CA_KEY, STORAGE_SECRET, pems};
@@ -59,12 +59,7 @@ fn vouches(ca_pem: &str, client_pem: &str) -> bool {
 }
 
 async fn air_gapped_cluster(admin: &Client) {
-    let node: Node =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "node-1"}})).unwrap();
-    Api::<Node>::all(admin.clone())
-        .create(&PostParams::default(), &node)
-        .await
-        .unwrap();
+    cluster::node(admin, "node-1").await;
     cluster_configuration(admin, "Static", "Containerd").await;
     create(
         &Api::<ModuleConfig>::all(admin.clone()),

@@ -10,7 +10,6 @@ mod cluster;
 
 use cluster::{client, cluster, cluster_configuration};
 
-use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use prometheus_client::registry::Registry as MetricsRegistry;
@@ -46,12 +45,7 @@ async fn valid(admin: &Client) -> (String, String, String) {
 async fn a_cluster_that_does_not_meet_the_requirements_is_refused_and_told_why() {
     let (server, _dir) = cluster().await;
     let admin = client(&server).await;
-    let node: Node =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "node-1"}})).unwrap();
-    Api::<Node>::all(admin.clone())
-        .create(&PostParams::default(), &node)
-        .await
-        .unwrap();
+    cluster::node(&admin, "node-1").await;
     // Air-gapped, the cache on the masters.
     let mc: api::module_config::ModuleConfig = serde_json::from_value(serde_json::json!({
         "apiVersion": "deckhouse.io/v1alpha1", "kind": "ModuleConfig",

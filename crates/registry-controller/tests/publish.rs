@@ -10,7 +10,6 @@ mod cluster;
 
 use cluster::{client, cluster, cluster_configuration};
 
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -52,12 +51,7 @@ fn annotation<'a>(ingress: &'a Ingress, key: &str) -> Option<&'a str> {
 async fn the_publish_ingress_appears_while_air_gapped_and_goes_when_an_upstream_is_configured() {
     let (server, _dir) = cluster().await;
     let admin = client(&server).await;
-    let node: Node =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "node-1"}})).unwrap();
-    Api::<Node>::all(admin.clone())
-        .create(&PostParams::default(), &node)
-        .await
-        .unwrap();
+    cluster::node(&admin, "node-1").await;
     cluster_configuration(&admin, "Static", "Containerd").await;
     put_module_config(
         &admin,

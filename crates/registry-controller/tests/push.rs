@@ -37,9 +37,8 @@ where
 }
 
 async fn node(admin: &Client, name: &str, ip: &str) {
-    let nodes: Api<Node> = Api::all(admin.clone());
-    put(&nodes, name, json!({"metadata": {"name": name}})).await;
-    nodes
+    cluster::node(admin, name).await;
+    Api::<Node>::all(admin.clone())
         .patch_status(
             name,
             &PatchParams::default(),

@@ -1,7 +1,7 @@
 //! What the registry controller's integration tests share: the embedded API server with our
-//! CRDs, an admin client, and ClusterConfiguration written as the installer writes it.
+//! CRDs, an admin client, a node, and ClusterConfiguration written as the installer writes it.
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Client;
 use kube::api::{Api, PostParams};
 
@@ -54,4 +54,14 @@ pub(crate) async fn cluster_configuration(admin: &Client, cluster_type: &str, cr
                 .unwrap();
         }
     }
+}
+
+/// Node `name`, with nothing but its name, as the registry controller's tests need one.
+pub(crate) async fn node(admin: &Client, name: &str) {
+    let node: Node =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    Api::<Node>::all(admin.clone())
+        .create(&PostParams::default(), &node)
+        .await
+        .unwrap();
 }
