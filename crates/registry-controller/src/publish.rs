@@ -29,6 +29,28 @@ fn render<K: serde::de::DeserializeOwned>(want: &Value, what: &str) -> Result<K,
     })
 }
 
+/// `object`, rendered from `want`, written as [`publish::INGRESS`]: created when `existing` is
+/// `None`, replaced when it no longer matches `want` ([`publish::matches`]), else left alone.
+async fn put<K>(api: &Api<K>, existing: Option<K>, mut object: K, want: &Value) -> kube::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let params = PostParams::default();
+    match existing {
+        Some(current) => {
+            if publish::matches(&serde_json::to_value(&current).unwrap_or_default(), want) {
+                return Ok(());
+            }
+            object.meta_mut().resource_version = current.meta().resource_version.clone();
+            api.replace(publish::INGRESS, &params, &object).await?;
+        }
+        None => {
+            api.create(&params, &object).await?;
+        }
+    }
+    Ok(())
+}
+
 impl Controller {
     /// Converges the publish endpoint's objects: created or replaced while the storage asks for
     /// air gap (and there is a public domain), deleted otherwise.
@@ -73,28 +95,13 @@ impl Controller {
             }
             return Ok(());
         };
-        let mut object: Ingress = render(&want, "Ingress registry-push")?;
-        match existing {
-            Some(current) => {
-                let current_value = serde_json::to_value(&current).unwrap_or_default();
-                if publish::matches(&current_value, &want) {
-                    return Ok(());
-                }
-                object.metadata.resource_version = current.metadata.resource_version;
-                ingresses
-                    .replace(publish::INGRESS, &PostParams::default(), &object)
-                    .await
-                    .map_err(kube(what))?;
-            }
-            None => {
-                tracing::info!("air gap is asked for: the publish Ingress is created");
-                ingresses
-                    .create(&PostParams::default(), &object)
-                    .await
-                    .map_err(kube(what))?;
-            }
+        let object: Ingress = render(&want, "Ingress registry-push")?;
+        if existing.is_none() {
+            tracing::info!("air gap is asked for: the publish Ingress is created");
         }
-        Ok(())
+        put(&ingresses, existing, object, &want)
+            .await
+            .map_err(kube(what))
     }
 
     /// Certificate `registry-push` is `want`, or absent. Without cert-manager (the kind is not
@@ -116,22 +123,9 @@ impl Controller {
             }
             return Ok(());
         };
-        let mut object: DynamicObject = render(&want, "Certificate registry-push")?;
-        let result = match existing {
-            Some(current) => {
-                let current_value = serde_json::to_value(&current).unwrap_or_default();
-                if publish::matches(&current_value, &want) {
-                    return Ok(());
-                }
-                object.metadata.resource_version = current.metadata.resource_version;
-                certificates
-                    .replace(publish::INGRESS, &PostParams::default(), &object)
-                    .await
-            }
-            None => certificates.create(&PostParams::default(), &object).await,
-        };
-        match result {
-            Ok(_) => Ok(()),
+        let object: DynamicObject = render(&want, "Certificate registry-push")?;
+        match put(&certificates, existing, object, &want).await {
+            Ok(()) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 tracing::warn!(
                     "cert-manager's Certificate is not served (is cert-manager installed?): \
