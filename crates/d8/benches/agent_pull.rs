@@ -22,8 +22,12 @@
 //! `one-worker:TOKIO_WORKER_THREADS=1` (the runtime on one thread), or a switch a change under
 //! test reads from the environment.
 //!
-//! Last, `ctr images pull` of the image by a private containerd, straight from the upstream and
-//! through the agent (containerd reading the agent's `hosts.toml`), in alternating order.
+//! Last, `ctr images pull` of the image by private containerds, straight from the upstream,
+//! through the agent (containerd reading the agent's `hosts.toml`), and through an agent whose
+//! first backend is a warm cache replica over TLS, in rotating order.
+//!
+//! `BENCH_ROWS` picks the parts to run (`throughput,heads,skopeo,memory,containerd`, all by
+//! default).
 
 #![allow(clippy::print_stdout)] // a benchmark reports on stdout
 
@@ -48,6 +52,22 @@ fn rounds() -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|&n: &usize| n > 0)
         .unwrap_or(5)
+}
+
+/// `BENCH_ROWS`: which parts run (comma-separated of `throughput`, `heads`, `skopeo`, `memory`,
+/// `containerd`; all by default).
+struct Rows(Vec<String>);
+
+impl Rows {
+    fn from_env() -> Self {
+        let rows = std::env::var("BENCH_ROWS")
+            .unwrap_or_else(|_| "throughput,heads,skopeo,memory,containerd".into());
+        Self(rows.split(',').map(|r| r.trim().to_owned()).collect())
+    }
+
+    fn has(&self, row: &str) -> bool {
+        self.0.iter().any(|r| r == row)
+    }
 }
 
 /// `BENCH_AGENT_VARIANTS`: (name, environment) of each extra agent.
@@ -97,7 +117,8 @@ async fn main() {
 
     let state = tempfile::tempdir().unwrap();
     let containerd = testkit::Containerd::start().await;
-    let agent = start_agent(&upstream, state.path(), &containerd.hosts_dir(), &[]).await;
+    let only_upstream = serde_json::json!({"backends": [upstream_backend(&upstream)]});
+    let agent = start_agent(&only_upstream, state.path(), &containerd.hosts_dir(), &[]).await;
     let variants = agent_variants();
     let mut variant_agents = Vec::new();
     for (name, vars) in &variants {
@@ -106,7 +127,7 @@ async fn main() {
         let registry_d = dir.join("registry.d");
         variant_agents.push((
             name.clone(),
-            start_agent(&upstream, &dir, &registry_d, vars).await,
+            start_agent(&only_upstream, &dir, &registry_d, vars).await,
         ));
     }
     println!("agent pid {}", agent.pid);
@@ -166,8 +187,120 @@ async fn main() {
             pid: Some(variant.pid),
         });
     }
+    let rows = Rows::from_env();
     let rounds = rounds();
-    for way in &ways {
+    if rows.has("throughput") {
+        throughput_rows(&ways, &image, upstream_pid(&upstream), rounds).await;
+    }
+    let mut targets = ways.into_iter().map(|p| p.target);
+    let (direct, _, via_nginx, via_agent) = (
+        targets.next().unwrap(),
+        targets.next().unwrap(),
+        targets.next().unwrap(),
+        targets.next().unwrap(),
+    );
+    let via_variants: Vec<Target> = targets.collect();
+
+    if rows.has("heads") {
+        // What the agent's own side costs: requests it answers itself (TLS, HTTP, routing), against
+        // the forwarded HEADs below.
+        let local = format!("{}/v2/", via_agent.base);
+        let agent_cpu_before = cpu_seconds(agent.pid, false);
+        for _ in 0..HEADS {
+            let response = via_agent.client.get(&local).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+        }
+        let agent_cpu_per_local = (cpu_seconds(agent.pid, false) - agent_cpu_before) / HEADS as f64;
+        let agent_cpu_before = cpu_seconds(agent.pid, false);
+        let latencies = head_latencies(&[&direct, &via_nginx, &via_agent], image.digest()).await;
+        let agent_cpu_per_head = (cpu_seconds(agent.pid, false) - agent_cpu_before) / HEADS as f64;
+        let [
+            (direct_p50, direct_p99),
+            (nginx_p50, nginx_p99),
+            (agent_p50, agent_p99),
+        ] = latencies[..]
+        else {
+            unreachable!("one pair per target")
+        };
+        let added = |p: Duration, direct: Duration| ms(p.saturating_sub(direct));
+        println!(
+            "manifest HEAD, {HEADS} per path, interleaved: direct p50 {:.3} ms p99 {:.3} ms; nginx p50 {:.3} ms p99 {:.3} ms (added {:.3} / {:.3}); agent p50 {:.3} ms p99 {:.3} ms; agent added p50 {:.3} ms p99 {:.3} ms (target p99 <= 1 ms); agent CPU {:.0} us per forwarded HEAD, {:.0} us per GET /v2/ it answers itself",
+            ms(direct_p50),
+            ms(direct_p99),
+            ms(nginx_p50),
+            ms(nginx_p99),
+            added(nginx_p50, direct_p50),
+            added(nginx_p99, direct_p99),
+            ms(agent_p50),
+            ms(agent_p99),
+            added(agent_p50, direct_p50),
+            added(agent_p99, direct_p99),
+            agent_cpu_per_head * 1e6,
+            agent_cpu_per_local * 1e6,
+        );
+
+    }
+    if rows.has("skopeo") {
+        let skopeo_direct = skopeo_pull(
+            &format!("docker://{}/dkp/bench:v1", upstream.host()),
+            Access::of(&upstream),
+        )
+        .await;
+        let certs = state.path().join("skopeo-certs");
+        std::fs::create_dir_all(&certs).unwrap();
+        std::fs::write(certs.join("ca.crt"), &ca).unwrap();
+        let skopeo_agent = skopeo_pull(
+            &format!("docker://{}/system/deckhouse/bench:v1", agent.address),
+            Access {
+                credentials: None,
+                cert_dir: Some(certs),
+            },
+        )
+        .await;
+        println!(
+            "skopeo copy of the image: direct {:.2} s, through the agent {:.2} s, throughput ratio {:.3}",
+            skopeo_direct.as_secs_f64(),
+            skopeo_agent.as_secs_f64(),
+            skopeo_direct.as_secs_f64() / skopeo_agent.as_secs_f64()
+        );
+
+    }
+    if rows.has("memory") {
+        let nginx_idle = rss_kib_tree(nginx.pid);
+        let nginx_loaded = rss_under_streams(&via_nginx, &image, || rss_kib_tree(nginx.pid)).await;
+        let idle = rss_kib(agent.pid);
+        let loaded = rss_under_streams(&via_agent, &image, || rss_kib(agent.pid)).await;
+        println!(
+            "nginx RSS (master and workers): idle {:.1} MiB; {}",
+            mib(nginx_idle),
+            with_streams(nginx_idle, nginx_loaded)
+        );
+        println!(
+            "agent RSS: idle at start {:.1} MiB (target <= 20), idle after the runs above {:.1} MiB; {} (target <= 64)",
+            mib(idle_at_start),
+            mib(idle),
+            with_streams(idle, loaded)
+        );
+        for ((name, variant), target) in variant_agents.iter().zip(&via_variants) {
+            let idle = rss_kib(variant.pid);
+            let loaded = rss_under_streams(target, &image, || rss_kib(variant.pid)).await;
+            println!(
+                "agent[{name}] RSS: idle after the runs {:.1} MiB; {}",
+                mib(idle),
+                with_streams(idle, loaded)
+            );
+        }
+    }
+    drop(variant_agents);
+    if rows.has("containerd") {
+        containerd_pulls(&containerd, &upstream, state.path(), rounds).await;
+    }
+    drop(agent);
+}
+
+/// The rotating throughput rounds over every way: rates, ratios, and CPU per GiB of each process.
+async fn throughput_rows(ways: &[Via], image: &testkit::Image, upstream_pid: u32, rounds: usize) {
+    for way in ways {
         let address = way.target.base.trim_start_matches("https://").to_owned();
         let (suite, alpn) = negotiate(&address, way.target.ca.as_str());
         println!(
@@ -175,11 +308,10 @@ async fn main() {
             way.name
         );
     }
-    let upstream_pid = upstream_pid(&upstream);
     let own_pid = std::process::id();
     // Warm every path (page cache, connections).
-    for way in &ways {
-        throughput(&way.target, &image).await;
+    for way in ways {
+        throughput(&way.target, image).await;
     }
     let mut runs: Vec<Vec<Run>> = ways.iter().map(|_| Vec::new()).collect();
     let mut cpu: Vec<Cpu> = ways.iter().map(|_| Cpu::default()).collect();
@@ -189,7 +321,7 @@ async fn main() {
             let i = (k + round) % ways.len();
             let pids = [Some(upstream_pid), ways[i].pid, Some(own_pid)];
             let before = Cpu::sample(&pids);
-            runs[i].push(throughput(&ways[i].target, &image).await);
+            runs[i].push(throughput(&ways[i].target, image).await);
             cpu[i].add(&before, &Cpu::sample(&pids));
         }
     }
@@ -277,107 +409,13 @@ async fn main() {
             cores()
         );
     }
-    let mut targets = ways.into_iter().map(|p| p.target);
-    let (direct, _, via_nginx, via_agent) = (
-        targets.next().unwrap(),
-        targets.next().unwrap(),
-        targets.next().unwrap(),
-        targets.next().unwrap(),
-    );
-    let via_variants: Vec<Target> = targets.collect();
-
-    // What the agent's own side costs: requests it answers itself (TLS, HTTP, routing), against
-    // the forwarded HEADs below.
-    let local = format!("{}/v2/", via_agent.base);
-    let agent_cpu_before = cpu_seconds(agent.pid, false);
-    for _ in 0..HEADS {
-        let response = via_agent.client.get(&local).send().await.unwrap();
-        assert_eq!(response.status(), 200);
-    }
-    let agent_cpu_per_local = (cpu_seconds(agent.pid, false) - agent_cpu_before) / HEADS as f64;
-    let agent_cpu_before = cpu_seconds(agent.pid, false);
-    let latencies = head_latencies(&[&direct, &via_nginx, &via_agent], image.digest()).await;
-    let agent_cpu_per_head = (cpu_seconds(agent.pid, false) - agent_cpu_before) / HEADS as f64;
-    let [
-        (direct_p50, direct_p99),
-        (nginx_p50, nginx_p99),
-        (agent_p50, agent_p99),
-    ] = latencies[..]
-    else {
-        unreachable!("one pair per target")
-    };
-    let added = |p: Duration, direct: Duration| ms(p.saturating_sub(direct));
-    println!(
-        "manifest HEAD, {HEADS} per path, interleaved: direct p50 {:.3} ms p99 {:.3} ms; nginx p50 {:.3} ms p99 {:.3} ms (added {:.3} / {:.3}); agent p50 {:.3} ms p99 {:.3} ms; agent added p50 {:.3} ms p99 {:.3} ms (target p99 <= 1 ms); agent CPU {:.0} us per forwarded HEAD, {:.0} us per GET /v2/ it answers itself",
-        ms(direct_p50),
-        ms(direct_p99),
-        ms(nginx_p50),
-        ms(nginx_p99),
-        added(nginx_p50, direct_p50),
-        added(nginx_p99, direct_p99),
-        ms(agent_p50),
-        ms(agent_p99),
-        added(agent_p50, direct_p50),
-        added(agent_p99, direct_p99),
-        agent_cpu_per_head * 1e6,
-        agent_cpu_per_local * 1e6,
-    );
-
-    let skopeo_direct = skopeo_pull(
-        &format!("docker://{}/dkp/bench:v1", upstream.host()),
-        Access::of(&upstream),
-    )
-    .await;
-    let certs = state.path().join("skopeo-certs");
-    std::fs::create_dir_all(&certs).unwrap();
-    std::fs::write(certs.join("ca.crt"), &ca).unwrap();
-    let skopeo_agent = skopeo_pull(
-        &format!("docker://{}/system/deckhouse/bench:v1", agent.address),
-        Access {
-            credentials: None,
-            cert_dir: Some(certs),
-        },
-    )
-    .await;
-    println!(
-        "skopeo copy of the image: direct {:.2} s, through the agent {:.2} s, throughput ratio {:.3}",
-        skopeo_direct.as_secs_f64(),
-        skopeo_agent.as_secs_f64(),
-        skopeo_direct.as_secs_f64() / skopeo_agent.as_secs_f64()
-    );
-
-    let nginx_idle = rss_kib_tree(nginx.pid);
-    let nginx_loaded = rss_under_streams(&via_nginx, &image, || rss_kib_tree(nginx.pid)).await;
-    let idle = rss_kib(agent.pid);
-    let loaded = rss_under_streams(&via_agent, &image, || rss_kib(agent.pid)).await;
-    println!(
-        "nginx RSS (master and workers): idle {:.1} MiB; {}",
-        mib(nginx_idle),
-        with_streams(nginx_idle, nginx_loaded)
-    );
-    println!(
-        "agent RSS: idle at start {:.1} MiB (target <= 20), idle after the runs above {:.1} MiB; {} (target <= 64)",
-        mib(idle_at_start),
-        mib(idle),
-        with_streams(idle, loaded)
-    );
-    for ((name, variant), target) in variant_agents.iter().zip(&via_variants) {
-        let idle = rss_kib(variant.pid);
-        let loaded = rss_under_streams(target, &image, || rss_kib(variant.pid)).await;
-        println!(
-            "agent[{name}] RSS: idle after the runs {:.1} MiB; {}",
-            mib(idle),
-            with_streams(idle, loaded)
-        );
-    }
-    drop(variant_agents);
-    containerd_pulls(&containerd, &upstream, state.path(), rounds).await;
-    drop(agent);
 }
 
-/// `ctr images pull` of the image, straight from the upstream and through the agent (whose
-/// `_default/hosts.toml` containerd reads), alternating which goes first; everything forgotten
-/// before each pull. Prints the wall times and the median of the rounds' ratios.
+/// `ctr images pull` of the image three ways: straight from the upstream, through the agent
+/// (whose `_default/hosts.toml` containerd reads), and through an agent whose first backend is a
+/// warm cache replica (`d8 registry storage` over TLS, filled before the rounds), each by its own
+/// private containerd, in rotating order; everything forgotten before each pull. Prints the wall
+/// times and the medians of the rounds' ratios.
 async fn containerd_pulls(
     containerd: &testkit::Containerd,
     upstream: &Upstream,
@@ -390,13 +428,36 @@ async fn containerd_pulls(
         &upstream.host(),
         &testkit::containerd::hosts_toml(&upstream.url(), &upstream.url(), Some(&ca)),
     );
-    let direct = format!("{}/dkp/bench:v1", upstream.host());
+    let cached = state.join("cached");
+    std::fs::create_dir_all(&cached).unwrap();
+    let replica = start_replica(upstream, &cached).await;
+    let containerd_cached = testkit::Containerd::start().await;
+    let layout = serde_json::json!({
+        "cache": true,
+        "backends": [
+            {"name": "Storage", "scheme": "HTTPS", "host": replica.address, "path": "/system/deckhouse",
+             "ca": replica.ca, "auth": {"username": REPLICA_ACCOUNT.0, "password": REPLICA_ACCOUNT.1}},
+            upstream_backend(upstream),
+        ]
+    });
+    let agent_cached = start_agent(&layout, &cached, &containerd_cached.hosts_dir(), &[]).await;
     let via_agent = "registry.d8-system.svc:5001/system/deckhouse/bench:v1".to_owned();
-    let mut times = [Vec::new(), Vec::new()];
+    // Fill the replica, then check it serves the image with the upstream gone from the path.
+    containerd_cached
+        .pull(&via_agent)
+        .await
+        .expect_success("ctr images pull (filling the replica)");
+    let direct = format!("{}/dkp/bench:v1", upstream.host());
+    let ways: [(&str, &testkit::Containerd, &String); 3] = [
+        ("direct", containerd, &direct),
+        ("agent", containerd, &via_agent),
+        ("agent+replica", &containerd_cached, &via_agent),
+    ];
+    let mut times = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..rounds {
-        for k in 0..2 {
-            let i = (k + round) % 2;
-            let reference = [&direct, &via_agent][i];
+        for k in 0..ways.len() {
+            let i = (k + round) % ways.len();
+            let (_, containerd, reference) = ways[i];
             containerd.clear().await;
             let started = Instant::now();
             containerd
@@ -407,57 +468,153 @@ async fn containerd_pulls(
         }
     }
     containerd.clear().await;
-    let listed = |values: &[f64]| {
+    containerd_cached.clear().await;
+    let failovers = failovers(&agent_cached).await;
+    drop(agent_cached);
+    let listed = |values: &[f64], digits: usize| {
         values
             .iter()
-            .map(|v| format!("{v:.2}"))
+            .map(|v| format!("{v:.digits$}"))
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let ratios: Vec<f64> = (0..rounds).map(|r| times[0][r] / times[1][r]).collect();
+    for (i, (name, _, _)) in ways.iter().enumerate() {
+        let ratios: Vec<f64> = (0..rounds).map(|r| times[0][r] / times[i][r]).collect();
+        println!(
+            "ctr images pull (pull and unpack) of the image, {name}: median {:.2} s (rounds {}); throughput ratio to direct {:.3} (rounds {}; target >= 0.97)",
+            median(times[i].clone()),
+            listed(&times[i], 2),
+            median(ratios.clone()),
+            listed(&ratios, 3),
+        );
+    }
     println!(
-        "ctr images pull (pull and unpack) of the image: direct median {:.2} s (rounds {}), through the agent median {:.2} s (rounds {}); throughput ratio agent/direct {:.3} (rounds {}; target >= 0.97)",
-        median(times[0].clone()),
-        listed(&times[0]),
-        median(times[1].clone()),
-        listed(&times[1]),
-        median(ratios.clone()),
-        ratios
-            .iter()
-            .map(|v| format!("{v:.3}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        "agent+replica moved from the replica to the upstream {failovers} times (0: every blob came from the warm replica)"
     );
+}
+
+/// The sum of the agent's `d8_registry_agent_failovers_total` series.
+async fn failovers(agent: &Agent) -> u64 {
+    let text = reqwest::get(format!("http://{}/metrics", agent.metrics))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("d8_registry_agent_requests_total"),
+        "the agent counted no request:\n{text}"
+    );
+    text.lines()
+        .filter(|l| l.starts_with("d8_registry_agent_failovers_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The replica's node account (`username`, `password`).
+const REPLICA_ACCOUNT: (&str, &str) = ("node", "node-pw");
+
+/// A cache replica as a cluster runs it: `d8 registry storage` with a TLS read listener, the
+/// node account, the upstream filled from on a miss.
+struct Replica {
+    address: String,
+    ca: String,
+    _service: Service,
+}
+
+async fn start_replica(upstream: &Upstream, dir: &Path) -> Replica {
+    let certs = testkit::Certs::new("bench replica CA");
+    let serving = certs.server(&[]).write(dir, "replica").unwrap();
+    std::fs::write(dir.join("upstream-ca.crt"), upstream.ca_pem().unwrap()).unwrap();
+    std::fs::write(
+        dir.join("pull"),
+        format!("{}:{}\n", REPLICA_ACCOUNT.0, REPLICA_ACCOUNT.1),
+    )
+    .unwrap();
+    let read = free_port();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
+    command
+        .env("RUST_LOG", "info")
+        .args(["registry", "storage", "--node-name", "bench"])
+        // A small reserve: the default keeps up to 60 GiB free, more than a build machine has.
+        .arg("--reserve=64Mi")
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg(format!("--read-address=127.0.0.1:{read}"))
+        .arg(format!("--write-address=127.0.0.1:{}", free_port()))
+        .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
+        .arg("--tls-cert")
+        .arg(&serving.cert)
+        .arg("--tls-key")
+        .arg(&serving.key)
+        .arg("--pull-credentials-file")
+        .arg(dir.join("pull"))
+        .arg("--upstream")
+        .arg(format!("{}/dkp", upstream.url()))
+        .arg("--upstream-ca")
+        .arg(dir.join("upstream-ca.crt"));
+    let mut service =
+        Service::spawn("d8 registry storage", command, dir.join("storage.log")).unwrap();
+    let address = format!("127.0.0.1:{read}");
+    let probe = address.clone();
+    wait_until(&mut service, Duration::from_secs(30), || {
+        let probe = probe.clone();
+        async move { tokio::net::TcpStream::connect(probe).await.is_ok() }
+    })
+    .await;
+    Replica {
+        address,
+        ca: certs.ca_pem(),
+        _service: service,
+    }
 }
 
 struct Agent {
     address: String,
+    metrics: String,
     pid: u32,
     _service: Service,
 }
 
-/// An agent writing containerd's drop-in into `registry_d`, started with `env` besides.
+/// `d8`, or `d8` under the command in `BENCH_AGENT_WRAPPER` (e.g. `heaptrack -o /tmp/agent`)
+/// for a profile of the agents; their RSS and CPU figures are then the wrapper's process tree.
+fn agent_command() -> Command {
+    let wrapper = std::env::var("BENCH_AGENT_WRAPPER").unwrap_or_default();
+    let mut words = wrapper.split_whitespace();
+    let Some(program) = words.next() else {
+        return Command::new(env!("CARGO_BIN_EXE_d8"));
+    };
+    let mut command = Command::new(program);
+    command.args(words).arg(env!("CARGO_BIN_EXE_d8"));
+    command
+}
+
+/// The upstream as the agent's only backend (`/dkp` on it).
+fn upstream_backend(upstream: &Upstream) -> serde_json::Value {
+    serde_json::json!({
+        "name": "Upstream", "scheme": "HTTPS", "host": upstream.host(), "path": "/dkp",
+        "ca": upstream.ca_pem(),
+    })
+}
+
+/// An agent with `layout` as its bootstrap layout, writing containerd's drop-in into
+/// `registry_d`, started with `env` besides.
 async fn start_agent(
-    upstream: &Upstream,
+    layout: &serde_json::Value,
     state: &Path,
     registry_d: &Path,
     env: &[(String, String)],
 ) -> Agent {
-    let layout = serde_json::json!({
-        "backends": [{
-            "name": "Upstream", "scheme": "HTTPS", "host": upstream.host(), "path": "/dkp",
-            "ca": upstream.ca_pem(),
-        }]
-    });
     std::fs::write(state.join("layout.json"), layout.to_string()).unwrap();
     let port = free_port();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_d8"));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut command = agent_command();
     command
         .env("RUST_LOG", "warn")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .args(["registry", "agent", "--node-name", "bench"])
         .arg(format!("--listen-address=127.0.0.1:{port}"))
-        .arg(format!("--metrics-address=127.0.0.1:{}", free_port()))
+        .arg(format!("--metrics-address={metrics}"))
         .arg("--kubeconfig")
         .arg(state.join("no-kubeconfig"))
         .arg("--containerd-registry-dir")
@@ -480,6 +637,7 @@ async fn start_agent(
     .await;
     Agent {
         address: format!("127.0.0.1:{port}"),
+        metrics,
         pid: service.pid().unwrap(),
         _service: service,
     }

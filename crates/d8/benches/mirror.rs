@@ -5,7 +5,8 @@
 //! `BENCH_RELEASE_MB` MiB of layers (default 2048) over `BENCH_IMAGES` images (default 16),
 //! each one layer of three quarters and one of a quarter of its share. Source and targets are
 //! Debian's docker-registry over HTTPS; each push goes into a fresh, empty target.
-//! `BENCH_PARALLEL` sets d8's `--parallel` for both (default: d8's own, 4).
+//! `BENCH_PARALLEL` sets d8's `--parallel` for both (default: d8's own, 4); `BENCH_PUSH_ARGS`
+//! adds flags to `d8 mirror push` (e.g. `--upload-chunk-size=64M`).
 
 #![allow(clippy::print_stdout)] // a benchmark reports on stdout
 
@@ -42,6 +43,11 @@ async fn main() {
         .ok()
         .map(|n| vec!["--parallel".into(), n])
         .unwrap_or_default();
+    let push_args: Vec<String> = std::env::var("BENCH_PUSH_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
     let ca = Certs::new("bench mirror CA");
     let scratch = tempfile::tempdir().unwrap();
     let ca_file = scratch.path().join("ca.crt");
@@ -161,6 +167,7 @@ async fn main() {
             ]
             .into_iter()
             .chain(parallel.clone())
+            .chain(push_args.clone())
             .collect::<Vec<_>>(),
             "d8 mirror push",
         )
