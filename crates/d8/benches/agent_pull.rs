@@ -238,7 +238,6 @@ async fn main() {
             agent_cpu_per_head * 1e6,
             agent_cpu_per_local * 1e6,
         );
-
     }
     if rows.has("skopeo") {
         let skopeo_direct = skopeo_pull(
@@ -263,7 +262,6 @@ async fn main() {
             skopeo_agent.as_secs_f64(),
             skopeo_direct.as_secs_f64() / skopeo_agent.as_secs_f64()
         );
-
     }
     if rows.has("memory") {
         let nginx_idle = rss_kib_tree(nginx.pid);
