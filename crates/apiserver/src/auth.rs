@@ -232,10 +232,11 @@ impl Attributes<'_> {
             Some(s) => format!("{}/{s}", self.resource),
             None => self.resource.to_string(),
         };
-        // The refused resource as kube-apiserver names it: qualified by its group, if any.
+        // The refused resource as kube-apiserver names it: qualified by its group, if any, and
+        // without the subresource (which only the sentence after it names).
         let qualified = match self.group {
-            "" => resource.clone(),
-            group => format!("{resource}.{group}"),
+            "" => self.resource.to_string(),
+            group => format!("{}.{group}", self.resource),
         };
         let subject = match self.name {
             Some(n) => format!("{qualified} {n:?}"),
@@ -449,7 +450,7 @@ mod tests {
         );
         assert_eq!(
             a.forbidden_message("bob"),
-            r#"registrynodes/status.deckhouse.io "n1" is forbidden: User "bob" cannot patch resource "registrynodes/status" in API group "deckhouse.io" at the cluster scope"#
+            r#"registrynodes.deckhouse.io "n1" is forbidden: User "bob" cannot patch resource "registrynodes/status" in API group "deckhouse.io" at the cluster scope"#
         );
         assert_eq!(random_hex(16).len(), 32);
     }
