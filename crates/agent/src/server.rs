@@ -59,13 +59,17 @@ pub fn tls_acceptor(certs: Arc<CertStore>) -> tokio_rustls::TlsAcceptor {
     tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
-/// What hyper may queue of a response a client is slow to read: about one TLS record. A node
-/// pulls over many connections at once (containerd opens one per layer), and whatever the agent
-/// queues beyond that only sits in memory: the upstream connection is read no further until the
-/// client takes more. With the upstream side's read buffer capped too ([`crate::upstream`]), an
-/// open blob stream costs the agent about 54 KiB (`agent_pull` bench).
+/// What a client slow to read may pin of its response: hyper queues about one TLS record of it,
+/// rustls about two records once encrypted. A node pulls over many connections at once
+/// (containerd opens one per layer), and whatever the agent queues beyond that only sits in
+/// memory: the upstream connection is read no further until the client takes more.
+///
+/// rustls' own default (64 KiB of records) cost 29 KiB more per stalled stream, for no
+/// throughput; one record (17 000 bytes) splits every record that meets a full queue into a
+/// full one and a sliver, 9 % more CPU per GiB (`agent_pull` bench, bench/README.md).
 const STREAM_BOUNDS: http_serve::Bounds = http_serve::Bounds {
     http1_buffer: Some(16 * 1024),
+    tls_queue: Some(33 * 1024),
 };
 
 /// Serves the proxy on `listener` until `shutdown` resolves, then lets requests in flight

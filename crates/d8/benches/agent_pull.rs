@@ -265,9 +265,21 @@ async fn main() {
     }
     if rows.has("memory") {
         let nginx_idle = rss_kib_tree(nginx.pid);
-        let nginx_loaded = rss_under_streams(&via_nginx, &image, || rss_kib_tree(nginx.pid)).await;
+        let nginx_loaded = rss_under_streams(
+            &via_nginx,
+            &image,
+            || rss_kib_tree(nginx.pid),
+            || cpu_seconds(nginx.pid, true),
+        )
+        .await;
         let idle = rss_kib(agent.pid);
-        let loaded = rss_under_streams(&via_agent, &image, || rss_kib(agent.pid)).await;
+        let loaded = rss_under_streams(
+            &via_agent,
+            &image,
+            || rss_kib(agent.pid),
+            || cpu_seconds(agent.pid, false),
+        )
+        .await;
         println!(
             "nginx RSS (master and workers): idle {:.1} MiB; {}",
             mib(nginx_idle),
@@ -281,7 +293,13 @@ async fn main() {
         );
         for ((name, variant), target) in variant_agents.iter().zip(&via_variants) {
             let idle = rss_kib(variant.pid);
-            let loaded = rss_under_streams(target, &image, || rss_kib(variant.pid)).await;
+            let loaded = rss_under_streams(
+                target,
+                &image,
+                || rss_kib(variant.pid),
+                || cpu_seconds(variant.pid, false),
+            )
+            .await;
             println!(
                 "agent[{name}] RSS: idle after the runs {:.1} MiB; {}",
                 mib(idle),
@@ -291,7 +309,16 @@ async fn main() {
     }
     drop(variant_agents);
     if rows.has("containerd") {
-        containerd_pulls(&containerd, &upstream, state.path(), rounds).await;
+        let image_gib = image.blob_bytes() as f64 / (1u64 << 30) as f64;
+        containerd_pulls(
+            &containerd,
+            &upstream,
+            &agent,
+            image_gib,
+            state.path(),
+            rounds,
+        )
+        .await;
     }
     drop(agent);
 }
@@ -417,6 +444,8 @@ async fn throughput_rows(ways: &[Via], image: &testkit::Image, upstream_pid: u32
 async fn containerd_pulls(
     containerd: &testkit::Containerd,
     upstream: &Upstream,
+    agent: &Agent,
+    image_gib: f64,
     state: &Path,
     rounds: usize,
 ) {
@@ -446,23 +475,39 @@ async fn containerd_pulls(
         .await
         .expect_success("ctr images pull (filling the replica)");
     let direct = format!("{}/dkp/bench:v1", upstream.host());
-    let ways: [(&str, &testkit::Containerd, &String); 3] = [
-        ("direct", containerd, &direct),
-        ("agent", containerd, &via_agent),
-        ("agent+replica", &containerd_cached, &via_agent),
+    let upstream_pid = upstream_pid(upstream);
+    // Per way: the containerd, the reference, and the processes between containerd and the
+    // upstream's disk whose CPU the pull costs (besides containerd's own and the upstream's).
+    let ways: [(&str, &testkit::Containerd, &String, Vec<u32>); 3] = [
+        ("direct", containerd, &direct, vec![]),
+        ("agent", containerd, &via_agent, vec![agent.pid]),
+        (
+            "agent+replica",
+            &containerd_cached,
+            &via_agent,
+            vec![agent_cached.pid, replica.pid],
+        ),
     ];
     let mut times = [Vec::new(), Vec::new(), Vec::new()];
+    let mut spent = [PullCpu::default(), PullCpu::default(), PullCpu::default()];
     for round in 0..rounds {
         for k in 0..ways.len() {
             let i = (k + round) % ways.len();
-            let (_, containerd, reference) = ways[i];
+            let (_, containerd, reference, ref between) = ways[i];
             containerd.clear().await;
+            let pids = PullPids {
+                upstream: upstream_pid,
+                between: between.clone(),
+                containerd: containerd.pid().expect("containerd runs"),
+            };
+            let before = pids.sample();
             let started = Instant::now();
             containerd
                 .pull(reference)
                 .await
                 .expect_success("ctr images pull");
             times[i].push(started.elapsed().as_secs_f64());
+            spent[i].add(&before, &pids.sample());
         }
     }
     containerd.clear().await;
@@ -476,7 +521,8 @@ async fn containerd_pulls(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    for (i, (name, _, _)) in ways.iter().enumerate() {
+    let pulls = rounds as f64;
+    for (i, (name, _, _, _)) in ways.iter().enumerate() {
         let ratios: Vec<f64> = (0..rounds).map(|r| times[0][r] / times[i][r]).collect();
         println!(
             "ctr images pull (pull and unpack) of the image, {name}: median {:.2} s (rounds {}); throughput ratio to direct {:.3} (rounds {}; target >= 0.97)",
@@ -485,7 +531,27 @@ async fn containerd_pulls(
             median(ratios.clone()),
             listed(&ratios, 3),
         );
+        let cpu = &spent[i];
+        println!(
+            "  CPU seconds per pull, {name}: upstream {:.2}, agent (and replica) {:.2}, containerd and ctr {:.2}; the machine {:.0} % busy over the pulls ({} cores)",
+            cpu.upstream / pulls,
+            cpu.between / pulls,
+            cpu.containerd / pulls,
+            100.0 * cpu.busy / cpu.elapsed,
+            cores(),
+        );
     }
+    // If the two cores were saturated for the whole pull, whatever the agent spends would add
+    // its CPU time over the cores to the wall time; the prediction shows how far that holds.
+    let direct_time = median(times[0].clone());
+    let agent_cpu = spent[1].between / pulls;
+    println!(
+        "agent: {:.2} CPU s per pull of {:.2} GiB ({:.2} s/GiB); were every core busy, that alone would give a ratio of {:.3}",
+        agent_cpu,
+        image_gib,
+        agent_cpu / image_gib,
+        direct_time / (direct_time + agent_cpu / cores() as f64),
+    );
     println!(
         "agent+replica moved from the replica to the upstream {failovers} times (0: every blob came from the warm replica)"
     );
@@ -517,6 +583,7 @@ const REPLICA_ACCOUNT: (&str, &str) = ("node", "node-pw");
 struct Replica {
     address: String,
     ca: String,
+    pid: u32,
     _service: Service,
 }
 
@@ -563,6 +630,7 @@ async fn start_replica(upstream: &Upstream, dir: &Path) -> Replica {
     Replica {
         address,
         ca: certs.ca_pem(),
+        pid: service.pid().expect("the replica runs"),
         _service: service,
     }
 }
@@ -877,6 +945,69 @@ impl Cpu {
     }
 }
 
+/// The processes a `ctr images pull` keeps busy.
+struct PullPids {
+    upstream: u32,
+    /// The agent, and the replica behind it.
+    between: Vec<u32>,
+    /// containerd with its shims; `ctr` is this process's reaped child.
+    containerd: u32,
+}
+
+/// CPU seconds spent over pulls, and the machine's busy and elapsed core-ticks.
+#[derive(Default)]
+struct PullCpu {
+    upstream: f64,
+    between: f64,
+    containerd: f64,
+    busy: f64,
+    elapsed: f64,
+}
+
+impl PullPids {
+    fn sample(&self) -> PullCpu {
+        let (busy, elapsed) = machine_ticks();
+        PullCpu {
+            upstream: cpu_seconds(self.upstream, true),
+            between: self.between.iter().map(|&p| cpu_seconds(p, true)).sum(),
+            containerd: cpu_seconds(self.containerd, true) + reaped_children_seconds(),
+            busy,
+            elapsed,
+        }
+    }
+}
+
+impl PullCpu {
+    fn add(&mut self, before: &PullCpu, after: &PullCpu) {
+        self.upstream += after.upstream - before.upstream;
+        self.between += after.between - before.between;
+        self.containerd += after.containerd - before.containerd;
+        self.busy += after.busy - before.busy;
+        self.elapsed += after.elapsed - before.elapsed;
+    }
+}
+
+/// The CPU time of the children this process has reaped (`ctr`), in seconds.
+fn reaped_children_seconds() -> f64 {
+    stat_fields(std::process::id()).map_or(0.0, |f| (f[13] + f[14]) as f64 / 100.0)
+}
+
+/// All cores' busy and total ticks since boot (`/proc/stat`'s `cpu` line; idle and iowait are
+/// not busy).
+fn machine_ticks() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let fields: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    let total: f64 = fields.iter().take(8).sum();
+    (total - fields[3] - fields[4], total)
+}
+
 /// utime + stime of `root`, in seconds; with `tree`, also of every live descendant and of the
 /// children `root` has reaped (nginx workers, socat's forked relays).
 fn cpu_seconds(root: u32, with_children: bool) -> f64 {
@@ -988,26 +1119,72 @@ async fn skopeo_pull(source: &str, access: Access) -> Duration {
 }
 
 /// RSS with STREAMS blob downloads open and barely read (each client holds its response).
-async fn rss_under_streams(target: &Target, image: &testkit::Image, rss: impl Fn() -> u64) -> u64 {
+/// The RSS (from `rss`) of the process behind `target` with STREAMS blob streams open whose
+/// clients stopped reading after the first chunk. The streams open in batches of
+/// [`STREAM_BATCH`], each batch's first chunks in before the next starts, so that a thousand
+/// simultaneous TLS handshakes do not leave their transient buffers in the figure; and the RSS is
+/// read once the process has gone quiet (`cpu`: its CPU seconds), when every stream has filled
+/// what it holds in a stall and moves no more bytes.
+async fn rss_under_streams(
+    target: &Target,
+    image: &testkit::Image,
+    rss: impl Fn() -> u64,
+    cpu: impl Fn() -> f64,
+) -> u64 {
     let url = target.blob_url(&image.layers[0].digest);
+    let (release, _) = tokio::sync::watch::channel(false);
     let mut open = Vec::with_capacity(STREAMS);
-    for _ in 0..STREAMS {
-        let client = target.client.clone();
-        let url = url.clone();
-        open.push(tokio::spawn(async move {
-            let response = client.get(&url).send().await.unwrap();
-            let mut stream = response.bytes_stream();
-            let _first = stream.next().await;
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            drop(stream);
-        }));
+    for batch in 0..STREAMS.div_ceil(STREAM_BATCH) {
+        let mut started = Vec::new();
+        for _ in (batch * STREAM_BATCH)..STREAMS.min((batch + 1) * STREAM_BATCH) {
+            let client = target.client.clone();
+            let url = url.clone();
+            let mut released = release.subscribe();
+            let (first, first_in) = tokio::sync::oneshot::channel();
+            started.push(first_in);
+            open.push(tokio::spawn(async move {
+                let response = client.get(&url).send().await.unwrap();
+                let mut stream = response.bytes_stream();
+                let _first = stream.next().await;
+                let _ = first.send(());
+                let _ = released.wait_for(|released| *released).await;
+                drop(stream);
+            }));
+        }
+        for first_in in started {
+            first_in.await.unwrap();
+        }
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let quiet = wait_quiet(&cpu).await;
     let rss = rss();
+    println!(
+        "  ({STREAMS} streams open; the process went quiet after {:.1} s)",
+        quiet.as_secs_f64()
+    );
+    release.send_replace(true);
     for task in open {
         let _ = task.await;
     }
     rss
+}
+
+/// Streams opened at a time by [`rss_under_streams`].
+const STREAM_BATCH: usize = 50;
+
+/// Waits until `cpu` (a process's CPU seconds) grows by less than 20 ms over half a second, at
+/// most 30 s; returns how long that took.
+async fn wait_quiet(cpu: &impl Fn() -> f64) -> Duration {
+    let started = Instant::now();
+    let mut last = cpu();
+    while started.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = cpu();
+        if now - last < 0.02 {
+            break;
+        }
+        last = now;
+    }
+    started.elapsed()
 }
 
 fn mib(kib: u64) -> f64 {

@@ -38,15 +38,17 @@ pub struct Connection {
 }
 
 /// Per-connection buffer bounds, for servers that hold many slow clients at once. Unset, hyper
-/// queues up to 16 body chunks (at most about 400 KiB) of a response per connection.
-///
-/// rustls' own limit on queued records is left alone: set to one record's size it split every
-/// record in two (a full one and a few bytes), doubling the writes (`agent_pull` bench).
+/// queues up to 16 body chunks (at most about 400 KiB) of a response per connection, and rustls
+/// up to 64 KiB of encrypted records.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Bounds {
     /// hyper's HTTP/1 buffer cap: a request head must fit, and a response body stops being
     /// polled once this much waits for the socket (hyper's floor is 8 KiB).
     pub http1_buffer: Option<usize>,
+    /// rustls' cap on the encrypted records it queues for a TLS client: what a stalled TLS client
+    /// pins beyond hyper's buffer. Keep it at two records or more: a cap of one record splits
+    /// every record that meets a full queue in two (a full one and a few bytes).
+    pub tls_queue: Option<usize>,
 }
 
 /// The connection builder for `bounds`: HTTP/1.1 and HTTP/2, with HTTP/2 header blocks decoded
@@ -130,7 +132,10 @@ pub async fn serve<F, S, B>(
                 return;
             };
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(stream)) => {
+                Ok(Ok(mut stream)) => {
+                    if let Some(limit) = bounds.tls_queue {
+                        stream.get_mut().1.set_buffer_limit(Some(limit));
+                    }
                     let client_chain = stream
                         .get_ref()
                         .1

@@ -79,6 +79,7 @@ async fn pulled_with(bounds: http_serve::Bounds) -> u64 {
 async fn a_stalled_client_pins_at_most_the_bound_of_response_in_the_server() {
     let bounded = pulled_with(http_serve::Bounds {
         http1_buffer: Some(16 * 1024),
+        ..Default::default()
     })
     .await;
     let unbounded = pulled_with(http_serve::Bounds::default()).await;

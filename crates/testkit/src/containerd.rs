@@ -297,6 +297,11 @@ impl Containerd {
         }
     }
 
+    /// containerd's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.service.pid()
+    }
+
     /// The hosts dir passed to `ctr --hosts-dir` (`certs.d`).
     pub fn hosts_dir(&self) -> PathBuf {
         self.dir.path().join("certs.d")
