@@ -24,7 +24,11 @@
 //!
 //! Last, `ctr images pull` of the image by private containerds, straight from the upstream,
 //! through the agent (containerd reading the agent's `hosts.toml`), and through an agent whose
-//! first backend is a warm cache replica over TLS, in rotating order.
+//! first backend is a warm cache replica over TLS, in rotating order, with the CPU each pull
+//! costs every process on the way and how busy the machine was.
+//!
+//! The memory row opens its streams in batches and reads the RSS once the process has gone
+//! quiet, when every stream holds what it holds in a stall.
 //!
 //! `BENCH_ROWS` picks the parts to run (`throughput,heads,skopeo,memory,containerd`, all by
 //! default).
