@@ -290,7 +290,7 @@ async fn main() {
             with_streams(nginx_idle, nginx_loaded)
         );
         println!(
-            "agent RSS: idle at start {:.1} MiB (target <= 20), idle after the runs above {:.1} MiB; {} (target <= 64)",
+            "agent RSS: idle at start {:.1} MiB (target <= 20), idle after the runs above {:.1} MiB; {} (target <= 40 KiB per stream, issue #22)",
             mib(idle_at_start),
             mib(idle),
             with_streams(idle, loaded)
@@ -1122,7 +1122,6 @@ async fn skopeo_pull(source: &str, access: Access) -> Duration {
     started.elapsed()
 }
 
-/// RSS with STREAMS blob downloads open and barely read (each client holds its response).
 /// The RSS (from `rss`) of the process behind `target` with STREAMS blob streams open whose
 /// clients stopped reading after the first chunk. The streams open in batches of
 /// [`STREAM_BATCH`], each batch's first chunks in before the next starts, so that a thousand
