@@ -71,6 +71,7 @@ struct Reader {
     progress: Option<watch::Receiver<FillState>>,
     /// Whether to try [`read_cached`] first: cleared once the file system refuses it.
     inline: bool,
+    buffers: Buffers,
 }
 
 /// How far a reader at `pos` (stopping at `end`, if given) may read in `state`: `Ok(Some(limit))`
@@ -129,12 +130,63 @@ fn read_at(file: &File, pos: u64, len: usize) -> Result<Bytes, io::Error> {
     Ok(Bytes::from(buf))
 }
 
+/// Read buffers of one body, taken back once hyper has sent their bytes: safe code must
+/// initialise what `preadv2` reads into, and a reused buffer was zeroed only once.
+#[derive(Clone, Default)]
+struct Buffers(Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+
+/// A buffer lent out as [`Bytes`]: back to its [`Buffers`] when the last of them is dropped.
+struct Lent {
+    buf: Vec<u8>,
+    home: Buffers,
+}
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        if let Ok(mut free) = self.home.0.lock() {
+            free.push(buf);
+        }
+    }
+}
+
+impl Buffers {
+    /// A buffer of `len` bytes, a returned one if there is.
+    fn take(&self, len: usize) -> Vec<u8> {
+        let mut buf = self
+            .0
+            .lock()
+            .ok()
+            .and_then(|mut free| free.pop())
+            .unwrap_or_default();
+        buf.resize(len, 0);
+        buf
+    }
+
+    /// The first `len` bytes of `buf`, which comes back here once they are dropped.
+    fn lend(&self, buf: Vec<u8>, len: usize) -> Bytes {
+        let home = self.clone();
+        Bytes::from_owner(Lent { buf, home }).slice(..len)
+    }
+}
+
 /// Reads up to `len` bytes at `pos` if the page cache holds the first of them, without waiting
-/// for the disk (`preadv2` with `RWF_NOWAIT`; a short read when only a part is cached).
-/// `Ok(None)` when nothing at `pos` is cached or the file ends there; `Err` when the file system
-/// cannot read this way.
-fn read_cached(file: &File, pos: u64, len: usize) -> Result<Option<Bytes>, rustix::io::Errno> {
-    let mut buf = vec![0; len];
+/// for the disk (`preadv2` with `RWF_NOWAIT`; a short read when only a part is cached), into a
+/// buffer of `buffers`. `Ok(None)` when nothing at `pos` is cached or the file ends there; `Err`
+/// when the file system cannot read this way.
+fn read_cached(
+    file: &File,
+    pos: u64,
+    len: usize,
+    buffers: &Buffers,
+) -> Result<Option<Bytes>, rustix::io::Errno> {
+    let mut buf = buffers.take(len);
     let read = rustix::io::preadv2(
         file,
         &mut [io::IoSliceMut::new(&mut buf)],
@@ -143,10 +195,7 @@ fn read_cached(file: &File, pos: u64, len: usize) -> Result<Option<Bytes>, rusti
     );
     match read {
         Ok(0) | Err(rustix::io::Errno::AGAIN) => Ok(None),
-        Ok(read) => {
-            buf.truncate(read);
-            Ok(Some(Bytes::from(buf)))
-        }
+        Ok(read) => Ok(Some(buffers.lend(buf, read))),
         Err(e) => Err(e),
     }
 }
@@ -155,7 +204,7 @@ fn read_cached(file: &File, pos: u64, len: usize) -> Result<Option<Bytes>, rusti
 /// when cached and on the blocking pool otherwise.
 async fn read_next(reader: &mut Reader, len: usize) -> Result<Bytes, io::Error> {
     if reader.inline {
-        match read_cached(&reader.file, reader.pos, len) {
+        match read_cached(&reader.file, reader.pos, len, &reader.buffers) {
             Ok(Some(bytes)) => return Ok(bytes),
             Ok(None) => {}
             Err(_) => reader.inline = false,
@@ -209,6 +258,7 @@ fn range_body(
         end,
         progress,
         inline: true,
+        buffers: Buffers::default(),
     };
     let stream = futures_util::stream::unfold(reader, next_chunk).map_ok(Frame::data);
     BodyExt::boxed_unsync(StreamBody::new(stream))
@@ -276,14 +326,22 @@ mod tests {
         let file = Arc::new(file);
         let half = 2 * READ_CHUNK;
 
-        let cached = read_cached(&file, 5, 100)
+        let cached = read_cached(&file, 5, 100, &Buffers::default())
             .expect("preadv2")
             .expect("cached");
         assert_eq!(cached[..], data[5..105]);
-        assert_eq!(read_cached(&file, len as u64, 100), Ok(None), "at the end");
+        assert_eq!(
+            read_cached(&file, len as u64, 100, &Buffers::default()),
+            Ok(None),
+            "at the end"
+        );
         if evict_from(&file, half as u64) {
-            assert_eq!(read_cached(&file, half as u64, 100), Ok(None), "evicted");
-            let short = read_cached(&file, 0, len)
+            assert_eq!(
+                read_cached(&file, half as u64, 100, &Buffers::default()),
+                Ok(None),
+                "evicted"
+            );
+            let short = read_cached(&file, 0, len, &Buffers::default())
                 .expect("preadv2")
                 .expect("cached");
             assert!(short.len() >= half, "{} of the cached {half}", short.len());
@@ -297,6 +355,24 @@ mod tests {
             let got = body.collect().await.expect("body").to_bytes();
             assert!(got[..] == data[start..end], "bytes {start}..{end}");
         }
+    }
+
+    #[test]
+    fn a_lent_buffer_comes_back_once_the_last_of_its_bytes_is_dropped() {
+        let buffers = Buffers::default();
+        let mut buf = buffers.take(1000);
+        assert_eq!(buf, vec![0; 1000]);
+        buf[..5].copy_from_slice(b"layer");
+        let at = buf.as_ptr();
+        let bytes = buffers.lend(buf, 5);
+        let rest = bytes.slice(2..);
+        assert_eq!((&bytes[..], &rest[..]), (&b"layer"[..], &b"yer"[..]));
+        drop(bytes);
+        assert!(buffers.0.lock().expect("lock").is_empty(), "still lent");
+        drop(rest);
+        let again = buffers.take(800);
+        assert_eq!((again.as_ptr(), again.len()), (at, 800), "the same buffer");
+        assert!(buffers.0.lock().expect("lock").is_empty());
     }
 
     #[tokio::test]
