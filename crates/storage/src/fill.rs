@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::sync::{Arc, Mutex};
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use futures_util::StreamExt;
 use oci::Digest;
 use tokio::sync::watch;
@@ -83,8 +83,10 @@ pub struct Source {
 }
 
 /// Batches written at once: large enough to amortise the blocking-pool hop, small enough that
-/// followers see bytes promptly.
+/// followers see bytes promptly. A batch is the chunks as received, written with one `pwritev`
+/// (at most [`BATCH_CHUNKS`] of them), not copied into one buffer first.
 const WRITE_BATCH: usize = 1 << 20;
+const BATCH_CHUNKS: usize = 256;
 
 impl Fills {
     /// Fills started so far (one per upstream blob request).
@@ -133,14 +135,34 @@ impl Fills {
     }
 }
 
+/// Chunks received and not yet handed to the writer.
+#[derive(Default)]
+struct Batch {
+    chunks: Vec<Bytes>,
+    len: usize,
+}
+
+impl Batch {
+    fn push(&mut self, chunk: Bytes) {
+        if !chunk.is_empty() {
+            self.len += chunk.len();
+            self.chunks.push(chunk);
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.len >= WRITE_BATCH || self.chunks.len() >= BATCH_CHUNKS
+    }
+}
+
 /// Writes `batch` on the blocking pool (the writer hashes as it writes).
 fn write_batch(
     mut writer: BlobWriter,
-    batch: BytesMut,
+    batch: Batch,
 ) -> tokio::task::JoinHandle<Result<(BlobWriter, u64), Error>> {
     tokio::task::spawn_blocking(move || {
-        writer.write(&batch)?;
-        Ok((writer, batch.len() as u64))
+        writer.write_chunks(&batch.chunks)?;
+        Ok((writer, batch.len as u64))
     })
 }
 
@@ -205,11 +227,11 @@ async fn run(
     let mut idle = Some(writer);
     // One write in flight; while it runs, the next batch keeps growing from the network.
     let mut in_flight: Option<tokio::task::JoinHandle<Result<(BlobWriter, u64), Error>>> = None;
-    let mut batch = BytesMut::new();
+    let mut batch = Batch::default();
     let mut ended = false;
     loop {
         if let Some(writer) = idle.take() {
-            if !batch.is_empty() {
+            if batch.len > 0 {
                 in_flight = Some(write_batch(writer, std::mem::take(&mut batch)));
             } else if ended {
                 idle = Some(writer);
@@ -220,10 +242,10 @@ async fn run(
         }
         tokio::select! {
             biased;
-            chunk = body.next(), if !ended && batch.len() < WRITE_BATCH => match chunk {
+            chunk = body.next(), if !ended && !batch.is_full() => match chunk {
                 Some(Ok(chunk)) => {
                     received += chunk.len() as u64;
-                    batch.extend_from_slice(&chunk);
+                    batch.push(chunk);
                 }
                 Some(Err(error)) => {
                     body = resume(source, digest, received, error, &mut resumes).await?;

@@ -41,6 +41,26 @@ fn a_blob_is_visible_only_once_committed_and_verified() {
 }
 
 #[test]
+fn chunks_are_written_in_order_across_more_than_one_pwritev() {
+    let (_dir, store) = store(Limits {
+        budget: None,
+        reserve: Some(0),
+    });
+    // more slices than one pwritev takes, empty ones among them
+    let chunks: Vec<Vec<u8>> = (0..2500u32)
+        .map(|i| vec![i as u8; (i % 7) as usize])
+        .collect();
+    let data = chunks.concat();
+    let digest = Digest::sha256(&data);
+    let mut w = store.writer(Algorithm::Sha256, None).expect("writer");
+    w.write(b"").expect("nothing to write");
+    w.write_chunks(&chunks).expect("write");
+    assert_eq!(w.len(), data.len() as u64);
+    assert_eq!(w.commit(Some(digest)).expect("commit"), digest);
+    assert_eq!(store.read_blob(&digest, 1 << 20).expect("read"), Some(data));
+}
+
+#[test]
 fn a_mismatch_stores_nothing_and_leaves_no_temp_file() {
     let (_dir, store) = store(Limits {
         budget: None,

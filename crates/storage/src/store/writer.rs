@@ -1,7 +1,7 @@
 //! [`BlobWriter`]: a blob being written to a temporary file of the store.
 
 use std::fs::{self, File};
-use std::os::unix::fs::FileExt;
+use std::io::IoSlice;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -23,6 +23,32 @@ pub struct BlobWriter {
     len: u64,
     reserved: u64,
     committed: bool,
+}
+
+/// Writes all of `chunks` at `at`, in order, resuming after short writes.
+fn write_all_at(file: &File, chunks: &[impl AsRef<[u8]>], mut at: u64) -> std::io::Result<()> {
+    /// The most slices one `pwritev` takes (Linux's `IOV_MAX`).
+    const IOV_MAX: usize = 1024;
+    let mut slices: Vec<IoSlice<'_>> = chunks
+        .iter()
+        .map(|c| c.as_ref())
+        .filter(|c| !c.is_empty())
+        .map(IoSlice::new)
+        .collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let window = rest.len().min(IOV_MAX);
+        match rustix::io::pwritev(file, &rest[..window], at) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(written) => {
+                at += written as u64;
+                IoSlice::advance_slices(&mut rest, written);
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Reservations for writes of unknown size grow by at least this much at a time.
@@ -64,7 +90,15 @@ impl BlobWriter {
 
     /// Appends `data`, reserving more room against the limits when needed.
     pub fn write(&mut self, data: &[u8]) -> Result<(), Error> {
-        let needed = (self.len + data.len() as u64).saturating_sub(self.reserved);
+        self.write_chunks(&[data])
+    }
+
+    /// Appends `chunks` in order with as few system calls as they allow (`pwritev`), reserving
+    /// more room against the limits when needed: bytes received in pieces are written without
+    /// first being copied into one buffer.
+    pub fn write_chunks(&mut self, chunks: &[impl AsRef<[u8]>]) -> Result<(), Error> {
+        let size: u64 = chunks.iter().map(|c| c.as_ref().len() as u64).sum();
+        let needed = (self.len + size).saturating_sub(self.reserved);
         if needed > 0 {
             let step = needed.max(RESERVE_STEP);
             if self.store.reserve_bytes(step).is_ok() {
@@ -74,13 +108,14 @@ impl BlobWriter {
                 self.reserved += needed;
             }
         }
-        self.file
-            .write_all_at(data, self.len)
+        write_all_at(&self.file, chunks, self.len)
             .map_err(|e| Error::io("write", &self.path, e))?;
         if let Some(h) = self.hasher.as_mut() {
-            h.update(data);
+            for chunk in chunks {
+                h.update(chunk.as_ref());
+            }
         }
-        self.len += data.len() as u64;
+        self.len += size;
         Ok(())
     }
 
