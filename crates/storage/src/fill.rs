@@ -17,13 +17,12 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use futures_util::StreamExt;
 use oci::Digest;
 use tokio::sync::watch;
 
 use crate::error::Error;
-use crate::store::{BlobWriter, Store};
+use crate::store::{Batch, BlobWriter, Store};
 
 /// Where a fill is.
 #[derive(Clone, Debug)]
@@ -82,12 +81,6 @@ pub struct Source {
     pub repository: String,
 }
 
-/// Batches written at once: large enough to amortise the blocking-pool hop, small enough that
-/// followers see bytes promptly. A batch is the chunks as received, written with one `pwritev`
-/// (at most [`BATCH_CHUNKS`] of them), not copied into one buffer first.
-const WRITE_BATCH: usize = 1 << 20;
-const BATCH_CHUNKS: usize = 256;
-
 impl Fills {
     /// Fills started so far (one per upstream blob request).
     pub fn started(&self) -> u64 {
@@ -135,34 +128,14 @@ impl Fills {
     }
 }
 
-/// Chunks received and not yet handed to the writer.
-#[derive(Default)]
-struct Batch {
-    chunks: Vec<Bytes>,
-    len: usize,
-}
-
-impl Batch {
-    fn push(&mut self, chunk: Bytes) {
-        if !chunk.is_empty() {
-            self.len += chunk.len();
-            self.chunks.push(chunk);
-        }
-    }
-
-    fn is_full(&self) -> bool {
-        self.len >= WRITE_BATCH || self.chunks.len() >= BATCH_CHUNKS
-    }
-}
-
 /// Writes `batch` on the blocking pool (the writer hashes as it writes).
 fn write_batch(
     mut writer: BlobWriter,
     batch: Batch,
 ) -> tokio::task::JoinHandle<Result<(BlobWriter, u64), Error>> {
     tokio::task::spawn_blocking(move || {
-        writer.write_chunks(&batch.chunks)?;
-        Ok((writer, batch.len as u64))
+        writer.write_batch(&batch)?;
+        Ok((writer, batch.len() as u64))
     })
 }
 
@@ -231,7 +204,7 @@ async fn run(
     let mut ended = false;
     loop {
         if let Some(writer) = idle.take() {
-            if batch.len > 0 {
+            if !batch.is_empty() {
                 in_flight = Some(write_batch(writer, std::mem::take(&mut batch)));
             } else if ended {
                 idle = Some(writer);

@@ -861,7 +861,7 @@ fn walk_blobs(dir: &Path, f: &mut dyn FnMut(&Path, &fs::Metadata)) -> Result<(),
 }
 
 mod writer;
-pub use writer::BlobWriter;
+pub use writer::{Batch, BlobWriter};
 
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,7 @@ use super::respond::{error_response, from_error, respond, value};
 use super::{Listener, blocking};
 use crate::body::{self, ResponseBody};
 use crate::error::Error;
-use crate::store::BlobWriter;
+use crate::store::{Batch, BlobWriter};
 
 pub(super) struct Session {
     repository: Repository,
@@ -94,14 +94,14 @@ where
     B::Error: std::fmt::Display + Send,
 {
     let mut body = body;
-    let mut batch = BytesMut::new();
+    let mut batch = Batch::default();
     let mut cut = None;
     loop {
         let frame = body.frame().await;
         let done = match frame {
             Some(Ok(frame)) => {
                 if let Ok(data) = frame.into_data() {
-                    batch.extend_from_slice(&data);
+                    batch.push(data);
                 }
                 false
             }
@@ -115,9 +115,9 @@ where
             }
             None => true,
         };
-        if batch.len() >= 1 << 20 || (done && !batch.is_empty()) {
-            let chunk = std::mem::take(&mut batch);
-            let written = blocking(move || writer.write(&chunk).map(|()| writer)).await;
+        if batch.is_full() || (done && !batch.is_empty()) {
+            let batch = std::mem::take(&mut batch);
+            let written = blocking(move || writer.write_batch(&batch).map(|()| writer)).await;
             writer = match written {
                 Ok(writer) => writer,
                 Err(error) => {

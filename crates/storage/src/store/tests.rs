@@ -46,7 +46,7 @@ fn chunks_are_written_in_order_across_more_than_one_pwritev() {
         budget: None,
         reserve: Some(0),
     });
-    // more slices than one pwritev takes, empty ones among them
+    // a batch of more slices than one pwritev takes, empty chunks among them
     let chunks: Vec<Vec<u8>> = (0..2500u32)
         .map(|i| vec![i as u8; (i % 7) as usize])
         .collect();
@@ -54,7 +54,15 @@ fn chunks_are_written_in_order_across_more_than_one_pwritev() {
     let digest = Digest::sha256(&data);
     let mut w = store.writer(Algorithm::Sha256, None).expect("writer");
     w.write(b"").expect("nothing to write");
-    w.write_chunks(&chunks).expect("write");
+    for part in [&chunks[..1500], &chunks[1500..]] {
+        let mut batch = Batch::default();
+        for chunk in part {
+            batch.push(bytes::Bytes::copy_from_slice(chunk));
+        }
+        assert_eq!(batch.len(), part.iter().map(Vec::len).sum::<usize>());
+        assert!(batch.is_full(), "256 chunks fill a batch, however small");
+        w.write_batch(&batch).expect("write");
+    }
     assert_eq!(w.len(), data.len() as u64);
     assert_eq!(w.commit(Some(digest)).expect("commit"), digest);
     assert_eq!(store.read_blob(&digest, 1 << 20).expect("read"), Some(data));

@@ -5,6 +5,7 @@ use std::io::IoSlice;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use oci::{Digest, Hasher};
 
 use super::{Store, create_dirs, fsync_dir, remember};
@@ -51,6 +52,45 @@ fn write_all_at(file: &File, chunks: &[impl AsRef<[u8]>], mut at: u64) -> std::i
     Ok(())
 }
 
+/// Received chunks gathered for one write (a fill's, an upload's), kept as they arrived rather
+/// than copied into one buffer: [`BlobWriter::write_batch`] writes them with one `pwritev`.
+#[derive(Debug, Default)]
+pub struct Batch {
+    chunks: Vec<Bytes>,
+    len: usize,
+}
+
+impl Batch {
+    /// Bytes that fill a batch: large enough to amortise the blocking-pool hop of its write,
+    /// small enough that a fill's readers see bytes promptly.
+    pub const BYTES: usize = 1 << 20;
+    /// Chunks that fill a batch, however small they are.
+    const CHUNKS: usize = 256;
+
+    /// Adds `chunk` (an empty one is dropped).
+    pub fn push(&mut self, chunk: Bytes) {
+        if !chunk.is_empty() {
+            self.len += chunk.len();
+            self.chunks.push(chunk);
+        }
+    }
+
+    /// Bytes gathered.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was gathered.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the batch should be written before more is received.
+    pub fn is_full(&self) -> bool {
+        self.len >= Self::BYTES || self.chunks.len() >= Self::CHUNKS
+    }
+}
+
 /// Reservations for writes of unknown size grow by at least this much at a time.
 const RESERVE_STEP: u64 = 8 << 20;
 
@@ -93,10 +133,14 @@ impl BlobWriter {
         self.write_chunks(&[data])
     }
 
+    /// Appends the chunks of `batch`, in order.
+    pub fn write_batch(&mut self, batch: &Batch) -> Result<(), Error> {
+        self.write_chunks(&batch.chunks)
+    }
+
     /// Appends `chunks` in order with as few system calls as they allow (`pwritev`), reserving
-    /// more room against the limits when needed: bytes received in pieces are written without
-    /// first being copied into one buffer.
-    pub fn write_chunks(&mut self, chunks: &[impl AsRef<[u8]>]) -> Result<(), Error> {
+    /// more room against the limits when needed.
+    fn write_chunks(&mut self, chunks: &[impl AsRef<[u8]>]) -> Result<(), Error> {
         let size: u64 = chunks.iter().map(|c| c.as_ref().len() as u64).sum();
         let needed = (self.len + size).saturating_sub(self.reserved);
         if needed > 0 {
