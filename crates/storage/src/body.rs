@@ -69,8 +69,6 @@ struct Reader {
     pos: u64,
     end: Option<u64>,
     progress: Option<watch::Receiver<FillState>>,
-    /// Whether to try [`read_cached`] first: cleared once the file system refuses it.
-    inline: bool,
     buffers: Buffers,
 }
 
@@ -149,10 +147,7 @@ impl AsRef<[u8]> for Lent {
 
 impl Drop for Lent {
     fn drop(&mut self) {
-        let buf = std::mem::take(&mut self.buf);
-        if let Ok(mut free) = self.home.0.lock() {
-            free.push(buf);
-        }
+        self.home.give_back(std::mem::take(&mut self.buf));
     }
 }
 
@@ -167,6 +162,13 @@ impl Buffers {
             .unwrap_or_default();
         buf.resize(len, 0);
         buf
+    }
+
+    /// Keeps `buf` for the next [`take`](Self::take).
+    fn give_back(&self, buf: Vec<u8>) {
+        if let Ok(mut free) = self.0.lock() {
+            free.push(buf);
+        }
     }
 
     /// The first `len` bytes of `buf`, which comes back here once they are dropped.
@@ -194,20 +196,35 @@ fn read_cached(
         rustix::io::ReadWriteFlags::NOWAIT,
     );
     match read {
-        Ok(0) | Err(rustix::io::Errno::AGAIN) => Ok(None),
+        Ok(0) | Err(rustix::io::Errno::AGAIN) => {
+            buffers.give_back(buf);
+            Ok(None)
+        }
         Ok(read) => Ok(Some(buffers.lend(buf, read))),
         Err(e) => Err(e),
     }
 }
 
+/// Whether to try [`read_cached`] at all: cleared for the process once the file system refuses
+/// `RWF_NOWAIT` (the store is one directory, on one file system).
+static INLINE_READS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
 /// The next `len` bytes of `reader`'s file (or those of them the page cache holds), read inline
 /// when cached and on the blocking pool otherwise.
 async fn read_next(reader: &mut Reader, len: usize) -> Result<Bytes, io::Error> {
-    if reader.inline {
+    use std::sync::atomic::Ordering::Relaxed;
+    if INLINE_READS.load(Relaxed) {
         match read_cached(&reader.file, reader.pos, len, &reader.buffers) {
             Ok(Some(bytes)) => return Ok(bytes),
             Ok(None) => {}
-            Err(_) => reader.inline = false,
+            Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::INVAL) => {
+                tracing::info!(
+                    "the file system cannot read without blocking; reads go to the blocking pool"
+                );
+                INLINE_READS.store(false, Relaxed);
+            }
+            // Reported by the blocking read, if it recurs.
+            Err(_) => {}
         }
     }
     let file = reader.file.clone();
@@ -257,7 +274,6 @@ fn range_body(
         pos: start,
         end,
         progress,
-        inline: true,
         buffers: Buffers::default(),
     };
     let stream = futures_util::stream::unfold(reader, next_chunk).map_ok(Frame::data);
