@@ -408,19 +408,28 @@ fn forwardable(route: &Route) -> Option<&oci::Repository> {
     }
 }
 
+/// The client's headers to forward for `kind`, copied: hyper's values are slices of the buffer
+/// the request head was read into, and a blob relay keeps these for the whole stream (to
+/// resume), which would keep that buffer alive as long.
 fn forwarded_headers(client: &HeaderMap, kind: Kind) -> HeaderMap {
     let mut headers = HeaderMap::new();
-    for name in FORWARDED {
-        for value in client.get_all(&name) {
-            headers.append(name.clone(), value.clone());
+    let mut forward = |name: &header::HeaderName| {
+        for value in client.get_all(name) {
+            headers.append(name.clone(), owned(value));
         }
-    }
+    };
+    FORWARDED.iter().for_each(&mut forward);
     if kind == Kind::PassThrough {
-        for value in client.get_all(header::AUTHORIZATION) {
-            headers.append(header::AUTHORIZATION, value.clone());
-        }
+        forward(&header::AUTHORIZATION);
     }
     headers
+}
+
+/// `value` in an allocation of its own.
+fn owned(value: &HeaderValue) -> HeaderValue {
+    let mut copy = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
+    copy.set_sensitive(value.is_sensitive());
+    copy
 }
 
 /// Relays a target's answer: status, end-to-end headers and the streamed body.

@@ -116,6 +116,32 @@ fn only_listed_headers_are_forwarded_and_authorization_only_on_pass_through() {
 }
 
 #[test]
+fn forwarded_headers_do_not_keep_the_request_heads_buffer() {
+    // hyper's header values are slices of the buffer the head was read into.
+    let head = Bytes::from_static(b"application/json curl/8 Basic eA==");
+    let shared =
+        |range: std::ops::Range<usize>| HeaderValue::from_maybe_shared(head.slice(range)).unwrap();
+    let mut client = HeaderMap::new();
+    client.append(header::ACCEPT, shared(0..16));
+    client.append(header::USER_AGENT, shared(17..23));
+    let mut authorization = shared(24..34);
+    authorization.set_sensitive(true);
+    client.append(header::AUTHORIZATION, authorization);
+
+    let forwarded = forwarded_headers(&client, Kind::PassThrough);
+    let buffer = head.as_ptr_range();
+    for (name, value) in &forwarded {
+        assert_eq!(value, client.get(name).unwrap());
+        assert!(
+            !buffer.contains(&value.as_bytes().as_ptr()),
+            "{name} still points into the request head's buffer"
+        );
+    }
+    assert_eq!(forwarded.len(), 3);
+    assert!(forwarded[header::AUTHORIZATION].is_sensitive());
+}
+
+#[test]
 fn pagination_links_name_the_clients_repository() {
     let value =
         HeaderValue::from_static(r#"</v2/deckhouse/ee/install/tags/list?n=2&last=b>; rel="next""#);
