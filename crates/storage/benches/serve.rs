@@ -7,7 +7,9 @@
 //! (b) 50 concurrent cold pulls of one 256 MiB blob: our pull-through vs distribution's `proxy`
 //!     mode — upstream bytes and time (`cold`);
 //! (c) fill rate: one cold pull through us vs the same blob straight from the upstream and
-//!     through `socat`, a bare relay (`fill`).
+//!     through `socat`, a bare relay (`fill`);
+//! (d) uploads over TLS: curl clients each pushing a blob (one `POST`, then the whole body in
+//!     one `PUT` with its digest), into our write listener vs into distribution (`push`).
 //!
 //! `cargo bench -p storage --bench serve` (needs `docker-registry`, `curl` and `socat`). Knobs:
 //! see [`Knobs`].
@@ -179,14 +181,16 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The bench's knobs: `BENCH_ROWS` (comma-separated of `plain`, `tls`, `cold`, `fill`; all by
-/// default), `BENCH_WARM_MB` (what each warm client fetches, default 1024, in blobs of up to
-/// 128 MiB), `BENCH_BLOB_MB` (the cold and fill blobs, default 256), `BENCH_ROUNDS` (rotating
-/// rounds of the warm rows, default 3) and `BENCH_FILL_ROUNDS` (of row (c), default 5).
+/// The bench's knobs: `BENCH_ROWS` (comma-separated of `plain`, `tls`, `cold`, `fill`, `push`;
+/// all by default), `BENCH_WARM_MB` (what each warm client fetches, default 1024, in blobs of up
+/// to 128 MiB), `BENCH_BLOB_MB` (the cold and fill blobs, default 256), `BENCH_PUSH_MB` (the blob
+/// each of row (d)'s 8 clients pushes, default 128), `BENCH_ROUNDS` (rotating rounds of rows (a)
+/// and (d), default 3) and `BENCH_FILL_ROUNDS` (of row (c), default 5).
 struct Knobs {
     rows: Vec<String>,
     warm: usize,
     blob: usize,
+    push: usize,
     rounds: usize,
     fill_rounds: usize,
 }
@@ -194,7 +198,7 @@ struct Knobs {
 impl Knobs {
     fn from_env() -> Self {
         let rows = std::env::var("BENCH_ROWS")
-            .unwrap_or_else(|_| "plain,tls,cold,fill".into())
+            .unwrap_or_else(|_| "plain,tls,cold,fill,push".into())
             .split(',')
             .map(|r| r.trim().to_owned())
             .collect();
@@ -202,6 +206,7 @@ impl Knobs {
             rows,
             warm: env_usize("BENCH_WARM_MB", 1024) * MIB,
             blob: env_usize("BENCH_BLOB_MB", 256) * MIB,
+            push: env_usize("BENCH_PUSH_MB", 128) * MIB,
             rounds: env_usize("BENCH_ROUNDS", 3).max(1),
             fill_rounds: env_usize("BENCH_FILL_ROUNDS", 5).max(1),
         }
@@ -568,6 +573,115 @@ async fn fill_rate(knobs: &Knobs, scratch: &std::path::Path, http: &reqwest::Cli
 
 /// CPU seconds this process has used, all threads (`/proc/self/stat`, 10 ms ticks): the
 /// replica's work, since the bench's own thread only waits for curl.
+/// One client's upload: `POST` for a session, then the file in one `PUT` with its digest
+/// (`Expect: 100-continue` off, as a registry client sends it).
+const PUSH_SCRIPT: &str = r#"set -e
+loc=$(curl -s --fail --http1.1 --cacert "$CA" -X POST -o /dev/null -w '%header{location}' \
+  "$BASE/v2/bench/push/blobs/uploads/")
+case "$loc" in http*) ;; *) loc="$BASE$loc" ;; esac
+case "$loc" in *\?*) sep='&' ;; *) sep='?' ;; esac
+curl -s --fail --http1.1 --cacert "$CA" -H 'Expect:' -H 'content-type: application/octet-stream' \
+  -T "$FILE" -o /dev/null "$loc${sep}digest=$DIGEST"
+"#;
+
+/// (d) uploads over TLS: 8 clients each push their own blob, into our write listener vs into
+/// distribution, in rotating rounds; our CPU per GiB received.
+async fn push_rate(knobs: &Knobs, scratch: &std::path::Path) {
+    const CLIENTS: usize = 8;
+    let ca = testkit::Certs::new("bench CA");
+    let ca_path = scratch.join("push-ca.crt");
+    ca.write_ca(&ca_path).expect("write CA");
+    let mut files = Vec::new();
+    for i in 0..CLIENTS {
+        let data = content(knobs.push, 1000 + i as u64);
+        let digest = oci::Digest::sha256(&data).to_string();
+        let path = scratch.join(format!("push-{i}.bin"));
+        std::fs::write(&path, data).expect("write the blob to push");
+        files.push((path, digest));
+    }
+    let distribution = testkit::Upstream::start(testkit::UpstreamOptions::default().tls(&ca)).await;
+    let serving = ca.server(&[]);
+    let tls = Tls {
+        cert_pem: serving.cert_pem,
+        key_pem: serving.key_pem,
+        client_ca_pem: None,
+        ingress_client_ca: None,
+    };
+    let store = Store::open(&scratch.join("ours-push"), NO_RESERVE).expect("store");
+    let ours = serve(
+        Listener::write(
+            Registry::new(store, None, Settings::default()),
+            Accounts::open(),
+            false,
+        ),
+        Some(&tls),
+    )
+    .await;
+    let ways = [("distribution", distribution.url()), ("ours", ours)];
+    let push_all = |base: &str| {
+        let start = Instant::now();
+        let children: Vec<_> = files
+            .iter()
+            .map(|(file, digest)| {
+                tokio::process::Command::new("sh")
+                    .args(["-c", PUSH_SCRIPT])
+                    .env("BASE", base)
+                    .env("CA", &ca_path)
+                    .env("FILE", file)
+                    .env("DIGEST", digest)
+                    .spawn()
+                    .expect("sh")
+            })
+            .collect();
+        async move {
+            for mut child in children {
+                assert!(
+                    child.wait().await.expect("sh").success(),
+                    "an upload failed"
+                );
+            }
+            start.elapsed().as_secs_f64()
+        }
+    };
+    for (_, base) in &ways {
+        push_all(base).await;
+    }
+    let mut secs = vec![Vec::new(); ways.len()];
+    let mut cpu = vec![0.0; ways.len()];
+    for round in 0..knobs.rounds {
+        for k in 0..ways.len() {
+            let i = (round + k) % ways.len();
+            sync_disks().await;
+            let before = own_cpu_secs();
+            secs[i].push(push_all(&ways[i].1).await);
+            cpu[i] += own_cpu_secs() - before;
+        }
+    }
+    let total = (CLIENTS * knobs.push) as f64;
+    let rates: Vec<String> = ways
+        .iter()
+        .zip(&secs)
+        .map(|((name, _), s)| format!("{name} {:.2} GB/s", total / median(s.clone()) / 1e9))
+        .collect();
+    let ratios: Vec<f64> = secs[0].iter().zip(&secs[1]).map(|(d, o)| d / o).collect();
+    println!(
+        "(d) push over TLS, {CLIENTS} clients x {} MiB, median of {} rotating rounds: {}",
+        knobs.push / MIB,
+        knobs.rounds,
+        rates.join("; ")
+    );
+    println!(
+        "    ours/distribution = {:.2} (rounds {}); our CPU per GiB received = {:.2} s",
+        median(ratios.clone()),
+        ratios
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        cpu[1] / (total * knobs.rounds as f64 / (1u64 << 30) as f64)
+    );
+}
+
 fn own_cpu_secs() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
     let after_name = &stat[stat.rfind(')').expect("command name") + 2..];
@@ -599,5 +713,8 @@ async fn main() {
     }
     if knobs.wants("fill") {
         fill_rate(&knobs, scratch.path(), &http).await;
+    }
+    if knobs.wants("push") {
+        push_rate(&knobs, scratch.path()).await;
     }
 }
