@@ -383,13 +383,7 @@ async fn warm_tls(knobs: &Knobs, scratch: &std::path::Path) {
         assert_eq!(pushed, digest.to_string());
         digests.push(digest.to_string());
     }
-    let serving = ca.server(&[]);
-    let tls = Tls {
-        cert_pem: serving.cert_pem,
-        key_pem: serving.key_pem,
-        client_ca_pem: None,
-        ingress_client_ca: None,
-    };
+    let tls = server_tls(&ca);
     let ours = serve(
         Listener::read(
             Registry::new(store.clone(), None, Settings::default()),
@@ -415,6 +409,17 @@ async fn warm_tls(knobs: &Knobs, scratch: &std::path::Path) {
         sizes.iter().sum(),
     )
     .await;
+}
+
+/// A serving certificate of `ca` for our listeners, no client certificate asked for.
+fn server_tls(ca: &testkit::Certs) -> Tls {
+    let serving = ca.server(&[]);
+    Tls {
+        cert_pem: serving.cert_pem,
+        key_pem: serving.key_pem,
+        client_ca_pem: None,
+        ingress_client_ca: None,
+    }
 }
 
 /// The protocol and cipher curl negotiates with `base`, from its verbose output.
@@ -600,13 +605,7 @@ async fn push_rate(knobs: &Knobs, scratch: &std::path::Path) {
         files.push((path, digest));
     }
     let distribution = testkit::Upstream::start(testkit::UpstreamOptions::default().tls(&ca)).await;
-    let serving = ca.server(&[]);
-    let tls = Tls {
-        cert_pem: serving.cert_pem,
-        key_pem: serving.key_pem,
-        client_ca_pem: None,
-        ingress_client_ca: None,
-    };
+    let tls = server_tls(&ca);
     let store = Store::open(&scratch.join("ours-push"), NO_RESERVE).expect("store");
     let ours = serve(
         Listener::write(
