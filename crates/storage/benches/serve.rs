@@ -576,8 +576,6 @@ async fn fill_rate(knobs: &Knobs, scratch: &std::path::Path, http: &reqwest::Cli
     );
 }
 
-/// CPU seconds this process has used, all threads (`/proc/self/stat`, 10 ms ticks): the
-/// replica's work, since the bench's own thread only waits for curl.
 /// One client's upload: `POST` for a session, then the file in one `PUT` with its digest
 /// (`Expect: 100-continue` off, as a registry client sends it).
 const PUSH_SCRIPT: &str = r#"set -e
@@ -681,6 +679,8 @@ async fn push_rate(knobs: &Knobs, scratch: &std::path::Path) {
     );
 }
 
+/// CPU seconds this process has used, all threads (`/proc/self/stat`, 10 ms ticks): the
+/// replica's work, since the bench's own thread only waits for curl.
 fn own_cpu_secs() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
     let after_name = &stat[stat.rfind(')').expect("command name") + 2..];
