@@ -254,22 +254,34 @@ struct Way {
     args: Vec<String>,
 }
 
-/// `rounds` rounds of every way with `clients` clients, the order rotating by one each round;
-/// returns each way's seconds per round, and the CPU seconds this process spent in its rounds
-/// (the replica's, for our way).
-async fn rotate(ways: &[Way], clients: usize, rounds: usize) -> (Vec<Vec<f64>>, Vec<f64>) {
-    let mut secs = vec![Vec::new(); ways.len()];
-    let mut cpu = vec![0.0; ways.len()];
+/// `rounds` rounds of `ways` ways, the order rotating by one each round; `run(i)` runs way `i`
+/// once and returns its seconds. Returns each way's seconds per round, and the CPU seconds this
+/// process spent in its rounds (the replica's, for our way).
+async fn rotate<F, Fut>(ways: usize, rounds: usize, mut run: F) -> (Vec<Vec<f64>>, Vec<f64>)
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = f64>,
+{
+    let mut secs = vec![Vec::new(); ways];
+    let mut cpu = vec![0.0; ways];
     for round in 0..rounds {
-        for k in 0..ways.len() {
-            let i = (round + k) % ways.len();
-            let way = &ways[i];
+        for k in 0..ways {
+            let i = (round + k) % ways;
             let before = own_cpu_secs();
-            secs[i].push(curl_all(clients, &way.urls, &way.args).await);
+            secs[i].push(run(i).await);
             cpu[i] += own_cpu_secs() - before;
         }
     }
     (secs, cpu)
+}
+
+/// `values` with two decimals, comma-separated: a row's rounds.
+fn listed(values: &[f64]) -> String {
+    values
+        .iter()
+        .map(|v| format!("{v:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// (a) warm serving over plain HTTP: ours vs distribution vs a bare sendfile server.
@@ -319,7 +331,10 @@ async fn warm_rounds(title: &str, ways: &[Way], knobs: &Knobs, per_client: usize
     for way in ways {
         curl_all(1, &way.urls, &way.args).await;
     }
-    let (secs, cpu) = rotate(ways, clients, knobs.rounds).await;
+    let (secs, cpu) = rotate(ways.len(), knobs.rounds, |i| {
+        curl_all(clients, &ways[i].urls, &ways[i].args)
+    })
+    .await;
     let total = (clients * per_client) as f64;
     let rates: Vec<String> = ways
         .iter()
@@ -358,11 +373,7 @@ async fn warm_rounds(title: &str, ways: &[Way], knobs: &Knobs, per_client: usize
             "    ours/{} = {:.2} (median of the rounds' ratios; rounds {})",
             way.name,
             median(ratios.clone()),
-            ratios
-                .iter()
-                .map(|r| format!("{r:.2}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            listed(&ratios)
         );
     }
 }
@@ -548,12 +559,6 @@ async fn fill_rate(knobs: &Knobs, scratch: &std::path::Path, http: &reqwest::Cli
             .map(|(direct, way)| direct / way)
             .collect()
     };
-    let show = |r: &[f64]| {
-        r.iter()
-            .map(|x| format!("{x:.2}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     println!(
         "(c) one cold {} MiB pull, median of {} rotating rounds: direct {:.2} GB/s, through socat {:.2} GB/s, through our fill {:.2} GB/s",
         knobs.blob / MIB,
@@ -565,14 +570,14 @@ async fn fill_rate(knobs: &Knobs, scratch: &std::path::Path, http: &reqwest::Cli
     println!(
         "    fill/direct = {:.2} (target >= 0.9; rounds {}), socat/direct = {:.2} (the ceiling of one more hop; rounds {})",
         median(ratios(2)),
-        show(&ratios(2)),
+        listed(&ratios(2)),
         median(ratios(1)),
-        show(&ratios(1))
+        listed(&ratios(1))
     );
     println!(
         "    our CPU per GiB filled (receive, write, hash, send) = {:.2} s (median; rounds {})",
         median(fill_cpu.clone()),
-        show(&fill_cpu)
+        listed(&fill_cpu)
     );
 }
 
@@ -643,17 +648,16 @@ async fn push_rate(knobs: &Knobs, scratch: &std::path::Path) {
     for (_, base) in &ways {
         push_all(base).await;
     }
-    let mut secs = vec![Vec::new(); ways.len()];
-    let mut cpu = vec![0.0; ways.len()];
-    for round in 0..knobs.rounds {
-        for k in 0..ways.len() {
-            let i = (round + k) % ways.len();
+    let push_all = &push_all;
+    let (secs, cpu) = rotate(ways.len(), knobs.rounds, |i| {
+        let base = &ways[i].1;
+        async move {
+            // the previous round's writeback is not this one's
             sync_disks().await;
-            let before = own_cpu_secs();
-            secs[i].push(push_all(&ways[i].1).await);
-            cpu[i] += own_cpu_secs() - before;
+            push_all(base).await
         }
-    }
+    })
+    .await;
     let total = (CLIENTS * knobs.push) as f64;
     let rates: Vec<String> = ways
         .iter()
@@ -670,11 +674,7 @@ async fn push_rate(knobs: &Knobs, scratch: &std::path::Path) {
     println!(
         "    ours/distribution = {:.2} (rounds {}); our CPU per GiB received = {:.2} s",
         median(ratios.clone()),
-        ratios
-            .iter()
-            .map(|r| format!("{r:.2}"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        listed(&ratios),
         cpu[1] / (total * knobs.rounds as f64 / (1u64 << 30) as f64)
     );
 }
