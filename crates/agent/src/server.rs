@@ -59,19 +59,6 @@ pub fn tls_acceptor(certs: Arc<CertStore>) -> tokio_rustls::TlsAcceptor {
     tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
-/// What a client slow to read may pin of its response: hyper queues about one TLS record of it,
-/// rustls about two records once encrypted. A node pulls over many connections at once
-/// (containerd opens one per layer), and whatever the agent queues beyond that only sits in
-/// memory: the upstream connection is read no further until the client takes more.
-///
-/// rustls' own default (64 KiB of records) cost 29 KiB more per stalled stream, for no
-/// throughput; one record (17 000 bytes) splits every record that meets a full queue into a
-/// full one and a sliver, 9 % more CPU per GiB (`agent_pull` bench, bench/README.md).
-const STREAM_BOUNDS: http_serve::Bounds = http_serve::Bounds {
-    http1_buffer: Some(16 * 1024),
-    tls_queue: Some(33 * 1024),
-};
-
 /// Serves the proxy on `listener` until `shutdown` resolves, then lets requests in flight
 /// finish (up to 30 s).
 pub async fn serve_registry(
@@ -87,7 +74,16 @@ pub async fn serve_registry(
             async move { Ok::<_, std::convert::Infallible>(proxy.handle(request).await) }
         })
     };
-    http_serve::serve(listener, tls, STREAM_BOUNDS, service, shutdown).await;
+    // A node pulls over many connections at once (containerd opens one per layer), and the
+    // upstream connection is read no further than the client takes.
+    http_serve::serve(
+        listener,
+        tls,
+        http_serve::Bounds::STREAMING,
+        service,
+        shutdown,
+    )
+    .await;
 }
 
 /// Serves `/metrics` and `/healthz` on `listener` (plain HTTP, loopback).

@@ -30,8 +30,12 @@
 //! The memory row opens its streams in batches and reads the RSS once the process has gone
 //! quiet, when every stream holds what it holds in a stall.
 //!
-//! `BENCH_ROWS` picks the parts to run (`throughput,heads,skopeo,memory,containerd`, all by
-//! default).
+//! The replica row does the same to a warm cache replica (`d8 registry storage`, TLS) and to
+//! docker-registry serving the same blob over TLS: what a replica holds per node pulling through
+//! it, against its peer.
+//!
+//! `BENCH_ROWS` picks the parts to run (`throughput,heads,skopeo,memory,replica,containerd`, all
+//! by default).
 
 #![allow(clippy::print_stdout)] // a benchmark reports on stdout
 
@@ -65,7 +69,7 @@ struct Rows(Vec<String>);
 impl Rows {
     fn from_env() -> Self {
         let rows = std::env::var("BENCH_ROWS")
-            .unwrap_or_else(|_| "throughput,heads,skopeo,memory,containerd".into());
+            .unwrap_or_else(|_| "throughput,heads,skopeo,memory,replica,containerd".into());
         Self(rows.split(',').map(|r| r.trim().to_owned()).collect())
     }
 
@@ -75,8 +79,8 @@ impl Rows {
 }
 
 /// `BENCH_AGENT_VARIANTS`: (name, environment) of each extra agent.
-fn agent_variants() -> Vec<(String, Vec<(String, String)>)> {
-    let spec = std::env::var("BENCH_AGENT_VARIANTS").unwrap_or_default();
+fn variants(knob: &str) -> Vec<(String, Vec<(String, String)>)> {
+    let spec = std::env::var(knob).unwrap_or_default();
     spec.split(';')
         .filter(|v| !v.trim().is_empty())
         .map(|variant| {
@@ -123,7 +127,7 @@ async fn main() {
     let containerd = testkit::Containerd::start().await;
     let only_upstream = serde_json::json!({"backends": [upstream_backend(&upstream)]});
     let agent = start_agent(&only_upstream, state.path(), &containerd.hosts_dir(), &[]).await;
-    let variants = agent_variants();
+    let variants = variants("BENCH_AGENT_VARIANTS");
     let mut variant_agents = Vec::new();
     for (name, vars) in &variants {
         let dir = state.path().join(format!("variant-{name}"));
@@ -312,6 +316,9 @@ async fn main() {
         }
     }
     drop(variant_agents);
+    if rows.has("replica") {
+        replica_memory(&upstream, &direct, &image, state.path()).await;
+    }
     if rows.has("containerd") {
         let image_gib = image.blob_bytes() as f64 / (1u64 << 30) as f64;
         containerd_pulls(
@@ -440,6 +447,88 @@ async fn throughput_rows(ways: &[Via], image: &testkit::Image, upstream_pid: u32
     }
 }
 
+/// RSS per stalled blob stream of a warm cache replica (TLS read listener, Basic auth, as agents
+/// pull from it) against docker-registry serving the same blob over TLS (`direct`).
+async fn replica_memory(
+    upstream: &Upstream,
+    direct: &Target,
+    image: &testkit::Image,
+    state: &Path,
+) {
+    let upstream_pid = upstream_pid(upstream);
+    let peer_idle = rss_kib(upstream_pid);
+    let peer_loaded = rss_under_streams(
+        direct,
+        image,
+        || rss_kib(upstream_pid),
+        || cpu_seconds(upstream_pid, false),
+    )
+    .await;
+    println!(
+        "docker-registry RSS (serving over TLS): idle {:.1} MiB; {}",
+        mib(peer_idle),
+        with_streams(peer_idle, peer_loaded)
+    );
+    let replicas = std::iter::once(("replica".to_owned(), Vec::new())).chain(
+        variants("BENCH_REPLICA_VARIANTS")
+            .into_iter()
+            .map(|(name, vars)| (format!("replica[{name}]"), vars)),
+    );
+    for (name, vars) in replicas {
+        let dir = state.join(&name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let replica = start_replica(upstream, &dir, &vars).await;
+        let target = replica_target(&replica);
+        // Warm: the first pull fills the replica from the upstream.
+        let filled = target
+            .client
+            .get(target.blob_url(&image.layers[0].digest))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(filled.len() as u64, image.layers[0].size);
+        let idle = rss_kib(replica.pid);
+        let loaded = rss_under_streams(
+            &target,
+            image,
+            || rss_kib(replica.pid),
+            || cpu_seconds(replica.pid, false),
+        )
+        .await;
+        println!(
+            "{name} RSS (warm, serving over TLS): idle {:.1} MiB; {}",
+            mib(idle),
+            with_streams(idle, loaded)
+        );
+    }
+}
+
+/// A client of `replica`'s read listener, with the agents' Basic credentials.
+fn replica_target(replica: &Replica) -> Target {
+    use base64::Engine as _;
+    let basic = base64::engine::general_purpose::STANDARD
+        .encode(format!("{}:{}", REPLICA_ACCOUNT.0, REPLICA_ACCOUNT.1));
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Basic {basic}").parse().unwrap(),
+    );
+    Target {
+        base: format!("https://{}", replica.address),
+        repository: "system/deckhouse/bench".into(),
+        ca: replica.ca.clone(),
+        client: reqwest::Client::builder()
+            .http1_only()
+            .tls_certs_only(reqwest::Certificate::from_pem_bundle(replica.ca.as_bytes()).unwrap())
+            .default_headers(headers)
+            .build()
+            .unwrap(),
+    }
+}
+
 /// `ctr images pull` of the image three ways: straight from the upstream, through the agent
 /// (whose `_default/hosts.toml` containerd reads), and through an agent whose first backend is a
 /// warm cache replica (`d8 registry storage` over TLS, filled before the rounds), each by its own
@@ -461,7 +550,7 @@ async fn containerd_pulls(
     );
     let cached = state.join("cached");
     std::fs::create_dir_all(&cached).unwrap();
-    let replica = start_replica(upstream, &cached).await;
+    let replica = start_replica(upstream, &cached, &[]).await;
     let containerd_cached = testkit::Containerd::start().await;
     let layout = serde_json::json!({
         "cache": true,
@@ -591,7 +680,7 @@ struct Replica {
     _service: Service,
 }
 
-async fn start_replica(upstream: &Upstream, dir: &Path) -> Replica {
+async fn start_replica(upstream: &Upstream, dir: &Path, vars: &[(String, String)]) -> Replica {
     let certs = testkit::Certs::new("bench replica CA");
     let serving = certs.server(&[]).write(dir, "replica").unwrap();
     std::fs::write(dir.join("upstream-ca.crt"), upstream.ca_pem().unwrap()).unwrap();
@@ -621,7 +710,8 @@ async fn start_replica(upstream: &Upstream, dir: &Path) -> Replica {
         .arg("--upstream")
         .arg(format!("{}/dkp", upstream.url()))
         .arg("--upstream-ca")
-        .arg(dir.join("upstream-ca.crt"));
+        .arg(dir.join("upstream-ca.crt"))
+        .envs(vars.iter().map(|(k, v)| (k, v)));
     let mut service =
         Service::spawn("d8 registry storage", command, dir.join("storage.log")).unwrap();
     let address = format!("127.0.0.1:{read}");

@@ -51,6 +51,21 @@ pub struct Bounds {
     pub tls_queue: Option<usize>,
 }
 
+impl Bounds {
+    /// For servers that stream large bodies to many clients at once (the agent, a cache
+    /// replica's TLS listeners): hyper queues about one TLS record of a response, rustls about
+    /// two once encrypted. Whatever is queued beyond that only sits in memory for as long as a
+    /// client is slow to read.
+    ///
+    /// rustls' own default (64 KiB of records) cost the agent 29 KiB more per stalled stream, for
+    /// no throughput; one record (17 000 bytes) splits every record that meets a full queue into
+    /// a full one and a sliver, 9 % more CPU per GiB (`agent_pull` bench, bench/README.md).
+    pub const STREAMING: Self = Self {
+        http1_buffer: Some(16 * 1024),
+        tls_queue: Some(33 * 1024),
+    };
+}
+
 /// The connection builder for `bounds`: HTTP/1.1 and HTTP/2, with HTTP/2 header blocks decoded
 /// up to [`limits::H2_HEADER_LIST_CEILING`] so that [`Guarded`] answers oversized ones.
 pub fn builder(bounds: Bounds) -> auto::Builder<TokioExecutor> {

@@ -17,11 +17,18 @@ use crate::fill::FillState;
 /// The body of every response.
 pub type ResponseBody = UnsyncBoxBody<Bytes, io::Error>;
 
-/// Read size for file bodies. What the page cache holds is read on the serving task's own
-/// thread ([`read_cached`]), small enough that the bytes are still in the core's cache when
-/// rustls copies and encrypts them; the rest goes to the blocking pool. A pool hop per 1 MiB
-/// chunk had cost a fifth of the replica's CPU per GiB served over TLS (`serve` bench).
-const READ_CHUNK: usize = 256 << 10;
+/// Read size for what the page cache holds, read on the serving task's own thread
+/// ([`read_cached`]): two TLS records, still in the core's cache when rustls copies and encrypts
+/// them. A read is what a client slow to take it pins in memory, on top of hyper's and rustls'
+/// queues ([`http_serve::Bounds::STREAMING`]): 256 KiB reads, queued by an unbounded hyper, had
+/// cost 650 KiB per stalled TLS stream, 32 KiB reads bounded cost 84, for the same CPU per GiB
+/// served (16 KiB reads cost a fifth more; `serve` and `agent_pull` benches, bench/README.md).
+const CACHED_READ: usize = 32 << 10;
+
+/// Read size for what has to come from the disk, on the blocking pool: large, so that the hop
+/// to the pool is paid once per 256 KiB (a hop per read for everything had cost a fifth of the
+/// CPU per GiB served), and the kernel's readahead makes the reads after it cached ones.
+const DISK_READ: usize = 256 << 10;
 
 /// Marks a response whose body is exactly bytes `start..end` of a complete file: a plain-HTTP
 /// listener may send those bytes with `sendfile(2)` instead of reading the body (a response
@@ -209,12 +216,18 @@ fn read_cached(
 /// `RWF_NOWAIT` (the store is one directory, on one file system).
 static INLINE_READS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
-/// The next `len` bytes of `reader`'s file (or those of them the page cache holds), read inline
-/// when cached and on the blocking pool otherwise.
-async fn read_next(reader: &mut Reader, len: usize) -> Result<Bytes, io::Error> {
+/// The next bytes of `reader`'s file, at most `left`: up to [`CACHED_READ`] of them read inline
+/// when the page cache holds them, up to [`DISK_READ`] on the blocking pool otherwise.
+async fn read_next(reader: &mut Reader, left: u64) -> Result<Bytes, io::Error> {
     use std::sync::atomic::Ordering::Relaxed;
+    let up_to = |size: usize| left.min(size as u64) as usize;
     if INLINE_READS.load(Relaxed) {
-        match read_cached(&reader.file, reader.pos, len, &reader.buffers) {
+        match read_cached(
+            &reader.file,
+            reader.pos,
+            up_to(CACHED_READ),
+            &reader.buffers,
+        ) {
             Ok(Some(bytes)) => return Ok(bytes),
             Ok(None) => {}
             Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::INVAL) => {
@@ -229,6 +242,7 @@ async fn read_next(reader: &mut Reader, len: usize) -> Result<Bytes, io::Error> 
     }
     let file = reader.file.clone();
     let pos = reader.pos;
+    let len = up_to(DISK_READ);
     tokio::task::spawn_blocking(move || read_at(&file, pos, len))
         .await
         .unwrap_or_else(|e| Err(io::Error::other(e)))
@@ -249,8 +263,8 @@ async fn next_chunk(mut reader: Reader) -> Option<(Result<Bytes, io::Error>, Rea
     if reader.pos >= limit {
         return None;
     }
-    let len = (limit - reader.pos).min(READ_CHUNK as u64) as usize;
-    match read_next(&mut reader, len).await {
+    let left = limit - reader.pos;
+    match read_next(&mut reader, left).await {
         Ok(bytes) => {
             reader.pos += bytes.len() as u64;
             Some((Ok(bytes), reader))
@@ -334,13 +348,13 @@ mod tests {
     #[tokio::test]
     async fn file_bodies_read_the_cached_part_inline_and_the_rest_from_the_disk() {
         use std::io::Write;
-        let len = 3 * READ_CHUNK + 1000;
+        let len = 3 * DISK_READ + 1000;
         let data: Vec<u8> = (0..len).map(|i| (i * 7 + i / 4093) as u8).collect();
         let mut file = tempfile::tempfile().expect("file");
         file.write_all(&data).expect("write");
         file.sync_all().expect("sync");
         let file = Arc::new(file);
-        let half = 2 * READ_CHUNK;
+        let half = 2 * DISK_READ;
 
         let cached = read_cached(&file, 5, 100, &Buffers::default())
             .expect("preadv2")

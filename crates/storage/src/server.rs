@@ -108,6 +108,7 @@ pub async fn serve(
         return;
     };
     let policy = tls.client_auth.clone();
+    let bounds = handler.bounds();
     let service = move |connection: http_serve::Connection| {
         let handler = handler.clone();
         let verdict = policy
@@ -125,12 +126,5 @@ pub async fn serve(
             async move { Ok::<_, std::convert::Infallible>(handler.handle(request, peer).await) }
         })
     };
-    http_serve::serve(
-        listener,
-        Some(tls.tls),
-        http_serve::Bounds::default(),
-        service,
-        shutdown,
-    )
-    .await;
+    http_serve::serve(listener, Some(tls.tls), bounds, service, shutdown).await;
 }

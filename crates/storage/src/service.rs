@@ -259,6 +259,18 @@ impl Listener {
         }
     }
 
+    /// What a TLS connection to this listener may queue of a response. The read listener
+    /// streams blobs to every node's pulls at once, so it keeps little per connection
+    /// ([`http_serve::Bounds::STREAMING`]). The write listener takes uploads, and hyper's buffer
+    /// cap is also its read size: 16 KiB reads of an upload cost a quarter more CPU per GiB
+    /// received, so it keeps hyper's defaults.
+    pub fn bounds(&self) -> http_serve::Bounds {
+        match self.role {
+            Role::Read => http_serve::Bounds::STREAMING,
+            Role::Write => http_serve::Bounds::default(),
+        }
+    }
+
     /// The registry this listener serves.
     pub fn registry(&self) -> &Registry {
         &self.registry

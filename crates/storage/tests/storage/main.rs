@@ -12,4 +12,5 @@ mod publish;
 mod pull_through;
 mod referrers;
 mod replicate;
+mod stalled;
 mod tls;
