@@ -32,7 +32,8 @@
 //!
 //! The replica row does the same to a warm cache replica (`d8 registry storage`, TLS) and to
 //! docker-registry serving the same blob over TLS: what a replica holds per node pulling through
-//! it, against its peer.
+//! it, against its peer. `BENCH_REPLICA_VARIANTS` (same format as `BENCH_AGENT_VARIANTS`) adds
+//! replicas started with extra environment variables to that row.
 //!
 //! `BENCH_ROWS` picks the parts to run (`throughput,heads,skopeo,memory,replica,containerd`, all
 //! by default).
