@@ -281,14 +281,7 @@ async fn main() {
             || cpu_seconds(nginx.pid, true),
         )
         .await;
-        let idle = rss_kib(agent.pid);
-        let loaded = rss_under_streams(
-            &via_agent,
-            &image,
-            || rss_kib(agent.pid),
-            || cpu_seconds(agent.pid, false),
-        )
-        .await;
+        let (idle, loaded) = idle_and_streaming(&via_agent, &image, agent.pid).await;
         println!(
             "nginx RSS (master and workers): idle {:.1} MiB; {}",
             mib(nginx_idle),
@@ -301,14 +294,7 @@ async fn main() {
             with_streams(idle, loaded)
         );
         for ((name, variant), target) in variant_agents.iter().zip(&via_variants) {
-            let idle = rss_kib(variant.pid);
-            let loaded = rss_under_streams(
-                target,
-                &image,
-                || rss_kib(variant.pid),
-                || cpu_seconds(variant.pid, false),
-            )
-            .await;
+            let (idle, loaded) = idle_and_streaming(target, &image, variant.pid).await;
             println!(
                 "agent[{name}] RSS: idle after the runs {:.1} MiB; {}",
                 mib(idle),
@@ -456,15 +442,7 @@ async fn replica_memory(
     image: &testkit::Image,
     state: &Path,
 ) {
-    let upstream_pid = upstream_pid(upstream);
-    let peer_idle = rss_kib(upstream_pid);
-    let peer_loaded = rss_under_streams(
-        direct,
-        image,
-        || rss_kib(upstream_pid),
-        || cpu_seconds(upstream_pid, false),
-    )
-    .await;
+    let (peer_idle, peer_loaded) = idle_and_streaming(direct, image, upstream_pid(upstream)).await;
     println!(
         "docker-registry RSS (serving over TLS): idle {:.1} MiB; {}",
         mib(peer_idle),
@@ -491,14 +469,7 @@ async fn replica_memory(
             .await
             .unwrap();
         assert_eq!(filled.len() as u64, image.layers[0].size);
-        let idle = rss_kib(replica.pid);
-        let loaded = rss_under_streams(
-            &target,
-            image,
-            || rss_kib(replica.pid),
-            || cpu_seconds(replica.pid, false),
-        )
-        .await;
+        let (idle, loaded) = idle_and_streaming(&target, image, replica.pid).await;
         println!(
             "{name} RSS (warm, serving over TLS): idle {:.1} MiB; {}",
             mib(idle),
@@ -1260,6 +1231,15 @@ async fn rss_under_streams(
         let _ = task.await;
     }
     rss
+}
+
+/// The RSS of process `pid` idle, and with STREAMS stalled blob streams of `target` open
+/// ([`rss_under_streams`]).
+async fn idle_and_streaming(target: &Target, image: &testkit::Image, pid: u32) -> (u64, u64) {
+    let idle = rss_kib(pid);
+    let loaded =
+        rss_under_streams(target, image, || rss_kib(pid), || cpu_seconds(pid, false)).await;
+    (idle, loaded)
 }
 
 /// Streams opened at a time by [`rss_under_streams`].

@@ -22,12 +22,13 @@ pub type ResponseBody = UnsyncBoxBody<Bytes, io::Error>;
 /// them. A read is what a client slow to take it pins in memory, on top of hyper's and rustls'
 /// queues ([`http_serve::Bounds::STREAMING`]): 256 KiB reads, queued by an unbounded hyper, had
 /// cost 650 KiB per stalled TLS stream, 32 KiB reads bounded cost 84, for the same CPU per GiB
-/// served (16 KiB reads cost a fifth more; `serve` and `agent_pull` benches, bench/README.md).
+/// served (16 KiB reads, one per record, cost a third more; `serve` and `agent_pull` benches,
+/// bench/README.md).
 const CACHED_READ: usize = 32 << 10;
 
 /// Read size for what has to come from the disk, on the blocking pool: large, so that the hop
-/// to the pool is paid once per 256 KiB (a hop per read for everything had cost a fifth of the
-/// CPU per GiB served), and the kernel's readahead makes the reads after it cached ones.
+/// to the pool is paid once per 256 KiB, and the kernel's readahead makes the reads after it
+/// cached ones. (Every read on the pool, 1 MiB each, had cost a fifth of the CPU per GiB served.)
 const DISK_READ: usize = 256 << 10;
 
 /// Marks a response whose body is exactly bytes `start..end` of a complete file: a plain-HTTP

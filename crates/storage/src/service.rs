@@ -264,7 +264,7 @@ impl Listener {
     /// ([`http_serve::Bounds::STREAMING`]). The write listener takes uploads, and hyper's buffer
     /// cap is also its read size: 16 KiB reads of an upload cost a quarter more CPU per GiB
     /// received, so it keeps hyper's defaults.
-    pub fn bounds(&self) -> http_serve::Bounds {
+    pub(crate) fn bounds(&self) -> http_serve::Bounds {
         match self.role {
             Role::Read => http_serve::Bounds::STREAMING,
             Role::Write => http_serve::Bounds::default(),
