@@ -79,7 +79,8 @@ impl Rows {
     }
 }
 
-/// `BENCH_AGENT_VARIANTS`: (name, environment) of each extra agent.
+/// `BENCH_AGENT_VARIANTS` or `BENCH_REPLICA_VARIANTS` (`knob`): (name, environment) of each
+/// extra process.
 fn variants(knob: &str) -> Vec<(String, Vec<(String, String)>)> {
     let spec = std::env::var(knob).unwrap_or_default();
     spec.split(';')
