@@ -1,10 +1,10 @@
 //! The agent's own HTTP/1.1 client towards registries, for the requests it forwards.
 //!
 //! The registry client (reqwest) stays in charge of credentials: token exchanges and their
-//! cache, Basic, the challenge flow. The forwarded request itself goes over hyper's client with
-//! a fixed cap on its read buffer: reqwest lets hyper grow the buffer of every upstream
-//! connection to 32 KiB and more while a chunk of it is still queued for the client, which made
-//! an open blob stream cost the agent about 100 KiB (`cargo bench -p d8 --bench agent_pull`).
+//! cache, Basic, the challenge flow. The forwarded request itself goes over [`wire`], an
+//! HTTP/1.1 client that reads a connection only as far as the relay consumes it: reqwest and
+//! hyper's own client read ahead into buffers of their own, which an open blob stream keeps
+//! alive (`cargo bench -p d8 --bench agent_pull`, the memory row).
 //!
 //! Per request: our `Authorization` (when the target has credentials), redirects followed for
 //! GET and HEAD with any `Authorization` dropped when the origin changes, one retry after a 401
@@ -16,28 +16,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures_util::TryStreamExt;
-use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri, header};
-use http_body_util::{BodyDataStream, Empty};
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use registry_client::{Body, BoxError, Scope, Timeouts};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use registry_client::{Body, Scope, Timeouts};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use tokio::time::Instant;
 
-/// The most hyper's client reads ahead per upstream connection: one TLS record's plaintext and
-/// a response head. Heads longer than this (no registry sends such) are refused.
-const READ_BUFFER: usize = 17 * 1024;
+mod wire;
+
 /// Redirect hops followed per request, as Go's client (Deckhouse's agent) follows.
 const MAX_REDIRECTS: usize = 10;
 /// Idle upstream connections kept per host, and for how long.
 const IDLE_PER_HOST: usize = 64;
 const IDLE_FOR: Duration = Duration::from_secs(90);
-
-type Http = HyperClient<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
 /// Where one request goes.
 #[derive(Debug)]
@@ -85,12 +76,12 @@ pub enum Failure {
     Auth(#[from] registry_client::Error),
 }
 
-/// hyper clients, one per set of extra roots.
+/// Connectors, one per set of extra roots.
 pub struct Upstreams {
     timeouts: Timeouts,
     min_throughput: Option<registry_client::MinThroughput>,
     user_agent: HeaderValue,
-    clients: Mutex<HashMap<Option<String>, Http>>,
+    clients: Mutex<HashMap<Option<String>, Arc<wire::Connector>>>,
 }
 
 impl std::fmt::Debug for Upstreams {
@@ -130,7 +121,7 @@ impl Upstreams {
             let (response, url, sent) = self
                 .follow(&http, method, headers, &start, ours.as_ref(), deadline)
                 .await?;
-            if response.status() == StatusCode::UNAUTHORIZED
+            if response.status == StatusCode::UNAUTHORIZED
                 && !retried
                 && let Some((remote, scope)) = &to.auth
             {
@@ -141,7 +132,7 @@ impl Upstreams {
                 retried = true;
                 continue;
             }
-            return Ok(self.answer(response, method, &url, sent, deadline));
+            return Ok(self.answer(response, &url, sent, deadline));
         }
     }
 
@@ -149,13 +140,13 @@ impl Upstreams {
     /// credentials.
     async fn follow(
         &self,
-        http: &Http,
+        http: &Arc<wire::Connector>,
         method: &Method,
         headers: &HeaderMap,
         start: &str,
         ours: Option<&registry_client::Secret>,
         deadline: Option<Instant>,
-    ) -> Result<(hyper::Response<hyper::body::Incoming>, String, bool), Failure> {
+    ) -> Result<(wire::Response, String, bool), Failure> {
         let mut method = method.clone();
         let mut url = start.to_owned();
         let mut headers = headers.clone();
@@ -165,9 +156,7 @@ impl Upstreams {
                 url: url.clone(),
                 reason: format!("not a URL: {e}"),
             })?;
-            let mut request = Request::builder().method(method.clone()).uri(uri.clone());
-            let request_headers = request.headers_mut().expect("a fresh builder has headers");
-            *request_headers = headers.clone();
+            let mut request_headers = headers.clone();
             if !request_headers.contains_key(header::USER_AGENT) {
                 request_headers.insert(header::USER_AGENT, self.user_agent.clone());
             }
@@ -177,30 +166,29 @@ impl Upstreams {
                 value.set_sensitive(true);
                 request_headers.insert(header::AUTHORIZATION, value);
             }
-            let request = request.body(Empty::new()).map_err(|e| Failure::Transport {
-                url: url.clone(),
-                reason: e.to_string(),
-            })?;
             let mut wait = self.timeouts.response_headers;
             if let Some(deadline) = deadline {
                 wait = wait.min(deadline.saturating_duration_since(Instant::now()));
             }
-            let response = match tokio::time::timeout(wait, http.request(request)).await {
-                Err(_) => return Err(Failure::Timeout { url, after: wait }),
-                Ok(Err(e)) => {
-                    return Err(Failure::Transport {
-                        url,
-                        reason: chain(&e),
-                    });
-                }
-                Ok(Ok(response)) => response,
-            };
-            let status = response.status();
+            let response =
+                match tokio::time::timeout(wait, http.request(&method, &uri, &request_headers))
+                    .await
+                {
+                    Err(_) => return Err(Failure::Timeout { url, after: wait }),
+                    Ok(Err(e)) => {
+                        return Err(Failure::Transport {
+                            url,
+                            reason: chain(&e),
+                        });
+                    }
+                    Ok(Ok(response)) => response,
+                };
+            let status = response.status;
             if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
                 return Ok((response, url, ours.is_some()));
             }
             let next = response
-                .headers()
+                .headers
                 .get(header::LOCATION)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|location| join(&uri, location))
@@ -227,51 +215,40 @@ impl Upstreams {
 
     fn answer(
         &self,
-        response: hyper::Response<hyper::body::Incoming>,
-        method: &Method,
+        response: wire::Response,
         url: &str,
         credentials_sent: bool,
         deadline: Option<Instant>,
     ) -> Answer {
-        let (parts, incoming) = response.into_parts();
-        let no_body = *method == Method::HEAD
-            || parts.status == StatusCode::NO_CONTENT
-            || parts.status == StatusCode::NOT_MODIFIED;
-        let body = if no_body {
-            Body::empty()
-        } else {
-            let expected_len = parts
-                .headers
-                .get(header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok()?.trim().parse().ok());
-            let stream = BodyDataStream::new(incoming).map_err(|e| -> BoxError {
-                if e.is_incomplete_message() {
-                    // A clean close before Content-Length: the watcher calls it truncated.
-                    Box::new(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, e))
-                } else {
-                    Box::new(e)
-                }
-            });
-            let deadline =
-                deadline.map(|at| (at, self.timeouts.total.unwrap_or_default(), url.to_owned()));
-            Body::watched(
-                Box::pin(stream),
-                expected_len,
-                self.timeouts.stall,
-                deadline,
-            )
-            .with_min_throughput(self.min_throughput)
+        let wire::Response {
+            status,
+            headers,
+            body,
+        } = response;
+        let body = match body {
+            None => Body::empty(),
+            Some(stream) => {
+                let expected_len = headers
+                    .get(header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok()?.trim().parse().ok());
+                let deadline = deadline
+                    .map(|at| (at, self.timeouts.total.unwrap_or_default(), url.to_owned()));
+                // A clean close before Content-Length comes as `UnexpectedEof`: the watcher
+                // calls it truncated.
+                Body::watched(stream, expected_len, self.timeouts.stall, deadline)
+                    .with_min_throughput(self.min_throughput)
+            }
         };
         Answer {
-            status: parts.status,
-            headers: parts.headers,
+            status,
+            headers,
             body,
             credentials_sent,
         }
     }
 
     /// The client trusting the system roots plus `roots` (PEM), made once per distinct set.
-    fn client(&self, roots: Option<&str>) -> Result<Http, Failure> {
+    fn client(&self, roots: Option<&str>) -> Result<Arc<wire::Connector>, Failure> {
         let key = roots.map(str::to_owned);
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(client) = clients.get(&key) {
@@ -285,27 +262,13 @@ impl Upstreams {
                 store.add(cert).map_err(|e| Failure::Roots(e.to_string()))?;
             }
         }
-        // hyper-rustls sets ALPN (http/1.1) itself.
         let tls =
             rustls::ClientConfig::builder_with_provider(Arc::new(crate::server::crypto_provider()))
                 .with_safe_default_protocol_versions()
                 .expect("ring supports the default protocol versions")
                 .with_root_certificates(store)
                 .with_no_client_auth();
-        let mut connector = HttpConnector::new();
-        connector.enforce_http(false);
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(self.timeouts.connect));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(connector);
-        let client = HyperClient::builder(TokioExecutor::new())
-            .http1_max_buf_size(READ_BUFFER)
-            .pool_idle_timeout(IDLE_FOR)
-            .pool_max_idle_per_host(IDLE_PER_HOST)
-            .build(connector);
+        let client = wire::Connector::new(tls, self.timeouts.connect, IDLE_FOR, IDLE_PER_HOST);
         clients.insert(key, client.clone());
         Ok(client)
     }

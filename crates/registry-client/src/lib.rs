@@ -42,7 +42,7 @@ mod error;
 mod ops;
 
 pub use auth::{Scope, TokenStats};
-pub use body::Body;
+pub use body::{Body, RawStream};
 pub use client::{Client, Remote, RequestBody, RequestBuilder, Response};
 pub use config::{Config, MinThroughput, Timeouts};
 pub use endpoint::{ClientIdentity, Credentials, Endpoint, Scheme, Secret};
