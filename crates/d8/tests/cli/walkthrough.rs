@@ -385,6 +385,22 @@ async fn readme_walkthrough() {
     )
     .unwrap();
     shell.run(step["upstream"], &[]).await;
+    // As README says: the pull waits for the cache replica to run with the upstream (a pull
+    // while it restarts goes around it, and nothing of it is kept for the next step).
+    let host = upstream.host();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !up
+        .log()
+        .lines()
+        .any(|l| l.contains("storage replica started") && l.contains(&host))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cache replica did not restart with the upstream:\n{}",
+            up.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     shell.run(step["pull-upstream"], &[]).await;
     upstream.stop();
     shell.run(step["pull-cached"], &[]).await;
