@@ -538,15 +538,10 @@ impl Reader {
             match self.framing {
                 Framing::None => return Ok(None),
                 Framing::Length(left) => {
-                    let chunk = conn
-                        .read(usize::try_from(left).unwrap_or(usize::MAX))
-                        .await?;
-                    if chunk.is_empty() {
-                        return Err(closed_early(&format!(
-                            "after {} bytes, {left} short of its Content-Length",
-                            self.received
-                        )));
-                    }
+                    let chunk = part(conn, left, self.received, || {
+                        format!("{left} short of its Content-Length")
+                    })
+                    .await?;
                     let left = left - chunk.len() as u64;
                     self.framing = Framing::Length(left);
                     if left == 0 {
@@ -571,15 +566,8 @@ impl Reader {
                     });
                 }
                 Framing::Chunked(Chunked::Data(left)) => {
-                    let chunk = conn
-                        .read(usize::try_from(left).unwrap_or(usize::MAX))
-                        .await?;
-                    if chunk.is_empty() {
-                        return Err(closed_early(&format!(
-                            "after {} bytes, inside a chunk",
-                            self.received
-                        )));
-                    }
+                    let chunk =
+                        part(conn, left, self.received, || "inside a chunk".to_owned()).await?;
                     let left = left - chunk.len() as u64;
                     self.framing = Framing::Chunked(if left == 0 {
                         Chunked::DataEnd
@@ -625,6 +613,26 @@ impl Reader {
         self.framing = Framing::None;
         None
     }
+}
+
+/// Up to `left` bytes of a body of which `received` came before; the connection closing first
+/// is an error saying where (`place`).
+async fn part(
+    conn: &mut Conn,
+    left: u64,
+    received: u64,
+    place: impl FnOnce() -> String,
+) -> io::Result<Bytes> {
+    let chunk = conn
+        .read(usize::try_from(left).unwrap_or(usize::MAX))
+        .await?;
+    if chunk.is_empty() {
+        return Err(closed_early(&format!(
+            "after {received} bytes, {}",
+            place()
+        )));
+    }
+    Ok(chunk)
 }
 
 /// A chunk-size line's size (extensions ignored).
