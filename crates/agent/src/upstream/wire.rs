@@ -484,6 +484,7 @@ fn tokens<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item =
 /// A response body being read; the connection goes back to its connector when the body ended
 /// cleanly and may be reused.
 struct Reader {
+    /// `None` once the body has ended or broken: nothing more is read.
     conn: Option<Conn>,
     framing: Framing,
     keep: bool,
@@ -521,7 +522,6 @@ impl Reader {
                     Err(error) => {
                         // Nothing more comes from a broken body.
                         reader.conn = None;
-                        reader.framing = Framing::None;
                         Some((Err(BoxError::from(error)), reader))
                     }
                 }
@@ -599,7 +599,6 @@ impl Reader {
 
     /// The body ended where its framing says: the connection may serve the next request.
     fn done(&mut self) {
-        self.framing = Framing::None;
         if let Some(conn) = self.conn.take()
             && self.keep
         {
@@ -610,7 +609,6 @@ impl Reader {
     /// The server closed the connection, which ends a body delimited that way.
     fn end(&mut self) -> Option<Bytes> {
         self.conn = None;
-        self.framing = Framing::None;
         None
     }
 }
