@@ -5,8 +5,9 @@
 //! keeps a whole read buffer alive (`bench/README.md`, "Memory per stream, buffer by buffer").
 //! Here the consumer's poll drives the connection: the next read happens when the relay asks
 //! for the next chunk, and a chunk is the plaintext of one TLS record, copied once out of
-//! rustls into an allocation of its size. A stream whose client stopped reading keeps no
-//! upstream bytes but what rustls has not yet handed out.
+//! rustls into an allocation of its size. TLS records are received into a buffer of ours, a
+//! record at a time ([`tls`]): a stream whose client stopped reading keeps no more of the
+//! upstream's bytes than the header of the record after the last one it took.
 //!
 //! Requests carry no body (the agent forwards pulls). Bodies are framed as RFC 9112 says:
 //! none for `HEAD`, 1xx, 204 and 304; chunked; `Content-Length`; else until the connection
@@ -23,9 +24,11 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use registry_client::{BoxError, RawStream};
 use rustls_pki_types::ServerName;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+
+mod tls;
 
 /// The longest response head accepted (status line and headers), as hyper's client was
 /// configured before: one TLS record's plaintext and then some.
@@ -40,7 +43,7 @@ const PLAIN_READ: usize = 16 * 1024;
 
 /// Opens, reuses and keeps connections to registries, with one TLS configuration.
 pub(crate) struct Connector {
-    tls: tokio_rustls::TlsConnector,
+    tls: Arc<rustls::ClientConfig>,
     connect_timeout: Duration,
     idle_for: Duration,
     idle_per_origin: usize,
@@ -93,7 +96,7 @@ impl Connector {
     ) -> Arc<Self> {
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         let connector = Arc::new(Self {
-            tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
+            tls: Arc::new(tls),
             connect_timeout,
             idle_for,
             idle_per_origin,
@@ -145,9 +148,7 @@ impl Connector {
         let io = if origin.tls {
             let name = ServerName::try_from(origin.host.clone())
                 .map_err(|e| invalid(format!("{}: {e}", origin.host)))?;
-            let tls = self
-                .tls
-                .connect(name, tcp)
+            let tls = tls::Tls::connect(tcp, self.tls.clone(), name)
                 .await
                 .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
             Io::Tls(Box::new(tls))
@@ -156,7 +157,7 @@ impl Connector {
         };
         Ok(Conn {
             io,
-            buffered: BytesMut::new(),
+            buffered: Bytes::new(),
         })
     }
 
@@ -250,34 +251,37 @@ impl Exchange {
 
 enum Io {
     Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    Tls(Box<tls::Tls>),
 }
 
-/// A connection and the bytes read past the last response head.
+/// A connection and the bytes read but not yet consumed (past a response head, or the rest of
+/// a record).
 struct Conn {
     io: Io,
-    buffered: BytesMut,
+    buffered: Bytes,
 }
 
 impl Conn {
     async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         match &mut self.io {
             Io::Plain(tcp) => tcp.write_all(bytes).await,
-            Io::Tls(tls) => {
-                tls.write_all(bytes).await?;
-                tls.flush().await
-            }
+            Io::Tls(tls) => tls.send(bytes).await,
         }
     }
 
-    /// Up to `max` bytes: those read past a head first, else one read of the connection (over
-    /// TLS, at most one record's plaintext). Empty at the end of the stream.
+    /// Up to `max` bytes: those read but not consumed first, else one read of the connection
+    /// (over TLS, one record's plaintext, of which what is past `max` stays buffered). Empty at
+    /// the end of the stream.
     async fn read(&mut self, max: usize) -> io::Result<Bytes> {
-        if !self.buffered.is_empty() {
-            let n = max.min(self.buffered.len());
-            return Ok(self.buffered.split_to(n).freeze());
+        let mut chunk = if self.buffered.is_empty() {
+            self.read_io(max).await?
+        } else {
+            std::mem::take(&mut self.buffered)
+        };
+        if chunk.len() > max {
+            self.buffered = chunk.split_off(max);
         }
-        self.read_io(max).await
+        Ok(chunk)
     }
 
     async fn read_io(&mut self, max: usize) -> io::Result<Bytes> {
@@ -287,35 +291,37 @@ impl Conn {
                 tcp.read_buf(&mut buffer).await?;
                 Ok(buffer.freeze())
             }
-            Io::Tls(tls) => {
-                let plaintext = tls.fill_buf().await?;
-                let n = max.min(plaintext.len());
-                let chunk = Bytes::copy_from_slice(&plaintext[..n]);
-                tls.consume(n);
-                Ok(chunk)
-            }
+            Io::Tls(tls) => tls.read().await,
         }
     }
 
     /// The next line of chunked framing, without its line end.
-    async fn line(&mut self) -> io::Result<BytesMut> {
+    async fn line(&mut self) -> io::Result<Bytes> {
+        // The start of a line that spans reads.
+        let mut start = BytesMut::new();
         loop {
             if let Some(end) = self.buffered.iter().position(|&b| b == b'\n') {
-                let mut line = self.buffered.split_to(end + 1);
-                line.truncate(end);
+                let rest = self.buffered.split_to(end + 1);
+                let mut line = if start.is_empty() {
+                    rest
+                } else {
+                    start.extend_from_slice(&rest);
+                    start.freeze()
+                };
+                line.truncate(line.len() - 1);
                 if line.last() == Some(&b'\r') {
-                    line.truncate(end - 1);
+                    line.truncate(line.len() - 1);
                 }
                 return Ok(line);
             }
-            if self.buffered.len() > MAX_LINE {
+            start.extend_from_slice(&std::mem::take(&mut self.buffered));
+            if start.len() > MAX_LINE {
                 return Err(invalid("a line of chunked framing is too long"));
             }
-            let more = self.read_io(MAX_LINE).await?;
-            if more.is_empty() {
+            self.buffered = self.read_io(MAX_LINE).await?;
+            if self.buffered.is_empty() {
                 return Err(closed_early("in the chunked framing"));
             }
-            self.buffered.extend_from_slice(&more);
         }
     }
 }
@@ -355,7 +361,7 @@ async fn read_head(conn: &mut Conn) -> Result<(StatusCode, http::Version, Header
                     continue;
                 }
                 Some((length, status, version, headers)) => {
-                    conn.buffered = head.split_off(length);
+                    conn.buffered = head.split_off(length).freeze();
                     return Ok((status, version, headers));
                 }
                 None if head.len() >= MAX_HEAD => {

@@ -1,0 +1,221 @@
+use std::future::Future;
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpListener;
+use tokio_rustls::server::TlsStream;
+
+use super::*;
+
+#[test]
+fn reads_stop_after_the_next_records_header() {
+    assert_eq!(missing(&[]), 5);
+    assert_eq!(missing(&[23, 3, 3]), 2);
+    // A header announcing 10 bytes, 4 of them in: 6 more, then the next header.
+    assert_eq!(missing(&[23, 3, 3, 0, 10, 1, 2, 3, 4]), 6 + 5);
+    // A complete record and part of the next header.
+    assert_eq!(missing(&[23, 3, 3, 0, 1, 9, 23, 3]), 3);
+    // A complete record, then a header announcing 2 bytes.
+    assert_eq!(missing(&[23, 3, 3, 0, 1, 9, 23, 3, 3, 0, 2]), 2 + 5);
+}
+
+/// A TLS server (`versions`) that runs `serve` on its one connection; the client's
+/// configuration trusts it unless `trusted` is false.
+async fn pair<F, Fut>(
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    trusted: bool,
+    serve: F,
+) -> (io::Result<Tls>, tokio::task::JoinHandle<()>)
+where
+    F: FnOnce(TlsStream<TcpStream>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let ca = testkit::Certs::new("wire test CA");
+    let server = ca.server(&[]);
+    let provider = Arc::new(crate::server::crypto_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            CertificateDer::pem_slice_iter(server.cert_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .unwrap(),
+            PrivateKeyDer::from_pem_slice(server.key_pem.as_bytes()).unwrap(),
+        )
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        if let Ok(tls) = acceptor.accept(tcp).await {
+            serve(tls).await;
+        }
+    });
+    let mut roots = rustls::RootCertStore::empty();
+    if trusted {
+        roots
+            .add(CertificateDer::from_pem_slice(ca.ca_pem().as_bytes()).unwrap())
+            .unwrap();
+    }
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = TcpStream::connect(address).await.unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    (Tls::connect(tcp, Arc::new(client), name).await, task)
+}
+
+/// `len` bytes of a pattern that shows where a byte was lost or repeated.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+async fn read_all(tls: &mut Tls) -> io::Result<Vec<u8>> {
+    let mut all = Vec::new();
+    loop {
+        let chunk = tls.read().await?;
+        if chunk.is_empty() {
+            return Ok(all);
+        }
+        all.extend_from_slice(&chunk);
+    }
+}
+
+async fn write_and_close(mut tls: impl AsyncWrite + Unpin, bytes: &[u8]) {
+    tls.write_all(bytes).await.unwrap();
+    tls.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stream_is_received_record_by_record_keeping_at_most_a_header() {
+    let data = pattern(1 << 20);
+    let sent = data.clone();
+    let (written_tx, written_rx) = tokio::sync::oneshot::channel();
+    let (tls, server) = pair(
+        &[&rustls::version::TLS13],
+        true,
+        move |mut tls| async move {
+            tls.write_all(&sent[..256 * 1024]).await.unwrap();
+            tls.flush().await.unwrap();
+            let _ = written_tx.send(());
+            write_and_close(tls, &sent[256 * 1024..]).await;
+        },
+    )
+    .await;
+    let mut tls = tls.unwrap();
+    written_rx.await.unwrap();
+    let first = tls.read().await.unwrap();
+    assert!(
+        !first.is_empty() && first.len() <= 16 * 1024,
+        "{}",
+        first.len()
+    );
+    // The server has sent far more than a record, and it is all waiting in the socket: only
+    // the header of the next record may have been taken in.
+    assert!(
+        tls.incoming.capacity() <= HEADER,
+        "{} bytes are kept",
+        tls.incoming.capacity()
+    );
+    let mut received = first.to_vec();
+    received.extend(read_all(&mut tls).await.unwrap());
+    assert!(received == data, "the stream came out different");
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn tls_1_2_servers_work_alike() {
+    let data = pattern(100_000);
+    let sent = data.clone();
+    let (tls, server) = pair(&[&rustls::version::TLS12], true, move |tls| async move {
+        write_and_close(tls, &sent).await;
+    })
+    .await;
+    let mut tls = tls.unwrap();
+    assert!(read_all(&mut tls).await.unwrap() == data);
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_key_update_mid_stream_is_answered_and_the_stream_goes_on() {
+    let data = pattern(200_000);
+    let sent = data.clone();
+    let (tls, server) = pair(
+        &[&rustls::version::TLS13],
+        true,
+        move |mut tls| async move {
+            tls.write_all(&sent[..100_000]).await.unwrap();
+            tls.get_mut().1.refresh_traffic_keys().unwrap();
+            tls.write_all(&sent[100_000..]).await.unwrap();
+            tls.flush().await.unwrap();
+            // The client's answer to the key update, then its data under its new keys.
+            let mut request = [0u8; 4];
+            tls.read_exact(&mut request).await.unwrap();
+            assert_eq!(&request, b"next");
+            write_and_close(tls, b"done").await;
+        },
+    )
+    .await;
+    let mut tls = tls.unwrap();
+    let mut received = Vec::new();
+    while received.len() < data.len() {
+        received.extend_from_slice(&tls.read().await.unwrap());
+    }
+    assert!(received == data);
+    tls.send(b"next").await.unwrap();
+    assert_eq!(read_all(&mut tls).await.unwrap(), b"done");
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_close_without_close_notify_is_an_unexpected_eof() {
+    let (tls, server) = pair(&[&rustls::version::TLS13], true, |mut tls| async move {
+        tls.write_all(b"partial").await.unwrap();
+        tls.flush().await.unwrap();
+        let (tcp, _) = tls.into_inner();
+        drop(tcp);
+    })
+    .await;
+    let mut tls = tls.unwrap();
+    assert_eq!(&tls.read().await.unwrap()[..], b"partial");
+    let error = tls.read().await.unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof, "{error}");
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn an_untrusted_server_fails_the_handshake_with_rustls_words() {
+    let (tls, _server) = pair(&[&rustls::version::TLS13], false, |_| async {}).await;
+    let error = tls.err().expect("the handshake must fail");
+    assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+    assert!(
+        error.to_string().contains("invalid peer certificate"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn requests_reach_the_server_and_answers_come_back_on_one_connection() {
+    let (tls, server) = pair(&[&rustls::version::TLS13], true, |mut tls| async move {
+        for answer in [&b"first"[..], b"second"] {
+            let mut request = [0u8; 3];
+            tls.read_exact(&mut request).await.unwrap();
+            assert_eq!(&request, b"GET");
+            tls.write_all(answer).await.unwrap();
+            tls.flush().await.unwrap();
+        }
+        tls.shutdown().await.unwrap();
+    })
+    .await;
+    let mut tls = tls.unwrap();
+    for answer in [&b"first"[..], b"second"] {
+        tls.send(b"GET").await.unwrap();
+        assert_eq!(&tls.read().await.unwrap()[..], answer);
+    }
+    server.await.unwrap();
+}
