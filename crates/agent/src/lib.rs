@@ -7,10 +7,12 @@
 //! layout source's edge.
 
 pub mod dropin;
+mod http1;
 pub mod metrics;
 pub mod pki;
 pub mod proxy;
 pub mod run;
 pub mod server;
 pub mod source;
+mod tls;
 pub mod upstream;

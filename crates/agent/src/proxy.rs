@@ -515,7 +515,7 @@ fn is_hop_by_hop(name: &header::HeaderName) -> bool {
     )
 }
 
-fn full(bytes: Bytes) -> ProxyBody {
+pub(crate) fn full(bytes: Bytes) -> ProxyBody {
     BodyExt::boxed_unsync(Full::new(bytes).map_err(|never| match never {}))
 }
 

@@ -13,7 +13,7 @@ use crate::dropin;
 use crate::metrics::Metrics;
 use crate::pki;
 use crate::proxy::{LayoutCell, Proxy};
-use crate::server::{CertStore, bind, serve_metrics, serve_registry, tls_acceptor};
+use crate::server::{CertStore, bind, serve_metrics, serve_registry, tls_config};
 use crate::source::{Cache, CacheUpdate, Fetched, Origin, Snapshot, decide, load_bootstrap};
 
 /// The agent's settings (the flags of `d8 registry agent`).
@@ -161,7 +161,7 @@ pub async fn start<A: NodeApi>(config: Config, api: A) -> Result<Running, StartE
     let proxy = Proxy::new(client, layout.clone(), metrics.clone(), &advertise);
     proxy.set_trust(config.trust_dir.as_deref().and_then(read_trust_dir));
     let certs = CertStore::new(pki.certified_key()?);
-    let tls = (!config.plain_http).then(|| tls_acceptor(certs.clone()));
+    let tls = (!config.plain_http).then(|| tls_config(certs.clone()));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;

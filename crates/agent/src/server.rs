@@ -42,10 +42,10 @@ impl ResolvesServerCert for CertStore {
 /// containerd), so the cheaper cipher counts twice.
 pub use http_serve::tls::crypto_provider;
 
-/// A TLS acceptor for `certs` (TLS 1.2+, HTTP/1.1) that picks the cipher suite by its own
-/// preference ([`crypto_provider`]), not the client's: rustls clients (and OpenSSL ones) list
-/// AES-256-GCM first.
-pub fn tls_acceptor(certs: Arc<CertStore>) -> tokio_rustls::TlsAcceptor {
+/// The TLS configuration for `certs` (TLS 1.2+, HTTP/1.1) that picks the cipher suite by its
+/// own preference ([`crypto_provider`]), not the client's: rustls clients (and OpenSSL ones)
+/// list AES-256-GCM first.
+pub fn tls_config(certs: Arc<CertStore>) -> Arc<rustls::ServerConfig> {
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(crypto_provider()))
         .with_safe_default_protocol_versions()
         .expect("ring supports the default protocol versions")
@@ -56,34 +56,26 @@ pub fn tls_acceptor(certs: Arc<CertStore>) -> tokio_rustls::TlsAcceptor {
     // HTTP/2 (measured by `cargo bench -p d8 --bench agent_pull`), and containerd, skopeo and
     // podman all speak it.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+    // Early data would come before a request could be checked; the agent takes none.
+    config.max_early_data_size = 0;
+    Arc::new(config)
 }
 
 /// Serves the proxy on `listener` until `shutdown` resolves, then lets requests in flight
-/// finish (up to 30 s).
+/// finish (up to 30 s). A node pulls over many connections at once (containerd opens one per
+/// layer), and each is served by the agent's own HTTP/1.1 ([`crate::http1`]): an answer is
+/// read from the registry no further than the client takes it.
 pub async fn serve_registry(
     listener: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Option<Arc<rustls::ServerConfig>>,
     proxy: Proxy,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let service = move |_: http_serve::Connection| {
+    let handler = move |request: http::Request<()>| {
         let proxy = proxy.clone();
-        hyper::service::service_fn(move |request: http::Request<Incoming>| {
-            let proxy = proxy.clone();
-            async move { Ok::<_, std::convert::Infallible>(proxy.handle(request).await) }
-        })
+        async move { proxy.handle(request).await }
     };
-    // A node pulls over many connections at once (containerd opens one per layer), and the
-    // upstream connection is read no further than the client takes.
-    http_serve::serve(
-        listener,
-        tls,
-        http_serve::Bounds::STREAMING,
-        service,
-        shutdown,
-    )
-    .await;
+    crate::http1::serve(listener, tls, handler, shutdown).await;
 }
 
 /// Serves `/metrics` and `/healthz` on `listener` (plain HTTP, loopback).
@@ -152,7 +144,9 @@ mod tests {
     /// returns the suite the connection settled on.
     async fn negotiated(suites: Vec<rustls::SupportedCipherSuite>) -> CipherSuite {
         let pki = crate::pki::issue().unwrap();
-        let acceptor = tls_acceptor(CertStore::new(pki.certified_key().unwrap()));
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls_config(CertStore::new(
+            pki.certified_key().unwrap(),
+        )));
         let mut roots = rustls::RootCertStore::empty();
         for ca in rustls_pki_types::CertificateDer::pem_slice_iter(pki.ca_pem.as_bytes()) {
             roots.add(ca.unwrap()).unwrap();

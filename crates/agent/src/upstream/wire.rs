@@ -6,7 +6,7 @@
 //! Here the consumer's poll drives the connection: the next read happens when the relay asks
 //! for the next chunk, and a chunk is the plaintext of one TLS record, copied once out of
 //! rustls into an allocation of its size. TLS records are received into a buffer of ours, a
-//! record at a time ([`tls`]): a stream whose client stopped reading keeps no more of the
+//! record at a time ([`crate::tls`]): a stream whose client stopped reading keeps no more of the
 //! upstream's bytes than the header of the record after the last one it took.
 //!
 //! Requests carry no body (the agent forwards pulls). Bodies are framed as RFC 9112 says:
@@ -28,7 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-mod tls;
+use crate::tls::Tls;
 
 /// The longest response head accepted (status line and headers), as hyper's client was
 /// configured before: one TLS record's plaintext and then some.
@@ -148,7 +148,7 @@ impl Connector {
         let io = if origin.tls {
             let name = ServerName::try_from(origin.host.clone())
                 .map_err(|e| invalid(format!("{}: {e}", origin.host)))?;
-            let tls = tls::Tls::connect(tcp, self.tls.clone(), name)
+            let tls = Tls::connect(tcp, self.tls.clone(), name)
                 .await
                 .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
             Io::Tls(Box::new(tls))
@@ -251,7 +251,7 @@ impl Exchange {
 
 enum Io {
     Plain(TcpStream),
-    Tls(Box<tls::Tls>),
+    Tls(Box<Tls<rustls::client::UnbufferedClientConnection>>),
 }
 
 /// A connection and the bytes read but not yet consumed (past a response head, or the rest of

@@ -1,16 +1,21 @@
-//! A TLS client connection whose incoming records are buffered by us, one record at a time.
+//! TLS connections whose records are buffered by us, one record at a time, both ways.
 //!
 //! rustls' buffered connection reads into a deframer buffer that grows by doubling and shrinks
-//! only on the next read, so a stream whose client stopped reading keeps up to 32 KiB of it
-//! (`bench/README.md`). Here rustls' unbuffered API works on our buffer, and a read takes no
+//! only on the next read, and queues encrypted records until they are written: a stream whose
+//! client stopped reading kept up to 32 KiB of the first and 33 KiB of the second
+//! (`bench/README.md`). Here rustls' unbuffered API works on buffers of ours. A read takes no
 //! more than the rest of the record being received and the next record's header: once a record
-//! is decrypted, at most those five bytes stay, and an empty buffer is freed.
+//! is decrypted, at most those five bytes stay, and an empty buffer is freed. What is sent is
+//! encrypted by [`Tls::seal`] into bytes the caller writes with [`Tls::transmit`], so the
+//! plaintext can go before the write waits for the peer. The same code serves the agent's
+//! registry connections (client) and containerd's connections to it (server).
 
 use std::io;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes};
 use rustls::client::UnbufferedClientConnection;
+use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,13 +24,46 @@ use tokio::net::TcpStream;
 /// A TLS record's header: content type, version, length.
 const HEADER: usize = 5;
 
-/// An established TLS connection to a registry.
-pub(super) struct Tls {
+/// The client or the server end of rustls' unbuffered API (the two have the same methods but
+/// no trait in common).
+pub(crate) trait Side: Send {
+    type Data;
+    fn process<'c, 'i>(
+        &'c mut self,
+        incoming: &'i mut [u8],
+    ) -> UnbufferedStatus<'c, 'i, Self::Data>;
+}
+
+impl Side for UnbufferedClientConnection {
+    type Data = rustls::client::ClientConnectionData;
+    fn process<'c, 'i>(
+        &'c mut self,
+        incoming: &'i mut [u8],
+    ) -> UnbufferedStatus<'c, 'i, Self::Data> {
+        self.process_tls_records(incoming)
+    }
+}
+
+impl Side for UnbufferedServerConnection {
+    type Data = rustls::server::ServerConnectionData;
+    fn process<'c, 'i>(
+        &'c mut self,
+        incoming: &'i mut [u8],
+    ) -> UnbufferedStatus<'c, 'i, Self::Data> {
+        self.process_tls_records(incoming)
+    }
+}
+
+/// An established TLS connection.
+pub(crate) struct Tls<S> {
     tcp: TcpStream,
-    conn: UnbufferedClientConnection,
+    conn: S,
     /// Received bytes not yet processed are `incoming[start..]`.
     incoming: Vec<u8>,
     start: usize,
+    /// Plaintext that arrived while something was being sent (a client's next request sent
+    /// before the answer to the last one was), handed out by the next read.
+    early: Option<Bytes>,
 }
 
 /// What the connection needs next, as [`Tls::advance`] finds it.
@@ -50,19 +88,37 @@ enum Goal<'a, 'b> {
     Write(&'a mut Option<&'b [u8]>),
 }
 
-impl Tls {
+impl Tls<UnbufferedClientConnection> {
     /// Completes a handshake with `name` over `tcp`.
-    pub(super) async fn connect(
+    pub(crate) async fn connect(
         tcp: TcpStream,
         config: Arc<rustls::ClientConfig>,
         name: ServerName<'static>,
     ) -> io::Result<Self> {
         let conn = UnbufferedClientConnection::new(config, name).map_err(tls_error)?;
+        Self::handshake(tcp, conn).await
+    }
+}
+
+impl Tls<UnbufferedServerConnection> {
+    /// Completes a client's handshake over `tcp`.
+    pub(crate) async fn accept(
+        tcp: TcpStream,
+        config: Arc<rustls::ServerConfig>,
+    ) -> io::Result<Self> {
+        let conn = UnbufferedServerConnection::new(config).map_err(tls_error)?;
+        Self::handshake(tcp, conn).await
+    }
+}
+
+impl<S: Side> Tls<S> {
+    async fn handshake(tcp: TcpStream, conn: S) -> io::Result<Self> {
         let mut tls = Self {
             tcp,
             conn,
             incoming: Vec::new(),
             start: 0,
+            early: None,
         };
         loop {
             match tls.advance(Goal::Handshake)? {
@@ -79,45 +135,83 @@ impl Tls {
                 Next::Data(_) | Next::Closed => {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        "the server sent data before the handshake ended",
+                        "the peer sent data before the handshake ended",
                     ));
                 }
             }
         }
     }
 
-    /// Encrypts and sends `plaintext` (one request head: it fits a record).
-    pub(super) async fn send(&mut self, plaintext: &[u8]) -> io::Result<()> {
+    /// `plaintext` encrypted, with whatever else the session has to send before it: the bytes
+    /// to [`transmit`](Self::transmit).
+    pub(crate) fn seal(&mut self, plaintext: &[u8]) -> io::Result<Vec<u8>> {
         let mut pending = Some(plaintext);
+        let mut sealed = Vec::new();
         loop {
             match self.advance(Goal::Write(&mut pending))? {
                 Next::Send(bytes) => {
-                    self.tcp.write_all(&bytes).await?;
+                    if sealed.is_empty() {
+                        sealed = bytes;
+                    } else {
+                        sealed.extend_from_slice(&bytes);
+                    }
                     if pending.is_none() {
-                        return Ok(());
+                        return Ok(sealed);
                     }
                 }
-                Next::Receive => {
-                    if self.receive().await? == 0 {
-                        return Err(io::Error::new(
-                            io::ErrorKind::BrokenPipe,
-                            "the registry closed the connection",
-                        ));
-                    }
-                }
-                Next::Data(_) | Next::Closed | Next::Established => {
+                Next::Closed => {
                     return Err(io::Error::new(
                         io::ErrorKind::BrokenPipe,
-                        "the registry sent data or closed the TLS session before the request",
+                        "the peer ended the TLS session",
                     ));
+                }
+                Next::Receive | Next::Data(_) | Next::Established => {
+                    return Err(io::Error::other("the TLS session cannot send yet"));
                 }
             }
         }
     }
 
-    /// The plaintext of the next record; empty once the server ended the session cleanly. A
+    /// Writes what [`seal`](Self::seal) returned.
+    pub(crate) async fn transmit(&mut self, sealed: &[u8]) -> io::Result<()> {
+        self.tcp.write_all(sealed).await
+    }
+
+    /// Encrypts and sends `plaintext`.
+    pub(crate) async fn send(&mut self, plaintext: &[u8]) -> io::Result<()> {
+        let sealed = self.seal(plaintext)?;
+        self.transmit(&sealed).await
+    }
+
+    /// Sends `close_notify` and shuts the connection's sending side.
+    pub(crate) async fn close(&mut self) -> io::Result<()> {
+        let mut sealed = Vec::new();
+        if let ConnectionState::WriteTraffic(mut write) =
+            self.conn.process(&mut []).state.map_err(tls_error)?
+        {
+            let size = match write.queue_close_notify(&mut []) {
+                Err(EncryptError::InsufficientSize(size)) => size.required_size,
+                _ => 0,
+            };
+            sealed.resize(size, 0);
+            let n = write.queue_close_notify(&mut sealed).map_err(other)?;
+            sealed.truncate(n);
+        }
+        self.tcp.write_all(&sealed).await?;
+        self.tcp.shutdown().await
+    }
+
+    /// The TCP connection underneath.
+    pub(crate) fn tcp(&mut self) -> &mut TcpStream {
+        &mut self.tcp
+    }
+
+    /// The plaintext of the next record; empty once the peer ended the session cleanly. A
     /// connection closed without `close_notify` is an `UnexpectedEof`.
-    pub(super) async fn read(&mut self) -> io::Result<Bytes> {
+    pub(crate) async fn read(&mut self) -> io::Result<Bytes> {
+        if let Some(early) = self.early.take() {
+            return Ok(early);
+        }
         loop {
             match self.advance(Goal::Read)? {
                 Next::Send(bytes) => self.tcp.write_all(&bytes).await?,
@@ -125,7 +219,7 @@ impl Tls {
                     if self.receive().await? == 0 {
                         return Err(io::Error::new(
                             io::ErrorKind::UnexpectedEof,
-                            "the registry closed the connection without a TLS close_notify",
+                            "the peer closed the connection without a TLS close_notify",
                         ));
                     }
                 }
@@ -141,9 +235,8 @@ impl Tls {
         let mut outgoing = Vec::new();
         let mut goal = goal;
         loop {
-            let UnbufferedStatus { mut discard, state } = self
-                .conn
-                .process_tls_records(&mut self.incoming[self.start..]);
+            let UnbufferedStatus { mut discard, state } =
+                self.conn.process(&mut self.incoming[self.start..]);
             let next = match state.map_err(tls_error)? {
                 ConnectionState::EncodeTlsData(mut encode) => {
                     let at = outgoing.len();
@@ -187,7 +280,17 @@ impl Tls {
                 ConnectionState::ReadTraffic(mut read) => match read.next_record() {
                     Some(Ok(record)) => {
                         discard += record.discard;
-                        Some(Next::Data(Bytes::copy_from_slice(record.payload)))
+                        let data = Bytes::copy_from_slice(record.payload);
+                        match &goal {
+                            Goal::Write(_) => {
+                                self.early = Some(match self.early.take() {
+                                    Some(early) => [&early[..], &data[..]].concat().into(),
+                                    None => data,
+                                });
+                                None
+                            }
+                            _ => Some(Next::Data(data)),
+                        }
                     }
                     Some(Err(e)) => return Err(tls_error(e)),
                     None => None,

@@ -26,7 +26,10 @@ async fn pair<F, Fut>(
     versions: &[&'static rustls::SupportedProtocolVersion],
     trusted: bool,
     serve: F,
-) -> (io::Result<Tls>, tokio::task::JoinHandle<()>)
+) -> (
+    io::Result<Tls<UnbufferedClientConnection>>,
+    tokio::task::JoinHandle<()>,
+)
 where
     F: FnOnce(TlsStream<TcpStream>) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send,
@@ -75,7 +78,7 @@ fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8).collect()
 }
 
-async fn read_all(tls: &mut Tls) -> io::Result<Vec<u8>> {
+async fn read_all<S: Side>(tls: &mut Tls<S>) -> io::Result<Vec<u8>> {
     let mut all = Vec::new();
     loop {
         let chunk = tls.read().await?;
