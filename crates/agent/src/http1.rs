@@ -203,7 +203,9 @@ where
         let close = !head.keep_alive || head.has_body || *stopped.borrow();
         let method = head.request.method().clone();
         let version = head.request.version();
-        let response = handler(head.request).await;
+        // Boxed: the handler's state would otherwise stay in the connection's task as long as
+        // the answer streams.
+        let response = Box::pin(handler(head.request)).await;
         match answer(&mut io, &method, version, response, close).await {
             Ok(true) => {
                 io.close().await;
@@ -457,6 +459,7 @@ async fn answer(
         close,
         &date,
     ));
+    drop(parts);
     let mut left = match framing {
         Framing::Length(length) => Some(length),
         _ => None,

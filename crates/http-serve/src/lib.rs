@@ -52,12 +52,12 @@ pub struct Bounds {
 }
 
 impl Bounds {
-    /// For servers that stream large bodies to many clients at once (the agent, a cache
-    /// replica's TLS listeners): hyper queues about one TLS record of a response, rustls about
+    /// For servers that stream large bodies to many clients at once (a cache replica's TLS
+    /// read listener): hyper queues about one TLS record of a response, rustls about
     /// two once encrypted. Whatever is queued beyond that only sits in memory for as long as a
     /// client is slow to read.
     ///
-    /// rustls' own default (64 KiB of records) cost the agent 29 KiB more per stalled stream, for
+    /// rustls' own default (64 KiB of records) cost 29 KiB more per stalled stream, for
     /// no throughput; one record (17 000 bytes) splits every record that meets a full queue into
     /// a full one and a sliver, 9 % more CPU per GiB (`agent_pull` bench, bench/README.md).
     pub const STREAMING: Self = Self {

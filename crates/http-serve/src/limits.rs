@@ -23,7 +23,7 @@ use http_body_util::{Either, Empty};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The largest header section (names, values, `": "` and line ends, as HTTP/1.1 writes them)
-/// a request may carry: 16 KiB, hyper's HTTP/2 default and the agent's HTTP/1 buffer.
+/// a request may carry: 16 KiB, hyper's HTTP/2 default and the HTTP/1 buffer the platform sets.
 pub const MAX_HEADER_BYTES: usize = 16 << 10;
 
 /// What HTTP/2 decodes of one header block before the h2 library refuses the stream itself.
