@@ -18,7 +18,7 @@
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::FutureExt;
@@ -30,6 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::fields::{content_length, tokens};
 use crate::proxy::ProxyBody;
 use crate::tls::Tls;
 
@@ -40,13 +41,6 @@ const MAX_HEAD: usize = http_serve::limits::MAX_HEADER_BYTES + 4096;
 const MAX_HEADERS: usize = 100;
 /// What one read of a plain connection takes in while a head is read.
 const PLAIN_READ: usize = 4096;
-/// How long a client has to complete its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long requests in flight may finish once the server is told to stop.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long, and how far, a closing connection reads what the client still sends.
-const LINGER_TIME: Duration = Duration::from_secs(1);
-const LINGER_BYTES: usize = 1 << 20;
 
 /// Serves connections from `listener` (over TLS with `tls`) with `handler` until `shutdown`
 /// resolves; then closes idle connections and lets answers in flight finish (up to 30 s).
@@ -71,7 +65,12 @@ pub(crate) async fn serve<H, F>(
             let io = match tls {
                 None => Io::Plain(tcp),
                 Some(config) => {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, Tls::accept(tcp, config)).await {
+                    match tokio::time::timeout(
+                        http_serve::HANDSHAKE_TIMEOUT,
+                        Tls::accept(tcp, config),
+                    )
+                    .await
+                    {
                         Ok(Ok(tls)) => Io::Tls(Box::new(tls)),
                         Ok(Err(error)) => {
                             tracing::debug!(%peer, %error, "TLS handshake failed");
@@ -89,7 +88,7 @@ pub(crate) async fn serve<H, F>(
     }
     let _ = stop.send(true);
     let drained = async { while connections.join_next().await.is_some() {} };
-    let _ = tokio::time::timeout(DRAIN_TIMEOUT, drained).await;
+    let _ = tokio::time::timeout(http_serve::DRAIN_TIMEOUT, drained).await;
 }
 
 /// A client's connection, plain or TLS.
@@ -154,7 +153,7 @@ impl Io {
             }
         };
         let drain = async {
-            let mut left = LINGER_BYTES;
+            let mut left = http_serve::limits::LINGER_BYTES;
             let mut scratch = vec![0u8; 8192];
             while left > 0 {
                 match tcp.read(&mut scratch).await {
@@ -163,7 +162,7 @@ impl Io {
                 }
             }
         };
-        let _ = tokio::time::timeout(LINGER_TIME, drain).await;
+        let _ = tokio::time::timeout(http_serve::limits::LINGER_TIME, drain).await;
     }
 }
 
@@ -317,34 +316,6 @@ pub(crate) fn parse_head(bytes: &[u8]) -> Result<Option<(usize, Head)>, Refusal>
             keep_alive,
         },
     )))
-}
-
-/// The `Content-Length` of `headers`, when they have one; repeated values must agree.
-fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {
-    let mut length = None;
-    for value in headers.get_all(http::header::CONTENT_LENGTH) {
-        let parsed = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .ok_or(())?;
-        if length.is_some_and(|l| l != parsed) {
-            return Err(());
-        }
-        length = Some(parsed);
-    }
-    Ok(length)
-}
-
-/// The comma-separated tokens of every `name` header.
-fn tokens<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item = &'a str> {
-    headers
-        .get_all(name)
-        .into_iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
 }
 
 /// How an answer's body goes on the wire.

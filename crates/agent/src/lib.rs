@@ -7,6 +7,7 @@
 //! layout source's edge.
 
 pub mod dropin;
+mod fields;
 mod http1;
 pub mod metrics;
 pub mod pki;

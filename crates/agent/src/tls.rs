@@ -68,13 +68,13 @@ pub(crate) struct Tls<S> {
 
 /// What the connection needs next, as [`Tls::advance`] finds it.
 enum Next {
-    /// These bytes go to the server (handshake messages, or the encrypted data asked for).
+    /// These bytes go to the peer (handshake messages, or the encrypted data asked for).
     Send(Vec<u8>),
-    /// More bytes from the server are needed.
+    /// More bytes from the peer are needed.
     Receive,
     /// The plaintext of one record.
     Data(Bytes),
-    /// The server ended the TLS session (`close_notify`).
+    /// The peer ended the TLS session (`close_notify`).
     Closed,
     /// The handshake is complete.
     Established,
@@ -124,12 +124,8 @@ impl<S: Side> Tls<S> {
             match tls.advance(Goal::Handshake)? {
                 Next::Send(bytes) => tls.tcp.write_all(&bytes).await?,
                 Next::Receive => {
-                    if tls.receive().await? == 0 {
-                        return Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            "the server closed the connection",
-                        ));
-                    }
+                    tls.receive("the peer closed the connection during the handshake")
+                        .await?;
                 }
                 Next::Established => return Ok(tls),
                 Next::Data(_) | Next::Closed => {
@@ -216,12 +212,8 @@ impl<S: Side> Tls<S> {
             match self.advance(Goal::Read)? {
                 Next::Send(bytes) => self.tcp.write_all(&bytes).await?,
                 Next::Receive => {
-                    if self.receive().await? == 0 {
-                        return Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            "the peer closed the connection without a TLS close_notify",
-                        ));
-                    }
+                    self.receive("the peer closed the connection without a TLS close_notify")
+                        .await?;
                 }
                 Next::Data(bytes) => return Ok(bytes),
                 Next::Closed => return Ok(Bytes::new()),
@@ -316,9 +308,9 @@ impl<S: Side> Tls<S> {
         }
     }
 
-    /// One read from the server, of no more than what completes the first incomplete record
-    /// and the header after it. The number of bytes read: 0 at the end of the stream.
-    async fn receive(&mut self) -> io::Result<usize> {
+    /// One read from the peer, of no more than what completes the first incomplete record
+    /// and the header after it. The end of the stream is an `UnexpectedEof` saying `at_end`.
+    async fn receive(&mut self, at_end: &'static str) -> io::Result<()> {
         let want = missing(&self.incoming[self.start..]);
         if self.start > 0 {
             let mut kept = Vec::with_capacity(self.incoming.len() - self.start + want);
@@ -328,9 +320,14 @@ impl<S: Side> Tls<S> {
         } else {
             self.incoming.reserve_exact(want);
         }
-        self.tcp
+        let n = self
+            .tcp
             .read_buf(&mut (&mut self.incoming).limit(want))
-            .await
+            .await?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, at_end));
+        }
+        Ok(())
     }
 }
 

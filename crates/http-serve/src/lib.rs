@@ -22,9 +22,9 @@ pub mod tls;
 pub use limits::{Guarded, Lingering, MAX_HEADER_BYTES};
 
 /// How long a client may take over the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long requests in flight may take to finish after shutdown.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a service may want to know about its connection.
 #[derive(Clone, Debug)]

@@ -28,6 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::fields::{content_length, tokens};
 use crate::tls::Tls;
 
 /// The longest response head accepted (status line and headers), as hyper's client was
@@ -461,30 +462,8 @@ fn framing(method: &Method, status: StatusCode, headers: &HeaderMap) -> io::Resu
             _ => Framing::Close,
         });
     }
-    let mut length = None;
-    for value in headers.get_all(header::CONTENT_LENGTH) {
-        let parsed = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .ok_or_else(|| invalid("an invalid Content-Length"))?;
-        if length.is_some_and(|l| l != parsed) {
-            return Err(invalid("conflicting Content-Length values"));
-        }
-        length = Some(parsed);
-    }
+    let length = content_length(headers).map_err(invalid)?;
     Ok(length.map_or(Framing::Close, Framing::Length))
-}
-
-/// The comma-separated tokens of every `name` header.
-fn tokens<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item = &'a str> {
-    headers
-        .get_all(name)
-        .into_iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
 }
 
 /// A response body being read; the connection goes back to its connector when the body ended
