@@ -1,7 +1,20 @@
 //! Header fields that both of the agent's HTTP/1.1 ends ([`crate::http1`] towards containerd,
 //! `upstream::wire` towards registries) read the same way.
 
-use http::{HeaderMap, HeaderName, header};
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+
+/// The fields httparse read, as a header map; an invalid name or value is an error naming it.
+pub(crate) fn header_map(fields: &[httparse::Header<'_>]) -> Result<HeaderMap, String> {
+    let mut headers = HeaderMap::with_capacity(fields.len());
+    for field in fields {
+        let name = HeaderName::from_bytes(field.name.as_bytes())
+            .map_err(|_| format!("an invalid header name {:?}", field.name))?;
+        let value = HeaderValue::from_bytes(field.value)
+            .map_err(|_| format!("an invalid value of {}", field.name))?;
+        headers.append(name, value);
+    }
+    Ok(headers)
+}
 
 /// The `Content-Length` of `headers`, when they have one. An unparsable value, or values that
 /// disagree, are an error saying which.

@@ -22,7 +22,7 @@ use std::time::SystemTime;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::FutureExt;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
+use http::{HeaderMap, Method, Request, Response, StatusCode, Version};
 use http_body_util::BodyExt;
 use rustls::server::UnbufferedServerConnection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,7 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::fields::{content_length, tokens};
+use crate::fields::{content_length, header_map, tokens};
 use crate::proxy::ProxyBody;
 use crate::tls::Tls;
 
@@ -134,35 +134,20 @@ impl Io {
         self.transmit(&sealed).await
     }
 
-    /// Ends the connection after a complete answer: the end of the stream (and `close_notify`)
-    /// sent, then what the client still sends read and dropped until it closes its side (up to
-    /// 1 MiB, for up to 1 s), so that a reset does not destroy the answer.
+    /// Ends the connection after a complete answer: `close_notify` and the end of the stream
+    /// sent, then what the client still sends read and dropped as [`http_serve::Lingering`]
+    /// does, so that a reset does not destroy the answer.
     async fn close(mut self) {
         let tcp = match &mut self {
-            Io::Plain(tcp) => {
-                if tcp.shutdown().await.is_err() {
-                    return;
-                }
-                tcp
-            }
+            Io::Plain(tcp) => tcp,
             Io::Tls(tls) => {
-                if tls.close().await.is_err() {
+                if tls.close_notify().await.is_err() {
                     return;
                 }
                 tls.tcp()
             }
         };
-        let drain = async {
-            let mut left = http_serve::limits::LINGER_BYTES;
-            let mut scratch = vec![0u8; 8192];
-            while left > 0 {
-                match tcp.read(&mut scratch).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => left = left.saturating_sub(n),
-                }
-            }
-        };
-        let _ = tokio::time::timeout(http_serve::limits::LINGER_TIME, drain).await;
+        let _ = http_serve::Lingering::new(tcp).shutdown().await;
     }
 }
 
@@ -287,12 +272,7 @@ pub(crate) fn parse_head(bytes: &[u8]) -> Result<Option<(usize, Head)>, Refusal>
         Some(1) => Version::HTTP_11,
         _ => Version::HTTP_10,
     };
-    let mut headers = HeaderMap::with_capacity(parsed.headers.len());
-    for field in parsed.headers.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| bad())?;
-        let value = HeaderValue::from_bytes(field.value).map_err(|_| bad())?;
-        headers.append(name, value);
-    }
+    let headers = header_map(parsed.headers).map_err(|_| bad())?;
     if http_serve::limits::headers_too_large(&headers) {
         return Err(Refusal::Answer(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
     }

@@ -179,8 +179,8 @@ impl<S: Side> Tls<S> {
         self.transmit(&sealed).await
     }
 
-    /// Sends `close_notify` and shuts the connection's sending side.
-    pub(crate) async fn close(&mut self) -> io::Result<()> {
+    /// Sends `close_notify` (the TCP connection stays open).
+    pub(crate) async fn close_notify(&mut self) -> io::Result<()> {
         let mut sealed = Vec::new();
         if let ConnectionState::WriteTraffic(mut write) =
             self.conn.process(&mut []).state.map_err(tls_error)?
@@ -193,8 +193,7 @@ impl<S: Side> Tls<S> {
             let n = write.queue_close_notify(&mut sealed).map_err(other)?;
             sealed.truncate(n);
         }
-        self.tcp.write_all(&sealed).await?;
-        self.tcp.shutdown().await
+        self.tcp.write_all(&sealed).await
     }
 
     /// The TCP connection underneath.

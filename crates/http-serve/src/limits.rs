@@ -30,9 +30,9 @@ pub const MAX_HEADER_BYTES: usize = 16 << 10;
 pub const H2_HEADER_LIST_CEILING: u32 = 256 << 10;
 
 /// How long a closing connection keeps reading what the client still sends.
-pub const LINGER_TIME: Duration = Duration::from_secs(1);
+const LINGER_TIME: Duration = Duration::from_secs(1);
 /// How much a closing connection reads at most before it closes anyway.
-pub const LINGER_BYTES: usize = 1 << 20;
+const LINGER_BYTES: usize = 1 << 20;
 
 /// The size of `headers` as an HTTP/1.1 header section: `name: value\r\n` per field.
 pub fn header_bytes(headers: &HeaderMap) -> usize {

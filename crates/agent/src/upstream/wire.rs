@@ -21,14 +21,14 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
+use http::{HeaderMap, Method, StatusCode, Uri, header};
 use registry_client::{BoxError, RawStream};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::fields::{content_length, tokens};
+use crate::fields::{content_length, header_map, tokens};
 use crate::tls::Tls;
 
 /// The longest response head accepted (status line and headers), as hyper's client was
@@ -410,14 +410,7 @@ fn parse_head(bytes: &[u8]) -> io::Result<Option<(usize, StatusCode, http::Versi
         Some(1) => http::Version::HTTP_11,
         _ => http::Version::HTTP_10,
     };
-    let mut headers = HeaderMap::with_capacity(response.headers.len());
-    for h in response.headers.iter() {
-        let name = HeaderName::from_bytes(h.name.as_bytes())
-            .map_err(|_| invalid(format!("an invalid header name {:?}", h.name)))?;
-        let value = HeaderValue::from_bytes(h.value)
-            .map_err(|_| invalid(format!("an invalid value of {}", h.name)))?;
-        headers.append(name, value);
-    }
+    let headers = header_map(response.headers).map_err(invalid)?;
     Ok(Some((length, status, version, headers)))
 }
 

@@ -4,6 +4,8 @@ use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use http::HeaderValue;
+
 use super::*;
 
 fn connector() -> Arc<Connector> {
