@@ -220,8 +220,17 @@ impl Proxy {
         let kind = resolution.kind;
         let headers = forwarded_headers(client_headers, kind);
         let hops: Vec<Hop> = resolution.targets.iter().map(Hop::of).collect();
-        // Targets that just failed to answer go behind the others.
-        let flags = self.avoided.flags(hops.iter().map(Hop::name));
+        // Targets that failed to answer go behind the others until they answer again.
+        let standings = self.avoided.standings(hops.iter().map(Hop::name));
+        for (hop, standing) in hops.iter().zip(&standings) {
+            if *standing == avoid::Standing::Due {
+                tokio::spawn(self.clone().probe(hop.clone()));
+            }
+        }
+        let flags: Vec<bool> = standings
+            .iter()
+            .map(|s| *s != avoid::Standing::Good)
+            .collect();
         let mut hops: Vec<Hop> = avoid::order(&flags)
             .into_iter()
             .map(|i| hops[i].clone())
@@ -239,7 +248,7 @@ impl Proxy {
         for (index, hop) in hops.iter().enumerate() {
             let last = index + 1 == count;
             let name = hop.name();
-            let response = match self.send(method, &headers, hop, query).await {
+            let response = match self.send(method, &headers, hop, query, !last).await {
                 Ok(response) => response,
                 Err(error) => {
                     tracing::warn!(target = %name, error = %error, "target unreachable");
@@ -292,17 +301,83 @@ impl Proxy {
         oci_error(StatusCode::BAD_GATEWAY, ErrorCode::Unavailable, &message)
     }
 
+    /// Sends `method` to `target`'s path (with `query`) and returns its answer once the head is
+    /// in. With `others_left`, the wait ends early when the target fails another request
+    /// meanwhile: the caller has somewhere else to go.
     pub(crate) async fn send(
         &self,
         method: &Method,
         headers: &HeaderMap,
         target: &Hop,
         query: Option<&str>,
+        others_left: bool,
     ) -> Result<Answer, Failure> {
-        let scheme = match target.scheme {
-            Scheme::Http => registry_client::Scheme::Http,
-            Scheme::Https => registry_client::Scheme::Https,
+        let path_and_query = match query {
+            Some(q) => format!("{}?{q}", target.path),
+            None => target.path.clone(),
         };
+        let destination = self.destination(target, &path_and_query, true)?;
+        let sent_at = std::time::Instant::now();
+        let sent = tokio::select! {
+            sent = self.upstreams.send(method, headers, &destination) => sent,
+            () = self.avoided.fails_after(target.name(), sent_at), if others_left => {
+                Err(Failure::Transport {
+                    url: format!("{}{path_and_query}", destination.base),
+                    reason: "not waited for: the registry failed another request meanwhile".into(),
+                })
+            }
+        };
+        match &sent {
+            Ok(_) => {
+                if self.avoided.answered(target.name()) {
+                    tracing::info!(target = %target.name(), "target answers again; no longer avoided");
+                }
+            }
+            Err(Failure::Transport { .. } | Failure::Timeout { .. }) => {
+                self.failed_to_answer(target)
+            }
+            Err(_) => {}
+        }
+        sent
+    }
+
+    /// Asks an avoided `target` whose window has lapsed `GET /v2/`, without credentials: any
+    /// answer puts it back in its place, no answer opens its next window.
+    async fn probe(self, target: Hop) {
+        let destination = match self.destination(&target, "/v2/", false) {
+            Ok(destination) => destination,
+            Err(error) => {
+                tracing::warn!(target = %target.name(), %error, "cannot probe the target");
+                self.avoided.answered(target.name());
+                return;
+            }
+        };
+        let sent = self
+            .upstreams
+            .send(&Method::GET, &HeaderMap::new(), &destination)
+            .await;
+        match sent {
+            Err(Failure::Transport { .. } | Failure::Timeout { .. }) => {
+                self.failed_to_answer(&target)
+            }
+            // An answer (a redirect that cannot be followed is one too).
+            _ => {
+                if self.avoided.answered(target.name()) {
+                    tracing::info!(target = %target.name(), "target answers a probe again; no longer avoided");
+                }
+            }
+        }
+    }
+
+    /// Where a request to `target`'s `path_and_query` goes; with `auth`, authorized with the
+    /// target's credentials.
+    fn destination<'p>(
+        &self,
+        target: &Hop,
+        path_and_query: &'p str,
+        auth: bool,
+    ) -> Result<Destination<'p>, Failure> {
+        let scheme = target.scheme();
         let trust = self.trust.read().unwrap_or_else(|e| e.into_inner()).clone();
         let roots: Vec<&str> = target
             .ca
@@ -311,7 +386,7 @@ impl Proxy {
             .chain(trust.as_deref())
             .collect();
         let roots = (!roots.is_empty()).then(|| roots.join("\n"));
-        let auth = match &target.credentials {
+        let auth = match target.credentials.as_ref().filter(|_| auth) {
             Some(credentials) => {
                 let mut endpoint = registry_client::Endpoint::new(scheme, &target.host)
                     .credentials(registry_client::Credentials::new(
@@ -326,42 +401,29 @@ impl Proxy {
             }
             None => None,
         };
-        let path_and_query = match query {
-            Some(q) => format!("{}?{q}", target.path),
-            None => target.path.clone(),
-        };
-        let destination = Destination {
+        Ok(Destination {
             base: format!("{}://{}", scheme.as_str(), target.host),
-            path_and_query: &path_and_query,
+            path_and_query,
             roots,
             auth,
-        };
-        let sent = self.upstreams.send(method, headers, &destination).await;
-        match &sent {
-            Ok(_) => {
-                if self.avoided.answered(target.name()) {
-                    tracing::info!(target = %target.name(), "target answers again; no longer avoided");
-                }
-            }
-            Err(Failure::Transport { .. } | Failure::Timeout { .. }) => {
-                self.failed_to_answer(target.name())
-            }
-            Err(_) => {}
-        }
-        sent
+        })
     }
 
-    /// `target` refused, reset or timed out: tried after the others for a while.
-    pub(crate) fn failed_to_answer(&self, target: &str) {
-        if let Some(record) = self.avoided.fail(target) {
+    /// `target` refused, reset or timed out: tried after the others until it answers again, and
+    /// its kept connections (as silent as it, most likely) are closed.
+    pub(crate) fn failed_to_answer(&self, target: &Hop) {
+        let name = target.name();
+        if let Some(record) = self.avoided.fail(name) {
             let window = avoid::window(record.failures);
             tracing::warn!(
-                target = %target,
+                target = %name,
                 failures = record.failures,
                 avoided_for = ?window,
                 "target failed to answer; tried after the others for a while"
             );
-            self.metrics.avoided(target);
+            self.metrics.avoided(name);
+            self.upstreams
+                .forget(&format!("{}://{name}/", target.scheme().as_str()));
         }
     }
 }
@@ -387,6 +449,13 @@ impl Hop {
             ca: target.ca.map(str::to_owned),
             credentials: target.credentials.cloned(),
             repository: target.repository.clone(),
+        }
+    }
+
+    fn scheme(&self) -> registry_client::Scheme {
+        match self.scheme {
+            Scheme::Http => registry_client::Scheme::Http,
+            Scheme::Https => registry_client::Scheme::Https,
         }
     }
 

@@ -136,6 +136,18 @@ impl Upstreams {
         }
     }
 
+    /// Closes the kept connections to `origin` (`https://host[:port]/`): its server stopped
+    /// answering, and a request sent on one of them would wait out the response timeout.
+    pub fn forget(&self, origin: &str) {
+        let Ok(uri) = origin.parse::<Uri>() else {
+            return;
+        };
+        let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        for client in clients.values() {
+            client.forget(&uri);
+        }
+    }
+
     /// One request and its redirects: the final response, its URL and whether it carried our
     /// credentials.
     async fn follow(

@@ -5,14 +5,19 @@
 //! the failover — containerd pays it per layer (containerd#4861). A target that refused the
 //! connection, reset it or timed out before answering is *avoided* for a window: requests put it
 //! behind the targets in good standing (it is still tried when every other target fails, so
-//! nothing is refused that would have been served). The window doubles with each failure in a
-//! row — 10 s, 20 s, 40 s … at most 5 min — so a target that stays dead costs one request a
-//! timeout per window; any answer from it ends the avoidance. Dragonfly's scheduler keeps failed
-//! parents on a blocklist in the same spirit; containerd itself remembers nothing between pulls.
+//! nothing is refused that would have been served). Requests already waiting on it when the
+//! window opens give up and go to the next target. When the window lapses, the target is
+//! *probed* (`GET /v2/` in the background) and stays behind the others until an answer comes;
+//! a failed probe opens the next window, twice as long — 10 s, 20 s, 40 s … at most 5 min — so
+//! a target that stays dead costs no request a timeout after the first. Any answer from it ends
+//! the avoidance. Envoy's outlier detection ejects hosts and lets health checks bring them back
+//! in the same spirit; containerd itself remembers nothing between pulls.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
 
 /// The first window.
 const FIRST: Duration = Duration::from_secs(10);
@@ -26,8 +31,12 @@ const CAPACITY: usize = 256;
 pub(crate) struct Record {
     /// Failures in a row.
     pub failures: u32,
-    /// Avoided until then.
+    /// When the failure that opened the window happened.
+    pub at: Instant,
+    /// The window ends then; the target is probed after it.
     pub until: Instant,
+    /// A probe was started after the window; the target stays avoided until it answers.
+    pub probing: bool,
 }
 
 /// How long a target is avoided after `failures` failures in a row.
@@ -36,22 +45,46 @@ pub(crate) fn window(failures: u32) -> Duration {
     FIRST.saturating_mul(1 << doublings).min(LONGEST)
 }
 
-/// The record after a failure at `now`; `None` while the target is avoided already (requests
-/// sent before the window opened fail together: one outage, not failures in a row).
+/// The record after a failure at `now`; `None` while the window is open already (requests
+/// sent before it opened fail together: one outage, not failures in a row).
 pub(crate) fn failed(previous: Option<Record>, now: Instant) -> Option<Record> {
-    if avoided(previous.as_ref(), now) {
+    if previous.is_some_and(|r| now < r.until) {
         return None;
     }
     let failures = previous.map_or(0, |r| r.failures).saturating_add(1);
     Some(Record {
         failures,
+        at: now,
         until: now + window(failures),
+        probing: false,
     })
 }
 
-/// Whether a target with `record` is avoided at `now`.
-pub(crate) fn avoided(record: Option<&Record>, now: Instant) -> bool {
-    record.is_some_and(|r| now < r.until)
+/// Where a target with `record` stands at `now`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// Tried in its configured place.
+    Good,
+    /// Tried after the others.
+    Avoided,
+    /// Tried after the others, and its window has lapsed with no probe running: one is due.
+    Due,
+}
+
+/// Where a target with `record` stands at `now`: avoided from its failure until a probe (or
+/// any request) gets an answer from it.
+pub(crate) fn standing(record: Option<&Record>, now: Instant) -> Standing {
+    match record {
+        None => Standing::Good,
+        Some(r) if now >= r.until && !r.probing => Standing::Due,
+        Some(_) => Standing::Avoided,
+    }
+}
+
+/// Whether a request to a target with `record`, sent at `sent`, should stop waiting: the target
+/// failed another request since.
+pub(crate) fn failed_since(record: Option<&Record>, sent: Instant) -> bool {
+    record.is_some_and(|r| r.at > sent)
 }
 
 /// The order to try targets in, by index: those in good standing first, then the avoided ones,
@@ -62,9 +95,20 @@ pub(crate) fn order(avoided: &[bool]) -> Vec<usize> {
 }
 
 /// The agent's memory of failed targets, by name (host).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Avoided {
     by_target: Mutex<HashMap<String, Record>>,
+    /// Bumped whenever a window opens, for the requests waiting on a target.
+    opened: watch::Sender<u64>,
+}
+
+impl Default for Avoided {
+    fn default() -> Self {
+        Self {
+            by_target: Mutex::default(),
+            opened: watch::Sender::new(0),
+        }
+    }
 }
 
 impl Avoided {
@@ -86,7 +130,30 @@ impl Avoided {
         }
         let record = failed(map.get(target).copied(), now)?;
         map.insert(target.to_owned(), record);
+        drop(map);
+        self.opened.send_modify(|n| *n = n.wrapping_add(1));
         Some(record)
+    }
+
+    /// Resolves once `target` fails a request other than one sent at `sent` (a window opens
+    /// after `sent`): whoever waits on it can stop.
+    pub(crate) async fn fails_after(&self, target: &str, sent: Instant) {
+        let mut opened = self.opened.subscribe();
+        loop {
+            let record = self.record(target);
+            if failed_since(record.as_ref(), sent) {
+                return;
+            }
+            // The sender lives as long as `self`: `changed` cannot fail while borrowed.
+            if opened.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    fn record(&self, target: &str) -> Option<Record> {
+        let map = self.by_target.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(target).copied()
     }
 
     /// `target` answered: it is in good standing again. Returns whether it was avoided.
@@ -95,11 +162,22 @@ impl Avoided {
         map.remove(target).is_some()
     }
 
-    /// Whether each of `targets` is avoided now.
-    pub(crate) fn flags<'a>(&self, targets: impl Iterator<Item = &'a str>) -> Vec<bool> {
-        let map = self.by_target.lock().unwrap_or_else(|e| e.into_inner());
+    /// Where each of `targets` stands now. A target reported [`Standing::Due`] is marked as
+    /// probed: the caller starts the probe, and nobody else is told to.
+    pub(crate) fn standings<'a>(&self, targets: impl Iterator<Item = &'a str>) -> Vec<Standing> {
+        let mut map = self.by_target.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        targets.map(|t| avoided(map.get(t), now)).collect()
+        targets
+            .map(|t| {
+                let standing = standing(map.get(t), now);
+                if standing == Standing::Due
+                    && let Some(record) = map.get_mut(t)
+                {
+                    record.probing = true;
+                }
+                standing
+            })
+            .collect()
     }
 }
 
@@ -124,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_opens_or_extends_the_window_and_it_lapses() {
+    fn a_failure_opens_a_window_and_a_probe_is_due_when_it_lapses() {
         let t0 = Instant::now();
         let s = Duration::from_secs;
         let first = failed(None, t0).unwrap();
@@ -132,30 +210,44 @@ mod tests {
             first,
             Record {
                 failures: 1,
-                until: t0 + s(10)
+                at: t0,
+                until: t0 + s(10),
+                probing: false,
             }
         );
         // Requests that were already waiting on it fail inside the window: the same outage.
         assert_eq!(failed(Some(first), t0 + s(3)), None);
-        // The first request after the window fails again: twice as long.
+        // A failure after the window (the probe's, or a request's when every other target
+        // failed too) opens one twice as long.
         let second = failed(Some(first), t0 + s(10)).unwrap();
-        assert_eq!(
-            second,
-            Record {
-                failures: 2,
-                until: t0 + s(30)
-            }
-        );
+        assert_eq!((second.failures, second.until), (2, t0 + s(30)));
+        let probing = Record {
+            probing: true,
+            ..first
+        };
         for (record, at, expected) in [
-            (None, t0, false),
-            (Some(first), t0, true),
-            (Some(first), t0 + s(9), true),
-            (Some(first), t0 + s(10), false),
-            (Some(second), t0 + s(29), true),
-            (Some(second), t0 + s(30), false),
+            (None, t0, Standing::Good),
+            (Some(first), t0, Standing::Avoided),
+            (Some(first), t0 + s(9), Standing::Avoided),
+            (Some(first), t0 + s(10), Standing::Due),
+            (Some(probing), t0 + s(10), Standing::Avoided),
+            (Some(probing), t0 + s(1000), Standing::Avoided),
+            (Some(second), t0 + s(29), Standing::Avoided),
+            (Some(second), t0 + s(30), Standing::Due),
         ] {
-            assert_eq!(avoided(record.as_ref(), at), expected, "{record:?} {at:?}");
+            assert_eq!(standing(record.as_ref(), at), expected, "{record:?} {at:?}");
         }
+    }
+
+    #[test]
+    fn a_request_stops_waiting_only_for_a_failure_after_it_was_sent() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let record = failed(None, t0 + s(5)).unwrap();
+        assert!(failed_since(Some(&record), t0));
+        assert!(!failed_since(Some(&record), t0 + s(5)));
+        assert!(!failed_since(Some(&record), t0 + s(6)));
+        assert!(!failed_since(None, t0));
     }
 
     #[test]
@@ -177,12 +269,71 @@ mod tests {
         assert_eq!(avoided.fail("10.0.0.4:5001").map(|r| r.failures), Some(1));
         assert_eq!(avoided.fail("10.0.0.4:5001"), None, "avoided already");
         assert_eq!(
-            avoided.flags(["10.0.0.4:5001", "10.0.0.5:5001"].into_iter()),
-            [true, false]
+            avoided.standings(["10.0.0.4:5001", "10.0.0.5:5001"].into_iter()),
+            [Standing::Avoided, Standing::Good]
         );
         assert!(avoided.answered("10.0.0.4:5001"));
         assert!(!avoided.answered("10.0.0.4:5001"));
-        assert_eq!(avoided.flags(["10.0.0.4:5001"].into_iter()), [false]);
+        assert_eq!(
+            avoided.standings(["10.0.0.4:5001"].into_iter()),
+            [Standing::Good]
+        );
         assert_eq!(avoided.fail("10.0.0.4:5001").map(|r| r.failures), Some(1));
+    }
+
+    #[test]
+    fn a_lapsed_window_is_due_one_probe() {
+        let avoided = Avoided::default();
+        let lapsed = Instant::now() - Duration::from_secs(11);
+        avoided
+            .by_target
+            .lock()
+            .unwrap()
+            .insert("10.0.0.4:5001".into(), failed(None, lapsed).unwrap());
+        let targets = ["10.0.0.4:5001", "10.0.0.5:5001"];
+        assert_eq!(
+            avoided.standings(targets.into_iter()),
+            [Standing::Due, Standing::Good]
+        );
+        // The probe runs: the others see it avoided, and start none.
+        assert_eq!(
+            avoided.standings(targets.into_iter()),
+            [Standing::Avoided, Standing::Good]
+        );
+        // It fails: the next window, twice as long.
+        assert_eq!(avoided.fail("10.0.0.4:5001").map(|r| r.failures), Some(2));
+        assert_eq!(
+            avoided.standings(targets.into_iter()),
+            [Standing::Avoided, Standing::Good]
+        );
+    }
+
+    #[tokio::test]
+    async fn waiting_requests_learn_of_a_failure_after_they_were_sent() {
+        let avoided = std::sync::Arc::new(Avoided::default());
+        assert!(avoided.fail("a:1").is_some());
+        let sent = Instant::now();
+        let waiting = tokio::spawn({
+            let avoided = avoided.clone();
+            async move { avoided.fails_after("b:2", sent).await }
+        });
+        // Neither a failure of another target nor one from before counts.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(avoided.fail("c:3").is_some());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished());
+        assert!(avoided.fail("b:2").is_some());
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the waiter stops")
+            .unwrap();
+        // A request sent to `a:1` after its failure (every other target failed) waits on.
+        let after = Instant::now();
+        let last_resort = avoided.fails_after("a:1", after);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), last_resort)
+                .await
+                .is_err()
+        );
     }
 }

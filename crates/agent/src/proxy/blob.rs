@@ -221,7 +221,7 @@ impl Stream {
                 }
                 Some(Err(error)) => {
                     // Reset, stalled or too slow mid-body: avoided by the next requests too.
-                    self.relay.proxy.failed_to_answer(self.hop().name());
+                    self.relay.proxy.failed_to_answer(self.hop());
                     if let Some(broken) = self.resume(&error.to_string()).await {
                         return Some(Err(broken));
                     }
@@ -302,7 +302,7 @@ impl Stream {
             }
             self.resumes_left -= 1;
             let index = (broken + step) % count;
-            if let Some(body) = self.ask(index).await {
+            if let Some(body) = self.ask(index, step < count).await {
                 self.body = body;
                 self.relay.current = index;
                 if !self.contributors.contains(&index) {
@@ -336,7 +336,8 @@ impl Stream {
     }
 
     /// Asks target `index` for the rest of the blob: its body, positioned at `hashed`.
-    async fn ask(&mut self, index: usize) -> Option<registry_client::Body> {
+    /// `others_left`: whether another target could be asked after this one.
+    async fn ask(&mut self, index: usize, others_left: bool) -> Option<registry_client::Body> {
         let relay = &self.relay;
         let hop = &relay.hops[index];
         let mut headers = relay.headers.clone();
@@ -344,7 +345,13 @@ impl Stream {
         headers.insert(header::RANGE, range);
         let answer = match relay
             .proxy
-            .send(&Method::GET, &headers, hop, relay.query.as_deref())
+            .send(
+                &Method::GET,
+                &headers,
+                hop,
+                relay.query.as_deref(),
+                others_left,
+            )
             .await
         {
             Ok(answer) => answer,

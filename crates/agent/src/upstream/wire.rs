@@ -213,6 +213,15 @@ impl Connector {
         }
     }
 
+    /// Closes the idle connections to `uri`'s origin.
+    pub(crate) fn forget(&self, uri: &Uri) {
+        let Ok(origin) = Origin::of(uri) else {
+            return;
+        };
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.remove(&origin);
+    }
+
     /// Closes the connections idle for longer than `idle_for`.
     fn reap(&self) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());

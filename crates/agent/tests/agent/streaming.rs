@@ -163,86 +163,195 @@ async fn a_silent_registry_is_abandoned_for_the_next_one() {
     agent.running.stop().await;
 }
 
+/// A registry that accepts connections and never answers (a replica cut off mid-way, still
+/// first in line) until `answer` is set; from then on every new connection gets `503`.
+struct Silent {
+    address: std::net::SocketAddr,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    answer: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Silent {
+    async fn start() -> Self {
+        use std::sync::atomic::Ordering::SeqCst;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let silent = Self {
+            address: listener.local_addr().unwrap(),
+            accepted: Default::default(),
+            answer: Default::default(),
+        };
+        let (accepted, answer) = (silent.accepted.clone(), silent.answer.clone());
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                accepted.fetch_add(1, SeqCst);
+                if !answer.load(SeqCst) {
+                    held.push(socket);
+                    continue;
+                }
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buffer = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buffer).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buffer[..n]),
+                        }
+                    }
+                    let _ = socket
+                        .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                        .await;
+                });
+            }
+        });
+        silent
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A layout with this registry first and `upstream` second, and an agent on it with short
+    /// timeouts (2 s to connect and for response headers).
+    async fn first_before(&self, upstream: &Upstream, dropin: &std::path::Path) -> AgentUnderTest {
+        let mut storage = dead_endpoint("/dkp");
+        storage.host = self.address.to_string();
+        let layout = layout(
+            vec![
+                backend(BackendName::Storage, storage),
+                backend(BackendName::Upstream, endpoint(upstream, "/dkp", None)),
+            ],
+            vec![],
+        );
+        AgentUnderTest::start_with_timeouts(
+            &layout,
+            dropin,
+            registry_client::Timeouts {
+                connect: HEADERS_TIMEOUT,
+                response_headers: HEADERS_TIMEOUT,
+                stall: Duration::from_secs(2),
+                total: Some(Duration::from_secs(30)),
+            },
+        )
+        .await
+    }
+}
+
+const HEADERS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// GETs `url` through the agent: 200 and the whole body, and how long that took.
+async fn timed_get(client: &reqwest::Client, url: &str) -> Duration {
+    let started = std::time::Instant::now();
+    let response = client.get(url).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{url}");
+    response.bytes().await.unwrap();
+    started.elapsed()
+}
+
 #[tokio::test]
-async fn a_silent_first_registry_costs_one_request_its_timeout_not_every_request() {
+async fn a_silent_first_registry_costs_one_request_its_timeout_and_is_probed_after_its_window() {
     let (upstream, image) = upstream_with_blob(10_000).await;
-    // Accepts connections and never answers: a replica cut off mid-way still first in line.
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let silent_address = silent.local_addr().unwrap();
-    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = accepted.clone();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = silent.accept().await {
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            held.push(socket);
-        }
-    });
-    let mut storage = dead_endpoint("/dkp");
-    storage.host = silent_address.to_string();
-    let layout = layout(
-        vec![
-            backend(BackendName::Storage, storage),
-            backend(BackendName::Upstream, endpoint(&upstream, "/dkp", None)),
-        ],
-        vec![],
-    );
+    let silent = Silent::start().await;
     let dropin = tempfile::tempdir().unwrap();
-    let headers_timeout = Duration::from_secs(2);
-    let agent = AgentUnderTest::start_with_timeouts(
-        &layout,
-        dropin.path(),
-        registry_client::Timeouts {
-            connect: Duration::from_secs(2),
-            response_headers: headers_timeout,
-            stall: Duration::from_secs(2),
-            total: Some(Duration::from_secs(30)),
-        },
-    )
-    .await;
+    let agent = silent.first_before(&upstream, dropin.path()).await;
     let client = testkit::http_client(Some(&agent.running.ca_pem));
-    let get = async |url: String| {
-        let started = std::time::Instant::now();
-        let response = client.get(&url).send().await.unwrap();
-        assert_eq!(response.status(), 200, "{url}");
-        response.bytes().await.unwrap();
-        started.elapsed()
-    };
-    let blob = &image.layers[0];
     let blob_url = format!(
         "https://{}/v2/system/deckhouse/big/blobs/{}",
         agent.address(),
-        blob.digest
+        image.layers[0].digest
     );
     let config_url = format!(
         "https://{}/v2/system/deckhouse/big/blobs/{}",
         agent.address(),
         image.config.digest
     );
+    let avoidances = format!(
+        "d8_registry_agent_target_avoidances_total{{target=\"{}\"}}",
+        silent.address
+    );
     // The first request waits for the silent registry's timeout, then fails over.
-    let first = get(blob_url.clone()).await;
+    let first = timed_get(&client, &blob_url).await;
+    let window_opened = std::time::Instant::now();
     assert!(
-        first >= headers_timeout,
+        first >= HEADERS_TIMEOUT,
         "the silent registry was not tried first: {first:?}"
     );
     // The next ones go to the answering registry first: no timeout each.
-    for url in [blob_url.clone(), config_url, blob_url] {
-        let took = get(url).await;
+    for url in [&blob_url, &config_url, &blob_url] {
+        let took = timed_get(&client, url).await;
         assert!(
             took < Duration::from_millis(500),
             "a request waited {took:?} on the avoided registry"
         );
     }
-    assert_eq!(
-        accepted.load(std::sync::atomic::Ordering::SeqCst),
-        1,
-        "the silent registry was asked once"
+    assert_eq!(silent.accepted(), 1, "the silent registry was asked once");
+    assert_eq!(agent.sample(&avoidances), 1);
+
+    // The window (10 s) lapses. The registry now answers, but no request pays for finding out:
+    // the agent probes it in the background and the request goes elsewhere first.
+    silent
+        .answer
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(10).saturating_sub(window_opened.elapsed())).await;
+    let took = timed_get(&client, &blob_url).await;
+    assert!(
+        took < Duration::from_millis(500),
+        "the request after the window waited {took:?} on the registry"
     );
+    // Once the probe has its answer, the registry is back in its place: asked first again
+    // (its 503 is failed over from). Until then requests go elsewhere, without waiting.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while silent.accepted() < 3 {
+        assert!(std::time::Instant::now() < deadline, "not asked again");
+        let took = timed_get(&client, &blob_url).await;
+        assert!(took < Duration::from_millis(500), "{took:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(silent.accepted(), 3, "one probe, then one request");
     assert_eq!(
         agent.sample(&format!(
-            "d8_registry_agent_target_avoidances_total{{target=\"{silent_address}\"}}"
+            "d8_registry_agent_failovers_total{{target=\"{}\",reason=\"server_error\"}}",
+            silent.address
         )),
         1
+    );
+    assert_eq!(agent.sample(&avoidances), 1);
+    agent.running.stop().await;
+}
+
+#[tokio::test]
+async fn requests_waiting_on_a_registry_another_request_found_silent_stop_waiting() {
+    let (upstream, image) = upstream_with_blob(10_000).await;
+    let silent = Silent::start().await;
+    let dropin = tempfile::tempdir().unwrap();
+    let agent = silent.first_before(&upstream, dropin.path()).await;
+    let client = testkit::http_client(Some(&agent.running.ca_pem));
+    let url = |digest: &str| {
+        format!(
+            "https://{}/v2/system/deckhouse/big/blobs/{digest}",
+            agent.address()
+        )
+    };
+    // One request is sent, and a second one a second later, both to the silent registry first.
+    let (early_url, late_url) = (url(&image.layers[0].digest), url(&image.config.digest));
+    let early = timed_get(&client, &early_url);
+    let late = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        timed_get(&client, &late_url).await
+    };
+    let (early, late) = tokio::join!(early, late);
+    assert!(early >= HEADERS_TIMEOUT, "{early:?}");
+    // When the first one's wait ends in a timeout, the second stops waiting too: it was sent
+    // a second later, so it is served about a second after it was sent, not two.
+    assert!(
+        late < HEADERS_TIMEOUT - Duration::from_millis(400),
+        "the second request waited out its own timeout: {late:?}"
+    );
+    assert_eq!(
+        silent.accepted(),
+        2,
+        "both were sent to the silent registry"
     );
     agent.running.stop().await;
 }

@@ -143,6 +143,25 @@ async fn a_kept_connection_the_server_closed_is_replaced_once() {
 }
 
 #[tokio::test]
+async fn forgotten_origins_get_new_connections_and_others_keep_theirs() {
+    let answer: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+    let (uri, connections) = server(vec![Answer::Keep(answer); 3]).await;
+    let (other, other_connections) = server(vec![Answer::Keep(answer); 2]).await;
+    let connector = connector();
+    get(&connector, &uri).await.unwrap();
+    get(&connector, &other).await.unwrap();
+    // The agent found the first server silent on another connection: its kept one goes too.
+    let origin: Uri = format!("http://{}/", uri.authority().unwrap())
+        .parse()
+        .unwrap();
+    connector.forget(&origin);
+    get(&connector, &uri).await.unwrap();
+    get(&connector, &other).await.unwrap();
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+    assert_eq!(other_connections.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
 async fn a_body_short_of_its_length_is_an_unexpected_eof() {
     let answer: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\nconnection: close\r\n\r\nhello";
     let (uri, _) = server(vec![Answer::Close(answer)]).await;
