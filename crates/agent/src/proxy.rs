@@ -348,7 +348,7 @@ impl Proxy {
             Ok(destination) => destination,
             Err(error) => {
                 tracing::warn!(target = %target.name(), %error, "cannot probe the target");
-                self.avoided.answered(target.name());
+                self.avoided.probe_answered(target.name());
                 return;
             }
         };
@@ -362,7 +362,7 @@ impl Proxy {
             }
             // An answer (a redirect that cannot be followed is one too).
             _ => {
-                if self.avoided.answered(target.name()) {
+                if self.avoided.probe_answered(target.name()) {
                     tracing::info!(target = %target.name(), "target answers a probe again; no longer avoided");
                 }
             }

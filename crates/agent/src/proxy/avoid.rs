@@ -9,8 +9,8 @@
 //! window opens give up and go to the next target. When the window lapses, the target is
 //! *probed* (`GET /v2/` in the background) and stays behind the others until an answer comes;
 //! a failed probe opens the next window, twice as long — 10 s, 20 s, 40 s … at most 5 min — so
-//! a target that stays dead costs no request a timeout after the first. Any answer from it ends
-//! the avoidance. Envoy's outlier detection ejects hosts and lets health checks bring them back
+//! a target that stays dead costs no request a timeout after the first. An answer to the probe
+//! ends the avoidance; an answer to a request also clears the failures in a row. Envoy's outlier detection ejects hosts and lets health checks bring them back
 //! in the same spirit; containerd itself remembers nothing between pulls.
 
 use std::collections::HashMap;
@@ -35,8 +35,21 @@ pub(crate) struct Record {
     pub at: Instant,
     /// The window ends then; the target is probed after it.
     pub until: Instant,
-    /// A probe was started after the window; the target stays avoided until it answers.
-    pub probing: bool,
+    /// The probe after the window.
+    pub probe: Probe,
+}
+
+/// Where the probe of a target whose window lapsed is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// None started yet.
+    NotYet,
+    /// Started: the target stays avoided until it answers.
+    Running,
+    /// Answered: the target is back in its place, but a failure before any request gets an
+    /// answer from it still counts as one more in a row (a registry that answers `/v2/` and
+    /// hangs on blobs gets ever longer windows).
+    Answered,
 }
 
 /// How long a target is avoided after `failures` failures in a row.
@@ -56,7 +69,7 @@ pub(crate) fn failed(previous: Option<Record>, now: Instant) -> Option<Record> {
         failures,
         at: now,
         until: now + window(failures),
-        probing: false,
+        probe: Probe::NotYet,
     })
 }
 
@@ -74,10 +87,10 @@ pub(crate) enum Standing {
 /// Where a target with `record` stands at `now`: avoided from its failure until a probe (or
 /// any request) gets an answer from it.
 pub(crate) fn standing(record: Option<&Record>, now: Instant) -> Standing {
-    match record {
-        None => Standing::Good,
-        Some(r) if now >= r.until && !r.probing => Standing::Due,
-        Some(_) => Standing::Avoided,
+    match record.map(|r| (r.probe, now >= r.until)) {
+        None | Some((Probe::Answered, _)) => Standing::Good,
+        Some((Probe::NotYet, true)) => Standing::Due,
+        Some((Probe::NotYet, false) | (Probe::Running, _)) => Standing::Avoided,
     }
 }
 
@@ -156,10 +169,25 @@ impl Avoided {
         map.get(target).copied()
     }
 
-    /// `target` answered: it is in good standing again. Returns whether it was avoided.
+    /// `target` answered a request: its failures are forgotten. Returns whether it was avoided
+    /// until then.
     pub(crate) fn answered(&self, target: &str) -> bool {
         let mut map = self.by_target.lock().unwrap_or_else(|e| e.into_inner());
-        map.remove(target).is_some()
+        map.remove(target)
+            .is_some_and(|r| r.probe != Probe::Answered)
+    }
+
+    /// `target` answered its probe: back in its place. Returns whether it was avoided until
+    /// then.
+    pub(crate) fn probe_answered(&self, target: &str) -> bool {
+        let mut map = self.by_target.lock().unwrap_or_else(|e| e.into_inner());
+        match map.get_mut(target) {
+            Some(record) if record.probe == Probe::Running => {
+                record.probe = Probe::Answered;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Where each of `targets` stands now. A target reported [`Standing::Due`] is marked as
@@ -173,7 +201,7 @@ impl Avoided {
                 if standing == Standing::Due
                     && let Some(record) = map.get_mut(t)
                 {
-                    record.probing = true;
+                    record.probe = Probe::Running;
                 }
                 standing
             })
@@ -212,7 +240,7 @@ mod tests {
                 failures: 1,
                 at: t0,
                 until: t0 + s(10),
-                probing: false,
+                probe: Probe::NotYet,
             }
         );
         // Requests that were already waiting on it fail inside the window: the same outage.
@@ -222,7 +250,11 @@ mod tests {
         let second = failed(Some(first), t0 + s(10)).unwrap();
         assert_eq!((second.failures, second.until), (2, t0 + s(30)));
         let probing = Record {
-            probing: true,
+            probe: Probe::Running,
+            ..first
+        };
+        let probed = Record {
+            probe: Probe::Answered,
             ..first
         };
         for (record, at, expected) in [
@@ -232,6 +264,7 @@ mod tests {
             (Some(first), t0 + s(10), Standing::Due),
             (Some(probing), t0 + s(10), Standing::Avoided),
             (Some(probing), t0 + s(1000), Standing::Avoided),
+            (Some(probed), t0 + s(10), Standing::Good),
             (Some(second), t0 + s(29), Standing::Avoided),
             (Some(second), t0 + s(30), Standing::Due),
         ] {
@@ -306,6 +339,35 @@ mod tests {
             avoided.standings(targets.into_iter()),
             [Standing::Avoided, Standing::Good]
         );
+    }
+
+    #[test]
+    fn a_probe_answer_readmits_but_only_a_request_answer_forgets_the_failures() {
+        let avoided = Avoided::default();
+        let lapsed = Instant::now() - Duration::from_secs(11);
+        avoided
+            .by_target
+            .lock()
+            .unwrap()
+            .insert("a:1".into(), failed(None, lapsed).unwrap());
+        assert!(!avoided.probe_answered("a:1"), "no probe was running");
+        assert_eq!(avoided.standings(["a:1"].into_iter()), [Standing::Due]);
+        assert!(avoided.probe_answered("a:1"));
+        assert_eq!(avoided.standings(["a:1"].into_iter()), [Standing::Good]);
+        // It answers /v2/ but its next request times out: the second failure in a row.
+        assert_eq!(avoided.fail("a:1").map(|r| r.failures), Some(2));
+        // A request answered after the next probe: everything forgotten.
+        avoided
+            .by_target
+            .lock()
+            .unwrap()
+            .get_mut("a:1")
+            .unwrap()
+            .until = Instant::now();
+        assert_eq!(avoided.standings(["a:1"].into_iter()), [Standing::Due]);
+        assert!(avoided.probe_answered("a:1"));
+        assert!(!avoided.answered("a:1"), "it was back in its place already");
+        assert_eq!(avoided.fail("a:1").map(|r| r.failures), Some(1));
     }
 
     #[tokio::test]
