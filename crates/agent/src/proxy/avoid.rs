@@ -10,8 +10,9 @@
 //! *probed* (`GET /v2/` in the background) and stays behind the others until an answer comes;
 //! a failed probe opens the next window, twice as long — 10 s, 20 s, 40 s … at most 5 min — so
 //! a target that stays dead costs no request a timeout after the first. An answer to the probe
-//! ends the avoidance; an answer to a request also clears the failures in a row. Envoy's outlier detection ejects hosts and lets health checks bring them back
-//! in the same spirit; containerd itself remembers nothing between pulls.
+//! ends the avoidance; an answer to a request also clears the failures in a row. Envoy's outlier
+//! detection ejects hosts and lets health checks bring them back in the same spirit; containerd
+//! itself remembers nothing between pulls.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
