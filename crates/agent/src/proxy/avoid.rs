@@ -315,15 +315,21 @@ mod tests {
         assert_eq!(avoided.fail("10.0.0.4:5001").map(|r| r.failures), Some(1));
     }
 
-    #[test]
-    fn a_lapsed_window_is_due_one_probe() {
+    /// The memory of a target that failed once, 11 s ago: its window has lapsed.
+    fn lapsed(target: &str) -> Avoided {
         let avoided = Avoided::default();
-        let lapsed = Instant::now() - Duration::from_secs(11);
+        let at = Instant::now() - Duration::from_secs(11);
         avoided
             .by_target
             .lock()
             .unwrap()
-            .insert("10.0.0.4:5001".into(), failed(None, lapsed).unwrap());
+            .insert(target.into(), failed(None, at).unwrap());
+        avoided
+    }
+
+    #[test]
+    fn a_lapsed_window_is_due_one_probe() {
+        let avoided = lapsed("10.0.0.4:5001");
         let targets = ["10.0.0.4:5001", "10.0.0.5:5001"];
         assert_eq!(
             avoided.standings(targets.into_iter()),
@@ -344,13 +350,7 @@ mod tests {
 
     #[test]
     fn a_probe_answer_readmits_but_only_a_request_answer_forgets_the_failures() {
-        let avoided = Avoided::default();
-        let lapsed = Instant::now() - Duration::from_secs(11);
-        avoided
-            .by_target
-            .lock()
-            .unwrap()
-            .insert("a:1".into(), failed(None, lapsed).unwrap());
+        let avoided = lapsed("a:1");
         assert!(!avoided.probe_answered("a:1"), "no probe was running");
         assert_eq!(avoided.standings(["a:1"].into_iter()), [Standing::Due]);
         assert!(avoided.probe_answered("a:1"));
