@@ -187,9 +187,30 @@ where
         let close = !head.keep_alive || head.has_body || *stopped.borrow();
         let method = head.request.method().clone();
         let version = head.request.version();
+        // While the answer is prepared (a registry's answer awaited), the connection is watched:
+        // a client that goes away takes the request with it, as with hyper. What it sends
+        // meanwhile (its next request) is kept, and then the watch ends. A request with a body
+        // is not watched: its body is not read.
+        let mut watching = buffered.is_empty() && !head.has_body;
         // Boxed: the handler's state would otherwise stay in the connection's task as long as
         // the answer streams.
-        let response = Box::pin(handler(head.request)).await;
+        let mut handling = Box::pin(handler(head.request));
+        let response = loop {
+            tokio::select! {
+                response = &mut handling => break response,
+                read = io.read(), if watching => match read {
+                    Ok(more) if !more.is_empty() => {
+                        buffered.extend_from_slice(&more);
+                        watching = false;
+                    }
+                    _ => {
+                        tracing::debug!("the client went away before its answer");
+                        return;
+                    }
+                },
+            }
+        };
+        drop(handling);
         match answer(&mut io, &method, version, response, close).await {
             Ok(true) => {
                 io.close().await;

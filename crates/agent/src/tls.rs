@@ -64,6 +64,9 @@ pub(crate) struct Tls<S> {
     /// Plaintext that arrived while something was being sent (a client's next request sent
     /// before the answer to the last one was), handed out by the next read.
     early: Option<Bytes>,
+    /// What a read had to send (the answer to a key update) and has not sent yet: sent before
+    /// anything else, so that a read given up half-way leaves the session whole.
+    unsent: Vec<u8>,
 }
 
 /// What the connection needs next, as [`Tls::advance`] finds it.
@@ -119,6 +122,7 @@ impl<S: Side> Tls<S> {
             incoming: Vec::new(),
             start: 0,
             early: None,
+            unsent: Vec::new(),
         };
         loop {
             match tls.advance(Goal::Handshake)? {
@@ -170,7 +174,20 @@ impl<S: Side> Tls<S> {
 
     /// Writes what [`seal`](Self::seal) returned.
     pub(crate) async fn transmit(&mut self, sealed: &[u8]) -> io::Result<()> {
+        self.flush_unsent().await?;
         self.tcp.write_all(sealed).await
+    }
+
+    /// Sends what a read left unsent. Cancel-safe: what is not written stays.
+    async fn flush_unsent(&mut self) -> io::Result<()> {
+        while !self.unsent.is_empty() {
+            let n = self.tcp.write(&self.unsent).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            self.unsent.drain(..n);
+        }
+        Ok(())
     }
 
     /// Encrypts and sends `plaintext`.
@@ -193,7 +210,7 @@ impl<S: Side> Tls<S> {
             let n = write.queue_close_notify(&mut sealed).map_err(other)?;
             sealed.truncate(n);
         }
-        self.tcp.write_all(&sealed).await
+        self.transmit(&sealed).await
     }
 
     /// The TCP connection underneath.
@@ -202,14 +219,16 @@ impl<S: Side> Tls<S> {
     }
 
     /// The plaintext of the next record; empty once the peer ended the session cleanly. A
-    /// connection closed without `close_notify` is an `UnexpectedEof`.
+    /// connection closed without `close_notify` is an `UnexpectedEof`. Cancel-safe: a read
+    /// given up loses nothing received, and what it had to send goes before the next write.
     pub(crate) async fn read(&mut self) -> io::Result<Bytes> {
         if let Some(early) = self.early.take() {
             return Ok(early);
         }
         loop {
+            self.flush_unsent().await?;
             match self.advance(Goal::Read)? {
-                Next::Send(bytes) => self.tcp.write_all(&bytes).await?,
+                Next::Send(bytes) => self.unsent.extend_from_slice(&bytes),
                 Next::Receive => {
                     self.receive("the peer closed the connection without a TLS close_notify")
                         .await?;

@@ -289,6 +289,180 @@ async fn stopping_closes_idle_connections_and_lets_answers_in_flight_finish() {
         .unwrap();
 }
 
+/// Serves `handler` over TLS on a loopback port; a client configuration that trusts it.
+async fn start_tls<H, F>(handler: H) -> (SocketAddr, Arc<rustls::ClientConfig>)
+where
+    H: Fn(Request<()>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<ProxyBody>> + Send + 'static,
+{
+    use rustls::pki_types::pem::PemObject;
+    let ca = testkit::Certs::new("http1 test CA");
+    let server = ca.server(&[]);
+    let provider = Arc::new(crate::server::crypto_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            rustls::pki_types::CertificateDer::pem_slice_iter(server.cert_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .unwrap(),
+            rustls::pki_types::PrivateKeyDer::from_pem_slice(server.key_pem.as_bytes()).unwrap(),
+        )
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(serve(
+        listener,
+        Some(config),
+        handler,
+        std::future::pending(),
+    ));
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca.ca_pem().as_bytes()).unwrap())
+        .unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    (address, Arc::new(client))
+}
+
+/// A handler's answer, boxed.
+type Answering = std::pin::Pin<Box<dyn Future<Output = Response<ProxyBody>> + Send>>;
+
+/// A handler that never answers, and a count of the requests it was given and then dropped.
+fn never_answering() -> (
+    impl Fn(Request<()>) -> Answering + Clone + Send + Sync + 'static,
+    Arc<AtomicUsize>,
+) {
+    struct Dropped(Arc<AtomicUsize>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let counter = dropped.clone();
+    let handler = move |_| {
+        let guard = Dropped(counter.clone());
+        Box::pin(async move {
+            let _guard = guard;
+            std::future::pending().await
+        }) as Answering
+    };
+    (handler, dropped)
+}
+
+async fn until_dropped(dropped: &AtomicUsize, count: usize) {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while dropped.load(Ordering::SeqCst) < count {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the request was given up");
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_takes_its_request_with_it() {
+    // Plain: the connection closed while the answer is awaited.
+    let (handler, dropped) = never_answering();
+    let (address, _stop, _server) = start(handler).await;
+    let mut tcp = TcpStream::connect(address).await.unwrap();
+    tcp.write_all(b"GET /v2/a HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(dropped.load(Ordering::SeqCst), 0, "still awaited");
+    drop(tcp);
+    until_dropped(&dropped, 1).await;
+
+    // TLS: the client ends the session (close_notify, then the end of the stream), as Go's
+    // clients do.
+    let (handler, dropped) = never_answering();
+    let (address, client) = start_tls(handler).await;
+    let tcp = TcpStream::connect(address).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(client)
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    tls.write_all(b"GET /v2/a HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    tls.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(dropped.load(Ordering::SeqCst), 0, "still awaited");
+    tls.shutdown().await.unwrap();
+    until_dropped(&dropped, 1).await;
+}
+
+#[tokio::test]
+async fn what_a_client_sends_while_its_answer_is_awaited_is_kept() {
+    let slow_then_echo = |request: Request<()>| async move {
+        if request.uri().path() == "/v2/slow" {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        echo(request).await
+    };
+    // Plain: the next request, sent while the first one's answer is awaited.
+    let (address, _stop, _server) = start(slow_then_echo).await;
+    let mut tcp = TcpStream::connect(address).await.unwrap();
+    tcp.write_all(b"GET /v2/slow HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let both = exchange(
+        &mut tcp,
+        b"GET /v2/next HTTP/1.1\r\nhost: x\r\n\r\n",
+        "HTTP/1.1 200 OK",
+        2,
+    )
+    .await;
+    let both = if both.ends_with("GET /v2/next") {
+        both
+    } else {
+        exchange(&mut tcp, b"", "GET /v2/next", 1).await
+    };
+    let slow = both.find("GET /v2/slow").expect("the first answer");
+    assert!(slow < both.find("GET /v2/next").unwrap(), "{both}");
+
+    // TLS: a key update the client asks for while it waits is answered, and the answer comes
+    // under the new keys; then the next request on the same connection.
+    let (address, client) = start_tls(slow_then_echo).await;
+    let tcp = TcpStream::connect(address).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(client)
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    for path in ["/v2/slow", "/v2/next"] {
+        tls.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        tls.flush().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tls.get_mut().1.refresh_traffic_keys().unwrap();
+        tls.flush().await.unwrap();
+        let mut received = Vec::new();
+        let mut buffer = [0u8; 1024];
+        let expected = format!("GET {path}");
+        while !String::from_utf8_lossy(&received).ends_with(&expected) {
+            let n = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buffer))
+                .await
+                .expect("an answer")
+                .unwrap();
+            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&received));
+            received.extend_from_slice(&buffer[..n]);
+        }
+        assert!(received.starts_with(b"HTTP/1.1 200 OK\r\n"));
+    }
+}
+
 #[test]
 fn framing_follows_the_method_the_status_and_what_is_known_of_the_length() {
     let with_length = {
