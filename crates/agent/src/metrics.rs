@@ -78,6 +78,7 @@ pub struct Metrics {
     digest_mismatches: Family<TargetLabel, Counter>,
     resumes: Family<TargetLabel, Counter>,
     avoidances: Family<TargetLabel, Counter>,
+    avoided: Family<TargetLabel, Gauge>,
     token_exchanges: Family<ResultLabel, Counter>,
     layout_origin: Family<OriginLabel, Gauge>,
     tokens: std::sync::Mutex<(Option<TokenSource>, (u64, u64))>,
@@ -98,6 +99,7 @@ impl Default for Metrics {
         let digest_mismatches = Family::<TargetLabel, Counter>::default();
         let resumes = Family::<TargetLabel, Counter>::default();
         let avoidances = Family::<TargetLabel, Counter>::default();
+        let avoided = Family::<TargetLabel, Gauge>::default();
         let layout_origin = Family::<OriginLabel, Gauge>::default();
         registry.register(
             "d8_registry_agent_requests",
@@ -127,6 +129,12 @@ impl Default for Metrics {
             avoidances.clone(),
         );
         registry.register(
+            "d8_registry_agent_target_avoided",
+            "1 while a target that failed to answer is tried after the others (until it answers \
+             a probe or a request), 0 once it is back in its place, by target",
+            avoided.clone(),
+        );
+        registry.register(
             "d8_registry_agent_token_exchanges",
             "Token requests made to registries' token services, by result",
             token_exchanges.clone(),
@@ -143,6 +151,7 @@ impl Default for Metrics {
             digest_mismatches,
             resumes,
             avoidances,
+            avoided,
             token_exchanges,
             layout_origin,
             tokens: std::sync::Mutex::new((None, (0, 0))),
@@ -189,13 +198,22 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts a window in which `target` is tried after the others.
+    /// Counts a window in which `target` is tried after the others, and marks it avoided.
     pub fn avoided(&self, target: &str) {
-        self.avoidances
+        let label = TargetLabel {
+            target: target.to_owned(),
+        };
+        self.avoidances.get_or_create(&label).inc();
+        self.avoided.get_or_create(&label).set(1);
+    }
+
+    /// `target` is back in its place.
+    pub fn back(&self, target: &str) {
+        self.avoided
             .get_or_create(&TargetLabel {
                 target: target.to_owned(),
             })
-            .inc();
+            .set(0);
     }
 
     /// Where token exchanges are counted (the upstream client); read at every scrape.
@@ -284,5 +302,14 @@ mod tests {
         assert!(text.contains(r#"d8_registry_agent_token_exchanges_total{result="error"} 0"#));
         assert!(text.contains(r#"d8_registry_agent_layout_origin{origin="Cache"} 1"#));
         assert!(text.contains(r#"d8_registry_agent_layout_origin{origin="API"} 0"#));
+        metrics.avoided("10.0.0.4:5001");
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"d8_registry_agent_target_avoidances_total{target="10.0.0.4:5001"} 1"#)
+        );
+        assert!(text.contains(r#"d8_registry_agent_target_avoided{target="10.0.0.4:5001"} 1"#));
+        metrics.back("10.0.0.4:5001");
+        let text = metrics.encode();
+        assert!(text.contains(r#"d8_registry_agent_target_avoided{target="10.0.0.4:5001"} 0"#));
     }
 }

@@ -331,6 +331,7 @@ impl Proxy {
             Ok(_) => {
                 if self.avoided.answered(target.name()) {
                     tracing::info!(target = %target.name(), "target answers again; no longer avoided");
+                    self.metrics.back(target.name());
                 }
             }
             Err(Failure::Transport { .. } | Failure::Timeout { .. }) => {
@@ -348,7 +349,9 @@ impl Proxy {
             Ok(destination) => destination,
             Err(error) => {
                 tracing::warn!(target = %target.name(), %error, "cannot probe the target");
-                self.avoided.probe_answered(target.name());
+                if self.avoided.probe_answered(target.name()) {
+                    self.metrics.back(target.name());
+                }
                 return;
             }
         };
@@ -364,6 +367,7 @@ impl Proxy {
             _ => {
                 if self.avoided.probe_answered(target.name()) {
                     tracing::info!(target = %target.name(), "target answers a probe again; no longer avoided");
+                    self.metrics.back(target.name());
                 }
             }
         }

@@ -287,6 +287,11 @@ async fn a_silent_first_registry_costs_one_request_its_timeout_and_is_probed_aft
     }
     assert_eq!(silent.accepted(), 1, "the silent registry was asked once");
     assert_eq!(agent.sample(&avoidances), 1);
+    let avoided_now = format!(
+        "d8_registry_agent_target_avoided{{target=\"{}\"}}",
+        silent.address
+    );
+    assert_eq!(agent.sample(&avoided_now), 1);
 
     // The window (10 s) lapses. The registry now answers, but no request pays for finding out:
     // the agent probes it in the background and the request goes elsewhere first.
@@ -309,6 +314,7 @@ async fn a_silent_first_registry_costs_one_request_its_timeout_and_is_probed_aft
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(silent.accepted(), 3, "one probe, then one request");
+    assert_eq!(agent.sample(&avoided_now), 0, "back in its place");
     assert_eq!(
         agent.sample(&format!(
             "d8_registry_agent_failovers_total{{target=\"{}\",reason=\"server_error\"}}",
