@@ -345,28 +345,23 @@ impl Proxy {
     /// Asks an avoided `target` whose window has lapsed `GET /v2/`, without credentials: any
     /// answer puts it back in its place, no answer opens its next window.
     async fn probe(self, target: Hop) {
-        let destination = match self.destination(&target, "/v2/", false) {
-            Ok(destination) => destination,
-            Err(error) => {
-                tracing::warn!(target = %target.name(), %error, "cannot probe the target");
-                if self.avoided.probe_answered(target.name()) {
-                    self.metrics.back(target.name());
-                }
-                return;
-            }
+        let sent = match self.destination(&target, "/v2/", false) {
+            Ok(destination) => self
+                .upstreams
+                .send(&Method::GET, &HeaderMap::new(), &destination)
+                .await
+                .map(drop),
+            Err(error) => Err(error),
         };
-        let sent = self
-            .upstreams
-            .send(&Method::GET, &HeaderMap::new(), &destination)
-            .await;
         match sent {
             Err(Failure::Transport { .. } | Failure::Timeout { .. }) => {
                 self.failed_to_answer(&target)
             }
-            // An answer (a redirect that cannot be followed is one too).
+            // An answer (a redirect that cannot be followed is one too), or no way to ask (its
+            // CA does not parse), which requests meet as well: back in its place either way.
             _ => {
                 if self.avoided.probe_answered(target.name()) {
-                    tracing::info!(target = %target.name(), "target answers a probe again; no longer avoided");
+                    tracing::info!(target = %target.name(), "target back in its place after its probe");
                     self.metrics.back(target.name());
                 }
             }

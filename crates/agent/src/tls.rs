@@ -374,4 +374,4 @@ fn other(error: impl std::error::Error + Send + Sync + 'static) -> io::Error {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

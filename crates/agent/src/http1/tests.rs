@@ -289,28 +289,13 @@ async fn stopping_closes_idle_connections_and_lets_answers_in_flight_finish() {
         .unwrap();
 }
 
-/// Serves `handler` over TLS on a loopback port; a client configuration that trusts it.
-async fn start_tls<H, F>(handler: H) -> (SocketAddr, Arc<rustls::ClientConfig>)
+/// Serves `handler` over TLS on a loopback port, and a client's TLS connection to it.
+async fn tls_client<H, F>(handler: H) -> tokio_rustls::client::TlsStream<TcpStream>
 where
     H: Fn(Request<()>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<ProxyBody>> + Send + 'static,
 {
-    use rustls::pki_types::pem::PemObject;
-    let ca = testkit::Certs::new("http1 test CA");
-    let server = ca.server(&[]);
-    let provider = Arc::new(crate::server::crypto_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            rustls::pki_types::CertificateDer::pem_slice_iter(server.cert_pem.as_bytes())
-                .collect::<Result<_, _>>()
-                .unwrap(),
-            rustls::pki_types::PrivateKeyDer::from_pem_slice(server.key_pem.as_bytes()).unwrap(),
-        )
-        .unwrap();
-    let config = Arc::new(config);
+    let (config, client) = crate::tls::tests::configs(rustls::DEFAULT_VERSIONS, true);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(serve(
@@ -319,16 +304,12 @@ where
         handler,
         std::future::pending(),
     ));
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca.ca_pem().as_bytes()).unwrap())
-        .unwrap();
-    let client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+    let tcp = TcpStream::connect(address).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    tokio_rustls::TlsConnector::from(client)
+        .connect(name, tcp)
+        .await
         .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    (address, Arc::new(client))
 }
 
 /// A handler's answer, boxed.
@@ -384,13 +365,7 @@ async fn a_client_that_goes_away_takes_its_request_with_it() {
     // TLS: the client ends the session (close_notify, then the end of the stream), as Go's
     // clients do.
     let (handler, dropped) = never_answering();
-    let (address, client) = start_tls(handler).await;
-    let tcp = TcpStream::connect(address).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(client)
-        .connect(name, tcp)
-        .await
-        .unwrap();
+    let mut tls = tls_client(handler).await;
     tls.write_all(b"GET /v2/a HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .unwrap();
@@ -433,13 +408,7 @@ async fn what_a_client_sends_while_its_answer_is_awaited_is_kept() {
 
     // TLS: a key update the client asks for while it waits is answered, and the answer comes
     // under the new keys; then the next request on the same connection.
-    let (address, client) = start_tls(slow_then_echo).await;
-    let tcp = TcpStream::connect(address).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(client)
-        .connect(name, tcp)
-        .await
-        .unwrap();
+    let mut tls = tls_client(slow_then_echo).await;
     for path in ["/v2/slow", "/v2/next"] {
         tls.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
             .await

@@ -34,7 +34,28 @@ where
     F: FnOnce(TlsStream<TcpStream>) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send,
 {
-    let ca = testkit::Certs::new("wire test CA");
+    let (config, client) = configs(versions, trusted);
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        if let Ok(tls) = acceptor.accept(tcp).await {
+            serve(tls).await;
+        }
+    });
+    let tcp = TcpStream::connect(address).await.unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    (Tls::connect(tcp, client, name).await, task)
+}
+
+/// A server configuration (`versions`) with a certificate for `localhost` from a new CA, and a
+/// client configuration that trusts that CA unless `trusted` is false.
+pub(crate) fn configs(
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    trusted: bool,
+) -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+    let ca = testkit::Certs::new("agent TLS test CA");
     let server = ca.server(&[]);
     let provider = Arc::new(crate::server::crypto_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider.clone())
@@ -48,15 +69,6 @@ where
             PrivateKeyDer::from_pem_slice(server.key_pem.as_bytes()).unwrap(),
         )
         .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let task = tokio::spawn(async move {
-        let (tcp, _) = listener.accept().await.unwrap();
-        if let Ok(tls) = acceptor.accept(tcp).await {
-            serve(tls).await;
-        }
-    });
     let mut roots = rustls::RootCertStore::empty();
     if trusted {
         roots
@@ -68,9 +80,7 @@ where
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let tcp = TcpStream::connect(address).await.unwrap();
-    let name = ServerName::try_from("localhost").unwrap();
-    (Tls::connect(tcp, Arc::new(client), name).await, task)
+    (Arc::new(config), Arc::new(client))
 }
 
 /// `len` bytes of a pattern that shows where a byte was lost or repeated.
