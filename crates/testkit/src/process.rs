@@ -28,11 +28,40 @@ pub(crate) fn is_executable(path: &Path) -> bool {
 }
 
 /// A free TCP port on 127.0.0.1, for tools that take an address rather than a listener.
+///
+/// Picked at random below the kernel's ephemeral range, not by binding port 0: a port the
+/// kernel hands out for port 0 comes from the range it also takes the local ports of outgoing
+/// connections from, so between this call and the tool's own bind any connection on the
+/// machine (the parallel tests make many) could take it — CI saw `Address already in use`.
 pub fn free_port() -> u16 {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral_low);
+    if high > low + 1000 {
+        for attempt in 0..64u64 {
+            let port = low + (random(attempt) % u64::from(high - low)) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
         .expect("bind 127.0.0.1:0")
+}
+
+/// A number different in every call and every process (std's randomly keyed hasher).
+fn random(salt: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(salt);
+    hasher.write_u64(CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    hasher.write_u32(std::process::id());
+    hasher.finish()
 }
 
 /// A running child process whose output goes to a log file.
@@ -202,6 +231,23 @@ mod tests {
     #[should_panic(expected = "apt-get install -y --no-install-recommends no-such-package")]
     fn missing_tool_names_the_package() {
         require_tool("d8-no-such-tool", "no-such-package");
+    }
+
+    #[test]
+    fn free_ports_lie_below_the_ephemeral_range_and_can_be_bound() {
+        let ephemeral_low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let ports: std::collections::BTreeSet<u16> = (0..20).map(|_| free_port()).collect();
+        assert!(ports.len() > 15, "spread: {ports:?}");
+        for port in ports {
+            assert!((10_000..ephemeral_low).contains(&port), "{port}");
+            std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        }
     }
 
     #[test]
