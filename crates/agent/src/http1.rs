@@ -210,6 +210,7 @@ where
                 },
             }
         };
+        // The finished future's allocation goes before the answer streams, as the box meant.
         drop(handling);
         match answer(&mut io, &method, version, response, close).await {
             Ok(true) => {
