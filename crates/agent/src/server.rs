@@ -58,6 +58,8 @@ pub fn tls_config(certs: Arc<CertStore>) -> Arc<rustls::ServerConfig> {
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     // Early data would come before a request could be checked; the agent takes none.
     config.max_early_data_size = 0;
+    // The records are protected by `crate::tls` once rustls has negotiated their keys.
+    config.enable_secret_extraction = true;
     Arc::new(config)
 }
 

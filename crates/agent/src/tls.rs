@@ -1,98 +1,123 @@
-//! TLS connections whose records are buffered by us, one record at a time, both ways.
+//! TLS connections whose records are buffered, sealed and opened by us, one record at a time,
+//! both ways.
 //!
-//! rustls' buffered connection reads into a deframer buffer that grows by doubling and shrinks
-//! only on the next read, and queues encrypted records until they are written: a stream whose
-//! client stopped reading kept up to 32 KiB of the first and 33 KiB of the second
-//! (`bench/README.md`). Here rustls' unbuffered API works on buffers of ours. A read takes no
-//! more than the rest of the record being received and the next record's header: once a record
-//! is decrypted, at most those five bytes stay, and an empty buffer is freed. What is sent is
-//! encrypted by [`Tls::seal`] into bytes the caller writes with [`Tls::transmit`], so the
-//! plaintext can go before the write waits for the peer. The same code serves the agent's
-//! registry connections (client) and containerd's connections to it (server).
+//! rustls' unbuffered API drives the handshake on buffers of ours; then rustls hands over the
+//! traffic keys (its kernel-TLS interface, which also derives the next keys on a key update and
+//! keeps the session tickets a server sends), and [`record`] protects the records. A read takes
+//! no more than the rest of the record being received and the next record's header, and a
+//! record is opened where it was received: its plaintext is handed on in the buffer it came in,
+//! with no copy, and at most the next header's five bytes stay. What is sent is sealed by
+//! [`Tls::seal`] into bytes the caller writes with [`Tls::transmit`], one copy of the plaintext,
+//! so the plaintext can go before the write waits for the peer. The same code serves the
+//! agent's registry connections (client) and containerd's connections to it (server).
 
 use std::io;
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes};
-use rustls::client::UnbufferedClientConnection;
-use rustls::server::UnbufferedServerConnection;
-use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
+use rustls::client::{ClientConnectionData, UnbufferedClientConnection};
+use rustls::kernel::KernelConnection;
+use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
+use rustls::unbuffered::{ConnectionState, EncodeError, UnbufferedStatus};
+use rustls::{AlertDescription, ExtractedSecrets, ProtocolVersion, SupportedCipherSuite};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// A TLS record's header: content type, version, length.
-const HEADER: usize = 5;
+mod record;
+
+use record::{HEADER, Kind, MAX_PAYLOAD, MAX_PLAINTEXT, Protection};
+
+/// The largest post-handshake message taken (a session ticket is a few hundred bytes).
+const MAX_MESSAGE: usize = 1 << 16;
+/// A TLS 1.3 `KeyUpdate` that asks the peer for none in return.
+const KEY_UPDATE_NOT_REQUESTED: [u8; 5] = [24, 0, 0, 1, 0];
 
 /// The client or the server end of rustls' unbuffered API (the two have the same methods but
 /// no trait in common).
-pub(crate) trait Side: Send {
-    type Data;
+pub(crate) trait Side: Send + Sized {
+    type Data: Send;
     fn process<'c, 'i>(
         &'c mut self,
         incoming: &'i mut [u8],
     ) -> UnbufferedStatus<'c, 'i, Self::Data>;
+    /// The keys of an established session, and what derives the next ones.
+    fn into_kernel(self)
+    -> Result<(ExtractedSecrets, KernelConnection<Self::Data>), rustls::Error>;
+    /// Takes the body of a `NewSessionTicket` the peer sent.
+    fn ticket(kernel: &mut KernelConnection<Self::Data>, body: &[u8]) -> Result<(), rustls::Error>;
 }
 
 impl Side for UnbufferedClientConnection {
-    type Data = rustls::client::ClientConnectionData;
+    type Data = ClientConnectionData;
     fn process<'c, 'i>(
         &'c mut self,
         incoming: &'i mut [u8],
     ) -> UnbufferedStatus<'c, 'i, Self::Data> {
         self.process_tls_records(incoming)
+    }
+    fn into_kernel(
+        self,
+    ) -> Result<(ExtractedSecrets, KernelConnection<Self::Data>), rustls::Error> {
+        self.dangerous_into_kernel_connection()
+    }
+    fn ticket(kernel: &mut KernelConnection<Self::Data>, body: &[u8]) -> Result<(), rustls::Error> {
+        kernel.handle_new_session_ticket(body)
     }
 }
 
 impl Side for UnbufferedServerConnection {
-    type Data = rustls::server::ServerConnectionData;
+    type Data = ServerConnectionData;
     fn process<'c, 'i>(
         &'c mut self,
         incoming: &'i mut [u8],
     ) -> UnbufferedStatus<'c, 'i, Self::Data> {
         self.process_tls_records(incoming)
     }
+    fn into_kernel(
+        self,
+    ) -> Result<(ExtractedSecrets, KernelConnection<Self::Data>), rustls::Error> {
+        self.dangerous_into_kernel_connection()
+    }
+    fn ticket(_: &mut KernelConnection<Self::Data>, _: &[u8]) -> Result<(), rustls::Error> {
+        Err(rustls::Error::General(
+            "a TLS client sent a session ticket".to_owned(),
+        ))
+    }
 }
 
 /// An established TLS connection.
-pub(crate) struct Tls<S> {
+pub(crate) struct Tls<S: Side> {
     tcp: TcpStream,
-    conn: S,
-    /// Received bytes not yet processed are `incoming[start..]`.
+    kernel: KernelConnection<S::Data>,
+    version: ProtocolVersion,
+    /// Records sealed with one key before it must change (the suite's confidentiality limit).
+    limit: u64,
+    tx: Protection,
+    rx: Protection,
+    /// Received bytes not yet opened are `incoming[start..]`.
     incoming: Vec<u8>,
     start: usize,
-    /// Plaintext that arrived while something was being sent (a client's next request sent
-    /// before the answer to the last one was), handed out by the next read.
-    early: Option<Bytes>,
-    /// What a read had to send (the answer to a key update) and has not sent yet: sent before
-    /// anything else, so that a read given up half-way leaves the session whole.
+    /// The start of a post-handshake message that goes on in the next record.
+    message: Vec<u8>,
+    /// Sealed records a read had to send (the answer to a key update) and has not sent yet:
+    /// they go before anything sealed later, so that a read given up half-way leaves the
+    /// session whole.
     unsent: Vec<u8>,
+    /// The peer ended the session (`close_notify`).
+    closed: bool,
 }
 
-/// What the connection needs next, as [`Tls::advance`] finds it.
-enum Next {
-    /// These bytes go to the peer (handshake messages, or the encrypted data asked for).
+/// What the handshake needs next.
+enum Step {
     Send(Vec<u8>),
-    /// More bytes from the peer are needed.
     Receive,
-    /// The plaintext of one record.
-    Data(Bytes),
-    /// The peer ended the TLS session (`close_notify`).
-    Closed,
-    /// The handshake is complete.
     Established,
 }
 
-/// What [`Tls::advance`] is asked for.
-enum Goal<'a, 'b> {
-    Handshake,
-    Read,
-    /// Encrypting this (taken once encrypted).
-    Write(&'a mut Option<&'b [u8]>),
-}
-
 impl Tls<UnbufferedClientConnection> {
-    /// Completes a handshake with `name` over `tcp`.
+    /// Completes a handshake with `name` over `tcp`. `config` must allow secret extraction.
     pub(crate) async fn connect(
         tcp: TcpStream,
         config: Arc<rustls::ClientConfig>,
@@ -104,7 +129,7 @@ impl Tls<UnbufferedClientConnection> {
 }
 
 impl Tls<UnbufferedServerConnection> {
-    /// Completes a client's handshake over `tcp`.
+    /// Completes a client's handshake over `tcp`. `config` must allow secret extraction.
     pub(crate) async fn accept(
         tcp: TcpStream,
         config: Arc<rustls::ServerConfig>,
@@ -115,66 +140,62 @@ impl Tls<UnbufferedServerConnection> {
 }
 
 impl<S: Side> Tls<S> {
-    async fn handshake(tcp: TcpStream, conn: S) -> io::Result<Self> {
-        let mut tls = Self {
-            tcp,
-            conn,
-            incoming: Vec::new(),
-            start: 0,
-            early: None,
-            unsent: Vec::new(),
-        };
+    async fn handshake(mut tcp: TcpStream, mut conn: S) -> io::Result<Self> {
+        let mut incoming = Vec::new();
+        let mut start = 0;
         loop {
-            match tls.advance(Goal::Handshake)? {
-                Next::Send(bytes) => tls.tcp.write_all(&bytes).await?,
-                Next::Receive => {
-                    tls.receive("the peer closed the connection during the handshake")
-                        .await?;
+            match step(&mut conn, &mut incoming, &mut start)? {
+                Step::Send(bytes) => tcp.write_all(&bytes).await?,
+                Step::Receive => {
+                    receive(
+                        &mut tcp,
+                        &mut incoming,
+                        &mut start,
+                        "the peer closed the connection during the handshake",
+                    )
+                    .await?;
                 }
-                Next::Established => return Ok(tls),
-                Next::Data(_) | Next::Closed => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "the peer sent data before the handshake ended",
-                    ));
-                }
+                Step::Established => break,
             }
         }
+        let (secrets, kernel) = conn.into_kernel().map_err(tls_error)?;
+        let version = kernel.protocol_version();
+        let limit = match kernel.negotiated_cipher_suite() {
+            SupportedCipherSuite::Tls12(suite) => suite.common.confidentiality_limit,
+            SupportedCipherSuite::Tls13(suite) => suite.common.confidentiality_limit,
+        };
+        let (tx_seq, tx) = secrets.tx;
+        let (rx_seq, rx) = secrets.rx;
+        Ok(Self {
+            tcp,
+            version,
+            limit,
+            tx: Protection::new(version, tx_seq, tx).map_err(other)?,
+            rx: Protection::new(version, rx_seq, rx).map_err(other)?,
+            kernel,
+            incoming,
+            start,
+            message: Vec::new(),
+            unsent: Vec::new(),
+            closed: false,
+        })
     }
 
-    /// `plaintext` encrypted, with whatever else the session has to send before it: the bytes
-    /// to [`transmit`](Self::transmit).
+    /// `plaintext` sealed into records, after whatever a read left unsent: the bytes to
+    /// [`transmit`](Self::transmit) before anything sealed later.
     pub(crate) fn seal(&mut self, plaintext: &[u8]) -> io::Result<Vec<u8>> {
-        let mut pending = Some(plaintext);
-        let mut sealed = Vec::new();
-        loop {
-            match self.advance(Goal::Write(&mut pending))? {
-                Next::Send(bytes) => {
-                    if sealed.is_empty() {
-                        sealed = bytes;
-                    } else {
-                        sealed.extend_from_slice(&bytes);
-                    }
-                    if pending.is_none() {
-                        return Ok(sealed);
-                    }
-                }
-                Next::Closed => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::BrokenPipe,
-                        "the peer ended the TLS session",
-                    ));
-                }
-                Next::Receive | Next::Data(_) | Next::Established => {
-                    return Err(io::Error::other("the TLS session cannot send yet"));
-                }
-            }
+        let mut sealed = std::mem::take(&mut self.unsent);
+        sealed.reserve(
+            plaintext.len().div_ceil(MAX_PLAINTEXT) * self.tx.sealed_len(0) + plaintext.len(),
+        );
+        for piece in plaintext.chunks(MAX_PLAINTEXT) {
+            self.seal_record(Kind::ApplicationData, piece, &mut sealed)?;
         }
+        Ok(sealed)
     }
 
     /// Writes what [`seal`](Self::seal) returned.
     pub(crate) async fn transmit(&mut self, sealed: &[u8]) -> io::Result<()> {
-        self.flush_unsent().await?;
         self.tcp.write_all(sealed).await
     }
 
@@ -190,7 +211,7 @@ impl<S: Side> Tls<S> {
         Ok(())
     }
 
-    /// Encrypts and sends `plaintext`.
+    /// Seals and sends `plaintext`.
     pub(crate) async fn send(&mut self, plaintext: &[u8]) -> io::Result<()> {
         let sealed = self.seal(plaintext)?;
         self.transmit(&sealed).await
@@ -198,18 +219,8 @@ impl<S: Side> Tls<S> {
 
     /// Sends `close_notify` (the TCP connection stays open).
     pub(crate) async fn close_notify(&mut self) -> io::Result<()> {
-        let mut sealed = Vec::new();
-        if let ConnectionState::WriteTraffic(mut write) =
-            self.conn.process(&mut []).state.map_err(tls_error)?
-        {
-            let size = match write.queue_close_notify(&mut []) {
-                Err(EncryptError::InsufficientSize(size)) => size.required_size,
-                _ => 0,
-            };
-            sealed.resize(size, 0);
-            let n = write.queue_close_notify(&mut sealed).map_err(other)?;
-            sealed.truncate(n);
-        }
+        let mut sealed = std::mem::take(&mut self.unsent);
+        self.seal_record(Kind::Alert, &[1, 0], &mut sealed)?;
         self.transmit(&sealed).await
     }
 
@@ -218,137 +229,260 @@ impl<S: Side> Tls<S> {
         &mut self.tcp
     }
 
-    /// The plaintext of the next record; empty once the peer ended the session cleanly. A
-    /// connection closed without `close_notify` is an `UnexpectedEof`. Cancel-safe: a read
-    /// given up loses nothing received, and what it had to send goes before the next write.
+    /// The plaintext of the next record that carries any; empty once the peer ended the
+    /// session cleanly. A connection closed without `close_notify` is an `UnexpectedEof`.
+    /// Cancel-safe: a read given up loses nothing received, and what it had to send goes
+    /// before the next write.
     pub(crate) async fn read(&mut self) -> io::Result<Bytes> {
-        if let Some(early) = self.early.take() {
-            return Ok(early);
-        }
         loop {
             self.flush_unsent().await?;
-            match self.advance(Goal::Read)? {
-                Next::Send(bytes) => self.unsent.extend_from_slice(&bytes),
-                Next::Receive => {
-                    self.receive("the peer closed the connection without a TLS close_notify")
-                        .await?;
-                }
-                Next::Data(bytes) => return Ok(bytes),
-                Next::Closed => return Ok(Bytes::new()),
-                Next::Established => {}
+            if let Some(data) = self.open()? {
+                return Ok(data);
             }
-        }
-    }
-
-    /// Processes what was received until the connection needs something done for `goal`.
-    fn advance(&mut self, goal: Goal<'_, '_>) -> io::Result<Next> {
-        let mut outgoing = Vec::new();
-        let mut goal = goal;
-        loop {
-            let UnbufferedStatus { mut discard, state } =
-                self.conn.process(&mut self.incoming[self.start..]);
-            let next = match state.map_err(tls_error)? {
-                ConnectionState::EncodeTlsData(mut encode) => {
-                    let at = outgoing.len();
-                    match encode.encode(&mut []) {
-                        Err(EncodeError::InsufficientSize(size)) => {
-                            outgoing.resize(at + size.required_size, 0);
-                            encode.encode(&mut outgoing[at..]).map_err(other)?;
-                        }
-                        result => {
-                            result.map_err(other)?;
-                        }
-                    }
-                    None
-                }
-                ConnectionState::TransmitTlsData(transmit) => {
-                    transmit.done();
-                    Some(Next::Send(std::mem::take(&mut outgoing)))
-                }
-                ConnectionState::BlockedHandshake => Some(Next::Receive),
-                ConnectionState::WriteTraffic(mut write) => match &mut goal {
-                    Goal::Handshake => Some(Next::Established),
-                    Goal::Read => Some(Next::Receive),
-                    Goal::Write(pending) => match pending.take() {
-                        Some(plaintext) => {
-                            let size = match write.encrypt(plaintext, &mut []) {
-                                Err(EncryptError::InsufficientSize(size)) => size.required_size,
-                                Err(e) => return Err(other(e)),
-                                Ok(_) => 0,
-                            };
-                            let at = outgoing.len();
-                            outgoing.resize(at + size, 0);
-                            let n = write
-                                .encrypt(plaintext, &mut outgoing[at..])
-                                .map_err(other)?;
-                            outgoing.truncate(at + n);
-                            Some(Next::Send(std::mem::take(&mut outgoing)))
-                        }
-                        None => Some(Next::Receive),
-                    },
-                },
-                ConnectionState::ReadTraffic(mut read) => match read.next_record() {
-                    Some(Ok(record)) => {
-                        discard += record.discard;
-                        let data = Bytes::copy_from_slice(record.payload);
-                        match &goal {
-                            Goal::Write(_) => {
-                                self.early = Some(match self.early.take() {
-                                    Some(early) => [&early[..], &data[..]].concat().into(),
-                                    None => data,
-                                });
-                                None
-                            }
-                            _ => Some(Next::Data(data)),
-                        }
-                    }
-                    Some(Err(e)) => return Err(tls_error(e)),
-                    None => None,
-                },
-                ConnectionState::PeerClosed | ConnectionState::Closed => Some(Next::Closed),
-                _ => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "an unexpected TLS state",
-                    ));
-                }
-            };
-            self.start += discard;
-            if self.start > 0 && self.incoming.len() - self.start <= HEADER {
-                // Records were taken and at most a header is left: the buffer they came in
-                // goes (and with nothing left, no buffer stays at all).
-                self.incoming = self.incoming[self.start..].to_vec();
-                self.start = 0;
+            if self.closed {
+                return Ok(Bytes::new());
             }
-            if let Some(next) = next {
-                return Ok(next);
-            }
-        }
-    }
-
-    /// One read from the peer, of no more than what completes the first incomplete record
-    /// and the header after it. The end of the stream is an `UnexpectedEof` saying `at_end`.
-    async fn receive(&mut self, at_end: &'static str) -> io::Result<()> {
-        let want = missing(&self.incoming[self.start..]);
-        if self.start > 0 {
-            let mut kept = Vec::with_capacity(self.incoming.len() - self.start + want);
-            kept.extend_from_slice(&self.incoming[self.start..]);
-            self.incoming = kept;
-            self.start = 0;
-        } else {
-            self.incoming.reserve_exact(want);
-        }
-        let n = self
-            .tcp
-            .read_buf(&mut (&mut self.incoming).limit(want))
+            receive(
+                &mut self.tcp,
+                &mut self.incoming,
+                &mut self.start,
+                "the peer closed the connection without a TLS close_notify",
+            )
             .await?;
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, at_end));
         }
+    }
+
+    /// Opens the complete records received until one carries data.
+    fn open(&mut self) -> io::Result<Option<Bytes>> {
+        while !self.closed {
+            let rest = &self.incoming[self.start..];
+            let Some(header) = rest.get(..HEADER) else {
+                break;
+            };
+            let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
+            if len > MAX_PAYLOAD {
+                return Err(invalid(record::Error::Overflow));
+            }
+            let end = self.start + HEADER + len;
+            if end > self.incoming.len() {
+                break;
+            }
+            let at = self.start;
+            let (kind, range) = self.rx.open(&mut self.incoming[at..end]).map_err(invalid)?;
+            let range = at + range.start..at + range.end;
+            self.start = end;
+            match kind {
+                Kind::ApplicationData if !self.message.is_empty() => {
+                    return Err(invalid(record::Error::Unexpected));
+                }
+                Kind::ApplicationData if range.is_empty() => {}
+                Kind::ApplicationData => return Ok(Some(self.take(range))),
+                Kind::Alert => self.alert(range)?,
+                Kind::Handshake => self.post_handshake(range)?,
+                Kind::ChangeCipherSpec => return Err(invalid(record::Error::Unexpected)),
+            }
+        }
+        self.compact();
+        Ok(None)
+    }
+
+    /// The plaintext at `range` of what was received. When what follows it is no more than the
+    /// next record's header, the buffer goes with the plaintext (no copy) and the header's bytes
+    /// move to a new one.
+    fn take(&mut self, range: Range<usize>) -> Bytes {
+        if self.incoming.len() - self.start > HEADER {
+            return Bytes::copy_from_slice(&self.incoming[range]);
+        }
+        // The next record's buffer is taken when it is read into, not while the stream waits.
+        let rest = self.incoming[self.start..].to_vec();
+        self.start = 0;
+        Bytes::from(std::mem::replace(&mut self.incoming, rest)).slice(range)
+    }
+
+    /// Lets the buffer of opened records go once at most a header is left in it (and with
+    /// nothing left, no buffer stays at all).
+    fn compact(&mut self) {
+        if self.start > 0 && self.incoming.len() - self.start <= HEADER {
+            self.incoming = self.incoming[self.start..].to_vec();
+            self.start = 0;
+        }
+    }
+
+    /// An alert: `close_notify` ends the session; a warning is passed over where TLS allows it;
+    /// anything else is the error it names.
+    fn alert(&mut self, range: Range<usize>) -> io::Result<()> {
+        match self.incoming[range] {
+            [_, 0] => {
+                self.closed = true;
+                Ok(())
+            }
+            [1, 90] => Ok(()),
+            [1, _] if self.version == ProtocolVersion::TLSv1_2 => Ok(()),
+            [_, description] => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the peer sent the TLS alert {:?}",
+                    AlertDescription::from(description)
+                ),
+            )),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the peer sent a malformed TLS alert",
+            )),
+        }
+    }
+
+    /// Handshake messages after the handshake: session tickets, key updates, and (TLS 1.2) a
+    /// server's invitation to renegotiate, which is declined by not taking it up.
+    fn post_handshake(&mut self, range: Range<usize>) -> io::Result<()> {
+        self.message.extend_from_slice(&self.incoming[range]);
+        while let Some(&[kind, a, b, c]) = self.message.get(..4) {
+            let len = u32::from_be_bytes([0, a, b, c]) as usize;
+            if len > MAX_MESSAGE {
+                return Err(invalid(record::Error::Overflow));
+            }
+            if self.message.len() < 4 + len {
+                return Ok(());
+            }
+            let message: Vec<u8> = self.message.drain(..4 + len).collect();
+            let body = &message[4..];
+            match kind {
+                4 if self.version == ProtocolVersion::TLSv1_3 => {
+                    S::ticket(&mut self.kernel, body).map_err(tls_error)?;
+                }
+                24 if self.version == ProtocolVersion::TLSv1_3 => {
+                    // The keys change after this record: nothing may follow in it.
+                    if !self.message.is_empty() {
+                        return Err(invalid(record::Error::Unexpected));
+                    }
+                    self.key_update(body)?;
+                }
+                0 if self.version == ProtocolVersion::TLSv1_2 && body.is_empty() => {}
+                _ => return Err(invalid(record::Error::Unexpected)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The peer's keys change; when it asks, ours change too, announced before anything else
+    /// this side sends.
+    fn key_update(&mut self, body: &[u8]) -> io::Result<()> {
+        let requested = match body {
+            [0] => false,
+            [1] => true,
+            _ => return Err(invalid(record::Error::Unexpected)),
+        };
+        let (seq, secrets) = self.kernel.update_rx_secret().map_err(tls_error)?;
+        self.rx = Protection::new(self.version, seq, secrets).map_err(other)?;
+        if requested {
+            let mut unsent = std::mem::take(&mut self.unsent);
+            self.update_tx(&mut unsent)?;
+            self.unsent = unsent;
+        }
+        Ok(())
+    }
+
+    /// Appends one record of `kind`, changing the keys first when the `KeyUpdate` is the last
+    /// record their limit allows.
+    fn seal_record(&mut self, kind: Kind, plaintext: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        if self.tx.seq() + 1 >= self.limit {
+            self.update_tx(out)?;
+        }
+        self.tx.seal(kind, plaintext, out).map_err(other)
+    }
+
+    /// Appends a `KeyUpdate` (TLS 1.3) sealed with the current keys, and takes the next ones.
+    fn update_tx(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        if self.version != ProtocolVersion::TLSv1_3 {
+            return Err(io::Error::other(
+                "the TLS 1.2 session sent as many records as its keys allow",
+            ));
+        }
+        self.tx
+            .seal(Kind::Handshake, &KEY_UPDATE_NOT_REQUESTED, out)
+            .map_err(other)?;
+        let (seq, secrets) = self.kernel.update_tx_secret().map_err(tls_error)?;
+        self.tx = Protection::new(self.version, seq, secrets).map_err(other)?;
         Ok(())
     }
 }
 
+/// Processes what was received in the handshake until it needs something done.
+fn step<S: Side>(conn: &mut S, incoming: &mut Vec<u8>, start: &mut usize) -> io::Result<Step> {
+    let mut outgoing = Vec::new();
+    loop {
+        let UnbufferedStatus { discard, state } = conn.process(&mut incoming[*start..]);
+        let next = match state.map_err(tls_error)? {
+            ConnectionState::EncodeTlsData(mut encode) => {
+                let at = outgoing.len();
+                match encode.encode(&mut []) {
+                    Err(EncodeError::InsufficientSize(size)) => {
+                        outgoing.resize(at + size.required_size, 0);
+                        encode.encode(&mut outgoing[at..]).map_err(other)?;
+                    }
+                    result => {
+                        result.map_err(other)?;
+                    }
+                }
+                None
+            }
+            ConnectionState::TransmitTlsData(transmit) => {
+                transmit.done();
+                Some(Step::Send(std::mem::take(&mut outgoing)))
+            }
+            ConnectionState::BlockedHandshake => Some(Step::Receive),
+            // Receiving stops at the header after the record that ended the handshake, so
+            // whatever the peer sent after it is still unread here and goes to the records.
+            ConnectionState::WriteTraffic(_) => Some(Step::Established),
+            ConnectionState::ReadTraffic(_)
+            | ConnectionState::PeerClosed
+            | ConnectionState::Closed => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the peer sent data before the handshake ended",
+                ));
+            }
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "an unexpected TLS state",
+                ));
+            }
+        };
+        *start += discard;
+        if *start > 0 && incoming.len() - *start <= HEADER {
+            *incoming = incoming[*start..].to_vec();
+            *start = 0;
+        }
+        if let Some(next) = next {
+            return Ok(next);
+        }
+    }
+}
+
+/// One read from the peer, of no more than what completes the first incomplete record
+/// and the header after it. The end of the stream is an `UnexpectedEof` saying `at_end`.
+async fn receive(
+    tcp: &mut TcpStream,
+    incoming: &mut Vec<u8>,
+    start: &mut usize,
+    at_end: &'static str,
+) -> io::Result<()> {
+    let want = missing(&incoming[*start..]);
+    if *start > 0 {
+        let mut kept = Vec::with_capacity(incoming.len() - *start + want);
+        kept.extend_from_slice(&incoming[*start..]);
+        *incoming = kept;
+        *start = 0;
+    } else {
+        incoming.reserve_exact(want);
+    }
+    let n = tcp.read_buf(&mut incoming.limit(want)).await?;
+    if n == 0 {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, at_end));
+    }
+    Ok(())
+}
 /// How many bytes after `received` complete its first incomplete record, plus the next
 /// record's header (or complete a partial header, when the records end in one).
 fn missing(received: &[u8]) -> usize {
@@ -366,6 +500,10 @@ fn missing(received: &[u8]) -> usize {
 }
 
 fn tls_error(error: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, error)
+}
+
+fn invalid(error: record::Error) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, error)
 }
 

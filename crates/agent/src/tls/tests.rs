@@ -2,7 +2,7 @@ use std::future::Future;
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_rustls::server::TlsStream;
 
@@ -55,10 +55,19 @@ pub(crate) fn configs(
     versions: &[&'static rustls::SupportedProtocolVersion],
     trusted: bool,
 ) -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+    configs_with(crate::server::crypto_provider(), versions, trusted)
+}
+
+/// [`configs`] with `provider`'s suites.
+fn configs_with(
+    provider: rustls::crypto::CryptoProvider,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    trusted: bool,
+) -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
     let ca = testkit::Certs::new("agent TLS test CA");
     let server = ca.server(&[]);
-    let provider = Arc::new(crate::server::crypto_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider.clone())
+    let provider = Arc::new(provider);
+    let mut config = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)
         .unwrap()
         .with_no_client_auth()
@@ -69,17 +78,19 @@ pub(crate) fn configs(
             PrivateKeyDer::from_pem_slice(server.key_pem.as_bytes()).unwrap(),
         )
         .unwrap();
+    config.enable_secret_extraction = true;
     let mut roots = rustls::RootCertStore::empty();
     if trusted {
         roots
             .add(CertificateDer::from_pem_slice(ca.ca_pem().as_bytes()).unwrap())
             .unwrap();
     }
-    let client = rustls::ClientConfig::builder_with_provider(provider)
+    let mut client = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
+    client.enable_secret_extraction = true;
     (Arc::new(config), Arc::new(client))
 }
 
@@ -230,5 +241,182 @@ async fn requests_reach_the_server_and_answers_come_back_on_one_connection() {
         tls.send(b"GET").await.unwrap();
         assert_eq!(&tls.read().await.unwrap()[..], answer);
     }
+    server.await.unwrap();
+}
+
+/// What one end reads until the peer ends the session, each read sent back at once.
+async fn echo_tokio(mut tls: impl AsyncRead + AsyncWrite + Unpin) {
+    let mut buffer = vec![0; 40_000];
+    loop {
+        let n = tls.read(&mut buffer).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        tls.write_all(&buffer[..n]).await.unwrap();
+    }
+    tls.shutdown().await.unwrap();
+}
+
+/// Sends `pieces`, each as it is, and the end of the session; returns what came back.
+async fn exchange_tokio(
+    mut tls: impl AsyncRead + AsyncWrite + Unpin,
+    pieces: &[Vec<u8>],
+) -> Vec<u8> {
+    for piece in pieces {
+        tls.write_all(piece).await.unwrap();
+    }
+    tls.flush().await.unwrap();
+    let expected: usize = pieces.iter().map(Vec::len).sum();
+    let mut back = vec![0; expected];
+    tls.read_exact(&mut back).await.unwrap();
+    tls.shutdown().await.unwrap();
+    back
+}
+
+#[tokio::test]
+async fn every_suite_carries_data_both_ways_as_client_and_as_server() {
+    use rustls::crypto::ring::cipher_suite::*;
+    let pieces = vec![
+        b"x".to_vec(),
+        pattern(20_000),
+        pattern(70_000),
+        b"end".to_vec(),
+    ];
+    let sent = pieces.concat();
+    for suite in [
+        TLS13_AES_128_GCM_SHA256,
+        TLS13_AES_256_GCM_SHA384,
+        TLS13_CHACHA20_POLY1305_SHA256,
+        TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+    ] {
+        let name = suite.suite();
+        let provider = rustls::crypto::CryptoProvider {
+            cipher_suites: vec![suite],
+            ..crate::server::crypto_provider()
+        };
+        let (server, client) = configs_with(provider, &[suite.version()], true);
+
+        // The agent as the client of a rustls server.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(server.clone());
+        let peer = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            echo_tokio(acceptor.accept(tcp).await.unwrap()).await;
+        });
+        let tcp = TcpStream::connect(address).await.unwrap();
+        let name_ = ServerName::try_from("localhost").unwrap();
+        let mut tls = Tls::connect(tcp, client.clone(), name_).await.unwrap();
+        assert_eq!(tls.kernel.negotiated_cipher_suite().suite(), name);
+        for piece in &pieces {
+            tls.send(piece).await.unwrap();
+        }
+        let mut back = Vec::new();
+        while back.len() < sent.len() {
+            let data = tls.read().await.unwrap();
+            assert!(!data.is_empty(), "{name:?}: the echo ended early");
+            back.extend_from_slice(&data);
+        }
+        assert!(back == sent, "{name:?}: the client got back other bytes");
+        tls.close_notify().await.unwrap();
+        assert!(tls.read().await.unwrap().is_empty(), "{name:?}");
+        peer.await.unwrap();
+
+        // The agent as the server of a rustls client.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let ours = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = Tls::accept(tcp, server).await.unwrap();
+            loop {
+                let data = tls.read().await.unwrap();
+                if data.is_empty() {
+                    break;
+                }
+                tls.send(&data).await.unwrap();
+            }
+            tls.close_notify().await.unwrap();
+        });
+        let connector = tokio_rustls::TlsConnector::from(client);
+        let tcp = TcpStream::connect(address).await.unwrap();
+        let peer = connector
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        let back = exchange_tokio(peer, &pieces).await;
+        assert!(back == sent, "{name:?}: the client got back other bytes");
+        ours.await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_session_ticket_the_server_sent_resumes_the_next_connection() {
+    let (server, client) = configs(&[&rustls::version::TLS13], true);
+    let acceptor = tokio_rustls::TlsAcceptor::from(server);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let peer = tokio::spawn(async move {
+        let mut kinds = Vec::new();
+        for _ in 0..2 {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = acceptor.accept(tcp).await.unwrap();
+            kinds.push(tls.get_ref().1.handshake_kind());
+            write_and_close(&mut tls, b"hello").await;
+        }
+        kinds
+    });
+    for _ in 0..2 {
+        let tcp = TcpStream::connect(address).await.unwrap();
+        let name = ServerName::try_from("localhost").unwrap();
+        let mut tls = Tls::connect(tcp, client.clone(), name).await.unwrap();
+        assert_eq!(read_all(&mut tls).await.unwrap(), b"hello");
+    }
+    use rustls::HandshakeKind::{Full, Resumed};
+    assert_eq!(peer.await.unwrap(), [Some(Full), Some(Resumed)]);
+}
+
+#[tokio::test]
+async fn keys_that_reach_their_limit_are_changed_and_the_peer_reads_on() {
+    let data = pattern(5 * MAX_PLAINTEXT + 10);
+    let expected = data.clone();
+    let (tls, server) = pair(
+        &[&rustls::version::TLS13],
+        true,
+        move |mut tls| async move {
+            let mut received = vec![0; expected.len()];
+            tls.read_exact(&mut received).await.unwrap();
+            assert!(received == expected, "the server read other bytes");
+            write_and_close(tls, b"done").await;
+        },
+    )
+    .await;
+    let mut tls = tls.unwrap();
+    tls.limit = 3;
+    tls.send(&data).await.unwrap();
+    // Three records per key, the key update that ends each key's use among them: the six
+    // records take two updates, and the last keys sealed two.
+    assert_eq!(tls.tx.seq(), 2);
+    assert_eq!(read_all(&mut tls).await.unwrap(), b"done");
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_fatal_alert_from_the_peer_is_an_error_naming_it() {
+    let (tls, server) = pair(&[&rustls::version::TLS13], true, |mut tls| async move {
+        let mut buffer = [0; 16];
+        assert!(tls.read(&mut buffer).await.is_err());
+        let _ = tls.flush().await;
+    })
+    .await;
+    let mut tls = tls.unwrap();
+    // A record no key sealed.
+    let mut forged = vec![23, 3, 3, 0, 32];
+    forged.resize(HEADER + 32, 0x5a);
+    tls.tcp().write_all(&forged).await.unwrap();
+    let error = tls.read().await.unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+    assert!(error.to_string().contains("BadRecordMac"), "{error}");
     server.await.unwrap();
 }

@@ -96,6 +96,8 @@ impl Connector {
         idle_per_origin: usize,
     ) -> Arc<Self> {
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // The records are protected by `crate::tls` once rustls has negotiated their keys.
+        tls.enable_secret_extraction = true;
         let connector = Arc::new(Self {
             tls: Arc::new(tls),
             connect_timeout,
