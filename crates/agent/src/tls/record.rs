@@ -121,14 +121,16 @@ impl Protection {
 
     /// The size of a sealed record of `len` bytes of plaintext, header included.
     pub(crate) fn sealed_len(&self, len: usize) -> usize {
-        HEADER
-            + len
-            + TAG
-            + match self.version {
-                Version::Tls13 => 1,
-                Version::Tls12Explicit => EXPLICIT_NONCE,
-                Version::Tls12 => 0,
-            }
+        let content_type = usize::from(self.version == Version::Tls13);
+        HEADER + self.explicit_nonce() + len + content_type + TAG
+    }
+
+    /// The bytes of the nonce each record carries.
+    fn explicit_nonce(&self) -> usize {
+        match self.version {
+            Version::Tls12Explicit => EXPLICIT_NONCE,
+            Version::Tls13 | Version::Tls12 => 0,
+        }
     }
 
     /// Appends to `out` one record of `kind` carrying `plaintext` (at most [`MAX_PLAINTEXT`]).
@@ -156,9 +158,7 @@ impl Protection {
             Version::Tls13 => Aad::header(&out[at..]),
             _ => Aad::tls12(self.seq, kind, plaintext.len()),
         };
-        if self.version == Version::Tls12Explicit {
-            out.extend_from_slice(&nonce[aead::NONCE_LEN - EXPLICIT_NONCE..]);
-        }
+        out.extend_from_slice(&nonce[aead::NONCE_LEN - self.explicit_nonce()..]);
         let start = out.len();
         out.extend_from_slice(plaintext);
         if self.version == Version::Tls13 {
@@ -210,33 +210,21 @@ impl Protection {
                 let kind = Kind::of(plain[end]).ok_or(Error::Unexpected)?;
                 (kind, HEADER..HEADER + end)
             }
-            Version::Tls12Explicit => {
+            Version::Tls12Explicit | Version::Tls12 => {
+                let explicit = self.explicit_nonce();
                 let len = payload
                     .len()
-                    .checked_sub(EXPLICIT_NONCE + TAG)
+                    .checked_sub(explicit + TAG)
                     .ok_or(Error::Decrypt)?;
                 let mut nonce = nonce;
-                nonce[aead::NONCE_LEN - EXPLICIT_NONCE..]
-                    .copy_from_slice(&payload[..EXPLICIT_NONCE]);
+                nonce[aead::NONCE_LEN - explicit..].copy_from_slice(&payload[..explicit]);
                 let aad = Aad::tls12(self.seq, outer, len);
                 self.key
                     .open_within(
                         aead::Nonce::assume_unique_for_key(nonce),
                         aad.as_aad(),
                         payload,
-                        EXPLICIT_NONCE..,
-                    )
-                    .map_err(|_| Error::Decrypt)?;
-                (outer, HEADER..HEADER + len)
-            }
-            Version::Tls12 => {
-                let len = payload.len().checked_sub(TAG).ok_or(Error::Decrypt)?;
-                let aad = Aad::tls12(self.seq, outer, len);
-                self.key
-                    .open_in_place(
-                        aead::Nonce::assume_unique_for_key(nonce),
-                        aad.as_aad(),
-                        payload,
+                        explicit..,
                     )
                     .map_err(|_| Error::Decrypt)?;
                 (outer, HEADER..HEADER + len)
