@@ -178,3 +178,31 @@ fn tls_1_3_records_all_say_application_data_outside() {
     tls12.seal(Kind::Alert, &[1, 0], &mut wire).unwrap();
     assert_eq!(wire[..3], [21, 3, 3]);
 }
+
+proptest::proptest! {
+    #[test]
+    fn whatever_a_peer_sends_is_opened_or_refused_never_a_panic(
+        end in 0usize..4,
+        record in proptest::collection::vec(proptest::num::u8::ANY, 0..600),
+        header in proptest::array::uniform5(proptest::num::u8::ANY),
+    ) {
+        let (_, _, mut opener) = ends().remove(end);
+        let mut bytes = header.to_vec();
+        bytes.extend_from_slice(&record);
+        let _ = opener.open(&mut bytes);
+    }
+
+    #[test]
+    fn any_plaintext_comes_out_as_it_went_in(
+        end in 0usize..4,
+        kind in proptest::sample::select(vec![Kind::ApplicationData, Kind::Handshake, Kind::Alert]),
+        plaintext in proptest::collection::vec(proptest::num::u8::ANY, 0..3000),
+    ) {
+        let (_, mut sealer, mut opener) = ends().remove(end);
+        let mut wire = Vec::new();
+        sealer.seal(kind, &plaintext, &mut wire).unwrap();
+        let (opened, range) = opener.open(&mut wire).unwrap();
+        proptest::prop_assert_eq!(opened, kind);
+        proptest::prop_assert_eq!(&wire[range], &plaintext[..]);
+    }
+}
