@@ -31,6 +31,8 @@ use record::{HEADER, Kind, MAX_PAYLOAD, MAX_PLAINTEXT, Protection};
 
 /// The largest post-handshake message taken (a session ticket is a few hundred bytes).
 const MAX_MESSAGE: usize = 1 << 16;
+/// Empty records taken in a row (as rustls takes them).
+const MAX_EMPTY: u32 = 32;
 /// A TLS 1.3 `KeyUpdate` that asks the peer for none in return.
 const KEY_UPDATE_NOT_REQUESTED: [u8; 5] = [24, 0, 0, 1, 0];
 
@@ -107,6 +109,8 @@ pub(crate) struct Tls<S: Side> {
     unsent: Vec<u8>,
     /// The peer ended the session (`close_notify`).
     closed: bool,
+    /// Records in a row that carried nothing (bounded: each costs a decryption and no progress).
+    empty: u32,
 }
 
 /// What the handshake needs next.
@@ -178,6 +182,7 @@ impl<S: Side> Tls<S> {
             message: Vec::new(),
             unsent: Vec::new(),
             closed: false,
+            empty: 0,
         })
     }
 
@@ -275,8 +280,23 @@ impl<S: Side> Tls<S> {
                 Kind::ApplicationData if !self.message.is_empty() => {
                     return Err(invalid(record::Error::Unexpected));
                 }
-                Kind::ApplicationData if range.is_empty() => {}
-                Kind::ApplicationData => return Ok(Some(self.take(range))),
+                // RFC 8446, 5.1: handshake records are never empty.
+                Kind::Handshake if range.is_empty() => {
+                    return Err(invalid(record::Error::Unexpected));
+                }
+                Kind::ApplicationData if range.is_empty() => {
+                    self.empty += 1;
+                    if self.empty > MAX_EMPTY {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "the peer sent too many empty TLS records in a row",
+                        ));
+                    }
+                }
+                Kind::ApplicationData => {
+                    self.empty = 0;
+                    return Ok(Some(self.take(range)));
+                }
                 Kind::Alert => self.alert(range)?,
                 Kind::Handshake => self.post_handshake(range)?,
                 Kind::ChangeCipherSpec => return Err(invalid(record::Error::Unexpected)),

@@ -420,3 +420,59 @@ async fn a_fatal_alert_from_the_peer_is_an_error_naming_it() {
     assert!(error.to_string().contains("BadRecordMac"), "{error}");
     server.await.unwrap();
 }
+
+/// The agent's own TLS at both ends of a connection: (client, server).
+async fn own_pair() -> (
+    Tls<UnbufferedClientConnection>,
+    Tls<UnbufferedServerConnection>,
+) {
+    let (server, client) = configs(&[&rustls::version::TLS13], true);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let accepted = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        Tls::accept(tcp, server).await.unwrap()
+    });
+    let tcp = TcpStream::connect(address).await.unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    let client = Tls::connect(tcp, client, name).await.unwrap();
+    (client, accepted.await.unwrap())
+}
+
+/// Sends `count` records of `kind` with nothing in them, then `data`.
+async fn send_empty<S: Side>(tls: &mut Tls<S>, kind: Kind, count: usize, data: &[u8]) {
+    let mut sealed = Vec::new();
+    for _ in 0..count {
+        tls.seal_record(kind, &[], &mut sealed).unwrap();
+    }
+    sealed.extend(tls.seal(data).unwrap());
+    tls.transmit(&sealed).await.unwrap();
+}
+
+#[tokio::test]
+async fn empty_records_are_passed_over_up_to_a_bound_and_empty_handshake_records_refused() {
+    let (mut client, mut server) = own_pair().await;
+    send_empty(
+        &mut client,
+        Kind::ApplicationData,
+        MAX_EMPTY as usize,
+        b"data",
+    )
+    .await;
+    assert_eq!(&server.read().await.unwrap()[..], b"data");
+    send_empty(
+        &mut client,
+        Kind::ApplicationData,
+        MAX_EMPTY as usize + 1,
+        b"data",
+    )
+    .await;
+    let error = server.read().await.unwrap_err();
+    assert!(error.to_string().contains("too many empty"), "{error}");
+
+    let (mut client, mut server) = own_pair().await;
+    send_empty(&mut client, Kind::Handshake, 1, b"data").await;
+    let error = server.read().await.unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+    assert!(error.to_string().contains("unexpected_message"), "{error}");
+}
