@@ -302,7 +302,7 @@ impl<S: Side> Tls<S> {
                 Kind::ChangeCipherSpec => return Err(invalid(record::Error::Unexpected)),
             }
         }
-        self.compact();
+        compact(&mut self.incoming, &mut self.start);
         Ok(None)
     }
 
@@ -317,15 +317,6 @@ impl<S: Side> Tls<S> {
         let rest = self.incoming[self.start..].to_vec();
         self.start = 0;
         Bytes::from(std::mem::replace(&mut self.incoming, rest)).slice(range)
-    }
-
-    /// Lets the buffer of opened records go once at most a header is left in it (and with
-    /// nothing left, no buffer stays at all).
-    fn compact(&mut self) {
-        if self.start > 0 && self.incoming.len() - self.start <= HEADER {
-            self.incoming = self.incoming[self.start..].to_vec();
-            self.start = 0;
-        }
     }
 
     /// An alert: `close_notify` ends the session; a warning is passed over where TLS allows it;
@@ -470,13 +461,19 @@ fn step<S: Side>(conn: &mut S, incoming: &mut Vec<u8>, start: &mut usize) -> io:
             }
         };
         *start += discard;
-        if *start > 0 && incoming.len() - *start <= HEADER {
-            *incoming = incoming[*start..].to_vec();
-            *start = 0;
-        }
+        compact(incoming, start);
         if let Some(next) = next {
             return Ok(next);
         }
+    }
+}
+
+/// Lets the buffer of processed records go once at most a header is left in it (and with
+/// nothing left, no buffer stays at all).
+fn compact(incoming: &mut Vec<u8>, start: &mut usize) {
+    if *start > 0 && incoming.len() - *start <= HEADER {
+        *incoming = incoming[*start..].to_vec();
+        *start = 0;
     }
 }
 
