@@ -114,24 +114,45 @@ impl Io {
         }
     }
 
-    /// `plaintext` as it goes on the wire (over TLS: encrypted, and the plaintext let go).
-    fn seal(&mut self, plaintext: Bytes) -> io::Result<Bytes> {
+    /// `pieces` of plaintext as they go on the wire, in one write (over TLS: encrypted, and the
+    /// plaintext let go).
+    fn seal(&mut self, pieces: Vec<Bytes>) -> io::Result<Bytes> {
         match self {
-            Io::Plain(_) => Ok(plaintext),
-            Io::Tls(tls) => tls.seal(&plaintext).map(Bytes::from),
+            Io::Plain(_) => Ok(match <[Bytes; 1]>::try_from(pieces) {
+                Ok([one]) => one,
+                Err(pieces) => pieces.concat().into(),
+            }),
+            Io::Tls(tls) => {
+                let pieces: Vec<&[u8]> = pieces.iter().map(|piece| &piece[..]).collect();
+                tls.seal(&pieces).map(Bytes::from)
+            }
         }
     }
 
-    async fn transmit(&mut self, sealed: &[u8]) -> io::Result<()> {
-        match self {
-            Io::Plain(tcp) => tcp.write_all(sealed).await,
-            Io::Tls(tls) => tls.transmit(sealed).await,
+    /// Writes what [`seal`](Self::seal) returned. What the socket does not take at once moves
+    /// to a buffer of its own size before the wait for the client, so that an answer whose
+    /// client stops reading holds no more of it than is unsent.
+    async fn transmit(&mut self, sealed: Bytes) -> io::Result<()> {
+        let tcp = match self {
+            Io::Plain(tcp) => tcp,
+            Io::Tls(tls) => tls.tcp(),
+        };
+        let written = match tcp.try_write(&sealed) {
+            Ok(written) => written,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        if written < sealed.len() {
+            let rest = Bytes::copy_from_slice(&sealed[written..]);
+            drop(sealed);
+            tcp.write_all(&rest).await?;
         }
+        Ok(())
     }
 
     async fn send(&mut self, plaintext: Bytes) -> io::Result<()> {
-        let sealed = self.seal(plaintext)?;
-        self.transmit(&sealed).await
+        let sealed = self.seal(vec![plaintext])?;
+        self.transmit(sealed).await
     }
 
     /// Ends the connection after a complete answer: `close_notify` and the end of the stream
@@ -437,53 +458,50 @@ async fn answer(
         Framing::Length(length) => Some(length),
         _ => None,
     };
-    if framing != Framing::None {
-        loop {
-            // The head goes with the first chunk when that is ready at once.
-            let frame = match body.frame().now_or_never() {
-                Some(frame) => frame,
-                None => {
-                    if let Some(head) = head.take() {
-                        io.send(head.freeze()).await?;
-                    }
-                    body.frame().await
+    let mut ended = framing == Framing::None;
+    while !ended {
+        // The head goes with the first chunk when that is ready at once.
+        let first = match body.frame().now_or_never() {
+            Some(frame) => frame,
+            None => {
+                if let Some(head) = head.take() {
+                    io.send(head.freeze()).await?;
                 }
-            };
-            let data = match frame {
-                None => break,
-                Some(Err(error)) => return Err(error),
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) if !data.is_empty() => data,
-                    _ => continue,
-                },
-            };
+                body.frame().await
+            }
+        };
+        let (chunks, after) = gather(&mut body, first);
+        let mut broken = match after {
+            After::More => None,
+            After::Ended => {
+                ended = true;
+                None
+            }
+            After::Broken(error) => Some(error),
+        };
+        let mut pieces = Vec::with_capacity(chunks.len());
+        for data in chunks {
             if let Some(left) = &mut left {
                 if data.len() as u64 > *left {
-                    return Err(io::Error::other(
+                    broken = Some(io::Error::other(
                         "the body is longer than its Content-Length",
                     ));
+                    break;
                 }
                 *left -= data.len() as u64;
             }
-            let piece = match framing {
-                Framing::Chunked => {
-                    let mut chunk = BytesMut::with_capacity(data.len() + 12);
-                    chunk.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-                    chunk.extend_from_slice(&data);
-                    chunk.extend_from_slice(b"\r\n");
-                    chunk.freeze()
-                }
-                _ => data,
-            };
-            let plaintext = match head.take() {
-                Some(mut head) => {
-                    head.extend_from_slice(&piece);
-                    head.freeze()
-                }
-                None => piece,
-            };
-            let sealed = io.seal(plaintext)?;
-            io.transmit(&sealed).await?;
+            pieces.push(piece(framing, data));
+        }
+        if !pieces.is_empty() {
+            if let Some(mut head) = head.take() {
+                head.extend_from_slice(&pieces[0]);
+                pieces[0] = head.freeze();
+            }
+            let sealed = io.seal(pieces)?;
+            io.transmit(sealed).await?;
+        }
+        if let Some(error) = broken {
+            return Err(error);
         }
     }
     if left.is_some_and(|left| left > 0) {
@@ -501,6 +519,63 @@ async fn answer(
     }
     Ok(close)
 }
+
+/// What comes after the chunks of one write.
+#[derive(Debug)]
+enum After {
+    /// More chunks, not ready yet.
+    More,
+    Ended,
+    /// The body broke after the chunks.
+    Broken(io::Error),
+}
+
+/// The chunks of `body` that go out in one write: those of `first` (the frame waited for) and
+/// of the frames ready right after it, up to [`WRITE_BATCH`] bytes; and what comes next.
+fn gather(
+    body: &mut ProxyBody,
+    first: Option<io::Result<hyper::body::Frame<Bytes>>>,
+) -> (Vec<Bytes>, After) {
+    let mut chunks = Vec::new();
+    let mut batched = 0;
+    let mut next = Some(first);
+    while let Some(frame) = next.take() {
+        match frame {
+            None => return (chunks, After::Ended),
+            Some(Err(error)) => return (chunks, After::Broken(error)),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data()
+                    && !data.is_empty()
+                {
+                    batched += data.len();
+                    chunks.push(data);
+                }
+            }
+        }
+        if batched < WRITE_BATCH {
+            next = body.frame().now_or_never();
+        }
+    }
+    (chunks, After::More)
+}
+
+/// `data` framed as `framing` frames a body's chunk.
+fn piece(framing: Framing, data: Bytes) -> Bytes {
+    match framing {
+        Framing::Chunked => {
+            let mut chunk = BytesMut::with_capacity(data.len() + 12);
+            chunk.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+            chunk.extend_from_slice(&data);
+            chunk.extend_from_slice(b"\r\n");
+            chunk.freeze()
+        }
+        _ => data,
+    }
+}
+
+/// The most of an answer's body, in bytes, gathered for one write (four TLS records' worth: what
+/// one read of a registry connection brings in, [`crate::tls`]).
+const WRITE_BATCH: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests;

@@ -12,10 +12,9 @@
 //! agent's registry connections (client) and containerd's connections to it (server).
 
 use std::io;
-use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes};
+use bytes::{BufMut, Bytes, BytesMut};
 use rustls::client::{ClientConnectionData, UnbufferedClientConnection};
 use rustls::kernel::KernelConnection;
 use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
@@ -98,9 +97,8 @@ pub(crate) struct Tls<S: Side> {
     limit: u64,
     tx: Protection,
     rx: Protection,
-    /// Received bytes not yet opened are `incoming[start..]`.
-    incoming: Vec<u8>,
-    start: usize,
+    /// Received bytes not yet opened.
+    incoming: BytesMut,
     /// The start of a post-handshake message that goes on in the next record.
     message: Vec<u8>,
     /// Sealed records a read had to send (the answer to a key update) and has not sent yet:
@@ -111,6 +109,8 @@ pub(crate) struct Tls<S: Side> {
     closed: bool,
     /// Records in a row that carried nothing (bounded: each costs a decryption and no progress).
     empty: u32,
+    /// The size on the wire of the last record opened: what the next ones are read ahead by.
+    record: usize,
 }
 
 /// What the handshake needs next.
@@ -177,24 +177,25 @@ impl<S: Side> Tls<S> {
             tx: Protection::new(version, tx_seq, tx).map_err(other)?,
             rx: Protection::new(version, rx_seq, rx).map_err(other)?,
             kernel,
-            incoming,
-            start,
+            incoming: BytesMut::from(&incoming[start..]),
             message: Vec::new(),
             unsent: Vec::new(),
             closed: false,
             empty: 0,
+            record: 0,
         })
     }
 
-    /// `plaintext` sealed into records, after whatever a read left unsent: the bytes to
-    /// [`transmit`](Self::transmit) before anything sealed later.
-    pub(crate) fn seal(&mut self, plaintext: &[u8]) -> io::Result<Vec<u8>> {
+    /// `pieces` of plaintext sealed into records (each piece into records of its own), after
+    /// whatever a read left unsent: the bytes to [`transmit`](Self::transmit) before anything
+    /// sealed later.
+    pub(crate) fn seal(&mut self, pieces: &[&[u8]]) -> io::Result<Vec<u8>> {
         let mut sealed = std::mem::take(&mut self.unsent);
-        sealed.reserve(
-            plaintext.len().div_ceil(MAX_PLAINTEXT) * self.tx.sealed_len(0) + plaintext.len(),
-        );
-        for piece in plaintext.chunks(MAX_PLAINTEXT) {
-            self.seal_record(Kind::ApplicationData, piece, &mut sealed)?;
+        let records: usize = pieces.iter().map(|p| p.len().div_ceil(MAX_PLAINTEXT)).sum();
+        let bytes: usize = pieces.iter().map(|p| p.len()).sum();
+        sealed.reserve(records * self.tx.sealed_len(0) + bytes);
+        for record in pieces.iter().flat_map(|p| p.chunks(MAX_PLAINTEXT)) {
+            self.seal_record(Kind::ApplicationData, record, &mut sealed)?;
         }
         Ok(sealed)
     }
@@ -218,7 +219,7 @@ impl<S: Side> Tls<S> {
 
     /// Seals and sends `plaintext`.
     pub(crate) async fn send(&mut self, plaintext: &[u8]) -> io::Result<()> {
-        let sealed = self.seal(plaintext)?;
+        let sealed = self.seal(&[plaintext])?;
         self.transmit(&sealed).await
     }
 
@@ -247,35 +248,40 @@ impl<S: Side> Tls<S> {
             if self.closed {
                 return Ok(Bytes::new());
             }
-            receive(
-                &mut self.tcp,
-                &mut self.incoming,
-                &mut self.start,
-                "the peer closed the connection without a TLS close_notify",
-            )
-            .await?;
+            let ahead = READ_AHEAD * self.record;
+            let n = receive_records(&mut self.tcp, &mut self.incoming, ahead).await?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the peer closed the connection without a TLS close_notify",
+                ));
+            }
         }
     }
 
     /// Opens the complete records received until one carries data.
     fn open(&mut self) -> io::Result<Option<Bytes>> {
         while !self.closed {
-            let rest = &self.incoming[self.start..];
-            let Some(header) = rest.get(..HEADER) else {
+            let Some(header) = self.incoming.get(..HEADER) else {
                 break;
             };
             let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
             if len > MAX_PAYLOAD {
                 return Err(invalid(record::Error::Overflow));
             }
-            let end = self.start + HEADER + len;
+            let end = HEADER + len;
             if end > self.incoming.len() {
                 break;
             }
-            let at = self.start;
-            let (kind, range) = self.rx.open(&mut self.incoming[at..end]).map_err(invalid)?;
-            let range = at + range.start..at + range.end;
-            self.start = end;
+            let (kind, range) = self.rx.open(&mut self.incoming[..end]).map_err(invalid)?;
+            // The record leaves the buffer; what follows it stays, in the same allocation until
+            // no complete record is left in it: the rest then moves to a buffer of its own, so
+            // that the one the plaintexts are handed on in goes with them.
+            let record = self.incoming.split_to(end);
+            self.record = end;
+            if !holds_record(&self.incoming) {
+                self.incoming = BytesMut::from(&self.incoming[..]);
+            }
             match kind {
                 Kind::ApplicationData if !self.message.is_empty() => {
                     return Err(invalid(record::Error::Unexpected));
@@ -295,34 +301,21 @@ impl<S: Side> Tls<S> {
                 }
                 Kind::ApplicationData => {
                     self.empty = 0;
-                    return Ok(Some(self.take(range)));
+                    // The plaintext stays where it was opened: no copy.
+                    return Ok(Some(record.freeze().slice(range)));
                 }
-                Kind::Alert => self.alert(range)?,
-                Kind::Handshake => self.post_handshake(range)?,
+                Kind::Alert => self.alert(&record[range])?,
+                Kind::Handshake => self.post_handshake(&record[range])?,
                 Kind::ChangeCipherSpec => return Err(invalid(record::Error::Unexpected)),
             }
         }
-        compact(&mut self.incoming, &mut self.start);
         Ok(None)
-    }
-
-    /// The plaintext at `range` of what was received. When what follows it is no more than the
-    /// next record's header, the buffer goes with the plaintext (no copy) and the header's bytes
-    /// move to a new one.
-    fn take(&mut self, range: Range<usize>) -> Bytes {
-        if self.incoming.len() - self.start > HEADER {
-            return Bytes::copy_from_slice(&self.incoming[range]);
-        }
-        // The next record's buffer is taken when it is read into, not while the stream waits.
-        let rest = self.incoming[self.start..].to_vec();
-        self.start = 0;
-        Bytes::from(std::mem::replace(&mut self.incoming, rest)).slice(range)
     }
 
     /// An alert: `close_notify` ends the session; a warning is passed over where TLS allows it;
     /// anything else is the error it names.
-    fn alert(&mut self, range: Range<usize>) -> io::Result<()> {
-        match self.incoming[range] {
+    fn alert(&mut self, alert: &[u8]) -> io::Result<()> {
+        match *alert {
             [_, 0] => {
                 self.closed = true;
                 Ok(())
@@ -345,8 +338,8 @@ impl<S: Side> Tls<S> {
 
     /// Handshake messages after the handshake: session tickets, key updates, and (TLS 1.2) a
     /// server's invitation to renegotiate, which is declined by not taking it up.
-    fn post_handshake(&mut self, range: Range<usize>) -> io::Result<()> {
-        self.message.extend_from_slice(&self.incoming[range]);
+    fn post_handshake(&mut self, fragment: &[u8]) -> io::Result<()> {
+        self.message.extend_from_slice(fragment);
         while let Some(&[kind, a, b, c]) = self.message.get(..4) {
             let len = u32::from_be_bytes([0, a, b, c]) as usize;
             if len > MAX_MESSAGE {
@@ -500,6 +493,33 @@ async fn receive(
     }
     Ok(())
 }
+/// One read from the peer into `incoming`: what completes its first incomplete record and the
+/// header after it, and up to `ahead` bytes more when the socket has them (the bytes read; 0 at
+/// the end of the stream).
+async fn receive_records(
+    tcp: &mut TcpStream,
+    incoming: &mut BytesMut,
+    ahead: usize,
+) -> io::Result<usize> {
+    let want = missing(incoming) + ahead;
+    if incoming.capacity() - incoming.len() < want {
+        let mut fresh = BytesMut::with_capacity(incoming.len() + want);
+        fresh.extend_from_slice(incoming);
+        *incoming = fresh;
+    }
+    tcp.read_buf(&mut incoming.limit(want)).await
+}
+
+/// Records read beyond the one being completed, when the socket has them.
+const READ_AHEAD: usize = 3;
+
+/// Whether `received` starts with a complete record.
+fn holds_record(received: &[u8]) -> bool {
+    received.get(..HEADER).is_some_and(|header| {
+        HEADER + usize::from(u16::from_be_bytes([header[3], header[4]])) <= received.len()
+    })
+}
+
 /// How many bytes after `received` complete its first incomplete record, plus the next
 /// record's header (or complete a partial header, when the records end in one).
 fn missing(received: &[u8]) -> usize {

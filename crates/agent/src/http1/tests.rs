@@ -534,3 +534,32 @@ fn heads_parse_as_hyper_read_them() {
         Refusal::Answer(StatusCode::BAD_REQUEST)
     );
 }
+
+#[tokio::test]
+async fn chunks_ready_at_once_are_written_together_up_to_a_bound() {
+    const CHUNK: usize = 16 * 1024;
+    // Six chunks ready, then a wait.
+    let ready = futures_util::stream::iter(
+        (0..6u8).map(|i| Ok::<_, io::Error>(Frame::data(Bytes::from(vec![i; CHUNK])))),
+    );
+    let mut body: ProxyBody = BodyExt::boxed_unsync(StreamBody::new(
+        ready.chain(futures_util::stream::pending()),
+    ));
+    let first = body.frame().await;
+    let (chunks, after) = gather(&mut body, first);
+    assert_eq!(chunks.len(), WRITE_BATCH / CHUNK, "{after:?}");
+    assert!(matches!(after, After::More));
+    let first = body.frame().await;
+    let (chunks, after) = gather(&mut body, first);
+    let firsts: Vec<u8> = chunks.iter().map(|chunk| chunk[0]).collect();
+    assert_eq!(firsts, [4, 5], "{after:?}");
+    assert!(matches!(after, After::More));
+    // The end, or a break, comes with the chunks before it.
+    let (chunks, after) = gather(&mut streamed(vec![b"a", b"b"], false), None);
+    assert!(chunks.is_empty() && matches!(after, After::Ended));
+    let mut body = streamed(vec![b"a", b"", b"b"], true);
+    let first = body.frame().await;
+    let (chunks, after) = gather(&mut body, first);
+    assert_eq!(chunks, [&b"a"[..], b"b"]);
+    assert!(matches!(after, After::Broken(_)));
+}
