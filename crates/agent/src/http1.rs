@@ -4,9 +4,12 @@
 //! reads for the next request while the answer streams, an 8 KiB header write buffer, and
 //! rustls' queue of encrypted records (up to 33 KiB): 54 KiB of a stalled stream's 94
 //! (`bench/README.md`). Here a connection reads a request head into a buffer that is freed once
-//! the head is parsed, writes each chunk of the answer as one sealed record ([`crate::tls`]),
-//! and takes the next chunk from the body only once the last one is written: a client that
-//! stops reading holds one record of the answer in the agent, and the kernel's socket buffers.
+//! the head is parsed, seals the chunks of the answer that are ready at once (up to 64 KiB, what
+//! one read of a registry connection brings in) into records written together
+//! ([`crate::tls`]), and takes the next chunks from the body only once those are written. What
+//! the socket does not take at once moves to a buffer of its own size before the wait, so a
+//! client that stops reading holds in the agent at most the unsent part of one write and what
+//! one read of the registry took in and was not yet sealed, besides the kernel's socket buffers.
 //!
 //! The agent serves pulls, so requests are read without their bodies: a request that has one is
 //! answered and its connection then closed, lingering to read what the client still sends so

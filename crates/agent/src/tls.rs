@@ -1,12 +1,13 @@
-//! TLS connections whose records are buffered, sealed and opened by us, one record at a time,
-//! both ways.
+//! TLS connections whose records are buffered, sealed and opened by us, both ways.
 //!
 //! rustls' unbuffered API drives the handshake on buffers of ours; then rustls hands over the
 //! traffic keys (its kernel-TLS interface, which also derives the next keys on a key update and
 //! keeps the session tickets a server sends), and [`record`] protects the records. A read takes
-//! no more than the rest of the record being received and the next record's header, and a
-//! record is opened where it was received: its plaintext is handed on in the buffer it came in,
-//! with no copy, and at most the next header's five bytes stay. What is sent is sealed by
+//! the rest of the record being received and, when the socket has them, up to three more of the
+//! size last seen and the header after them: a few records a system call, each opened where it
+//! was received and its plaintext handed on in that buffer, with no copy. Once no complete
+//! record is left in the buffer, what was received of the next moves to a buffer of its own, so
+//! the read's buffer goes with the plaintexts handed on from it. What is sent is sealed by
 //! [`Tls::seal`] into bytes the caller writes with [`Tls::transmit`], one copy of the plaintext,
 //! so the plaintext can go before the write waits for the peer. The same code serves the
 //! agent's registry connections (client) and containerd's connections to it (server).
