@@ -4,10 +4,10 @@
 //! consumes the body: one chunk waits in the body's channel while the next is read, and each
 //! keeps a whole read buffer alive (`bench/README.md`, "Memory per stream, buffer by buffer").
 //! Here the consumer's poll drives the connection: the next read happens when the relay asks
-//! for the next chunk, and a chunk is the plaintext of one TLS record, copied once out of
-//! rustls into an allocation of its size. TLS records are received into a buffer of ours, a
-//! record at a time ([`crate::tls`]): a stream whose client stopped reading keeps no more of the
-//! upstream's bytes than the header of the record after the last one it took.
+//! for the next chunk, and a chunk is the plaintext of one TLS record, handed on in the buffer
+//! the record was received in. TLS records are received into buffers of ours, up to four a read
+//! when the registry has sent them ([`crate::tls`]): a stream whose client stopped reading keeps
+//! no more of the upstream's bytes than what one read took in and was not yet handed on.
 //!
 //! Requests carry no body (the agent forwards pulls). Bodies are framed as RFC 9112 says:
 //! none for `HEAD`, 1xx, 204 and 304; chunked; `Content-Length`; else until the connection
@@ -38,8 +38,8 @@ const MAX_HEAD: usize = 17 * 1024;
 const MAX_HEADERS: usize = 100;
 /// The longest line of chunked framing (a chunk size with extensions, a trailer).
 const MAX_LINE: usize = 4096;
-/// What one read of a plain-HTTP connection allocates (over TLS a read takes what one record
-/// holds, exactly).
+/// What one read of a plain-HTTP connection allocates (over TLS a read takes up to four
+/// records, [`crate::tls`]).
 const PLAIN_READ: usize = 16 * 1024;
 
 /// Opens, reuses and keeps connections to registries, with one TLS configuration.
