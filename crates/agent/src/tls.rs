@@ -8,14 +8,14 @@
 //! was received and its plaintext handed on in that buffer, with no copy. Once no complete
 //! record is left in the buffer, what was received of the next moves to a buffer of its own, so
 //! the read's buffer goes with the plaintexts handed on from it. What is sent is sealed by
-//! [`Tls::seal`] into bytes the caller writes with [`Tls::transmit`], one copy of the plaintext,
-//! so the plaintext can go before the write waits for the peer. The same code serves the
+//! [`Tls::seal`] into bytes the caller writes with [`Tls::transmit`] (or to [`Tls::tcp`] as they
+//! are), one copy of the plaintext, so the plaintext can go before the write waits for the peer. The same code serves the
 //! agent's registry connections (client) and containerd's connections to it (server).
 
 use std::io;
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rustls::client::{ClientConnectionData, UnbufferedClientConnection};
 use rustls::kernel::KernelConnection;
 use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
@@ -146,16 +146,15 @@ impl Tls<UnbufferedServerConnection> {
 
 impl<S: Side> Tls<S> {
     async fn handshake(mut tcp: TcpStream, mut conn: S) -> io::Result<Self> {
-        let mut incoming = Vec::new();
-        let mut start = 0;
+        let mut incoming = BytesMut::new();
         loop {
-            match step(&mut conn, &mut incoming, &mut start)? {
+            match step(&mut conn, &mut incoming)? {
                 Step::Send(bytes) => tcp.write_all(&bytes).await?,
                 Step::Receive => {
                     receive(
                         &mut tcp,
                         &mut incoming,
-                        &mut start,
+                        0,
                         "the peer closed the connection during the handshake",
                     )
                     .await?;
@@ -178,7 +177,8 @@ impl<S: Side> Tls<S> {
             tx: Protection::new(version, tx_seq, tx).map_err(other)?,
             rx: Protection::new(version, rx_seq, rx).map_err(other)?,
             kernel,
-            incoming: BytesMut::from(&incoming[start..]),
+            // What the peer sent after the handshake, in a buffer of its own size.
+            incoming: BytesMut::from(&incoming[..]),
             message: Vec::new(),
             unsent: Vec::new(),
             closed: false,
@@ -231,7 +231,8 @@ impl<S: Side> Tls<S> {
         self.transmit(&sealed).await
     }
 
-    /// The TCP connection underneath.
+    /// The TCP connection underneath; what [`seal`](Self::seal) returned may be written to it
+    /// directly.
     pub(crate) fn tcp(&mut self) -> &mut TcpStream {
         &mut self.tcp
     }
@@ -249,14 +250,13 @@ impl<S: Side> Tls<S> {
             if self.closed {
                 return Ok(Bytes::new());
             }
-            let ahead = READ_AHEAD * self.record;
-            let n = receive_records(&mut self.tcp, &mut self.incoming, ahead).await?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the peer closed the connection without a TLS close_notify",
-                ));
-            }
+            receive(
+                &mut self.tcp,
+                &mut self.incoming,
+                READ_AHEAD * self.record,
+                "the peer closed the connection without a TLS close_notify",
+            )
+            .await?;
         }
     }
 
@@ -413,10 +413,10 @@ impl<S: Side> Tls<S> {
 }
 
 /// Processes what was received in the handshake until it needs something done.
-fn step<S: Side>(conn: &mut S, incoming: &mut Vec<u8>, start: &mut usize) -> io::Result<Step> {
+fn step<S: Side>(conn: &mut S, incoming: &mut BytesMut) -> io::Result<Step> {
     let mut outgoing = Vec::new();
     loop {
-        let UnbufferedStatus { discard, state } = conn.process(&mut incoming[*start..]);
+        let UnbufferedStatus { discard, state } = conn.process(&mut incoming[..]);
         let next = match state.map_err(tls_error)? {
             ConnectionState::EncodeTlsData(mut encode) => {
                 let at = outgoing.len();
@@ -454,61 +454,32 @@ fn step<S: Side>(conn: &mut S, incoming: &mut Vec<u8>, start: &mut usize) -> io:
                 ));
             }
         };
-        *start += discard;
-        compact(incoming, start);
+        incoming.advance(discard);
         if let Some(next) = next {
             return Ok(next);
         }
     }
 }
 
-/// Lets the buffer of processed records go once at most a header is left in it (and with
-/// nothing left, no buffer stays at all).
-fn compact(incoming: &mut Vec<u8>, start: &mut usize) {
-    if *start > 0 && incoming.len() - *start <= HEADER {
-        *incoming = incoming[*start..].to_vec();
-        *start = 0;
-    }
-}
-
-/// One read from the peer, of no more than what completes the first incomplete record
-/// and the header after it. The end of the stream is an `UnexpectedEof` saying `at_end`.
-async fn receive(
-    tcp: &mut TcpStream,
-    incoming: &mut Vec<u8>,
-    start: &mut usize,
-    at_end: &'static str,
-) -> io::Result<()> {
-    let want = missing(&incoming[*start..]);
-    if *start > 0 {
-        let mut kept = Vec::with_capacity(incoming.len() - *start + want);
-        kept.extend_from_slice(&incoming[*start..]);
-        *incoming = kept;
-        *start = 0;
-    } else {
-        incoming.reserve_exact(want);
-    }
-    let n = tcp.read_buf(&mut incoming.limit(want)).await?;
-    if n == 0 {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, at_end));
-    }
-    Ok(())
-}
 /// One read from the peer into `incoming`: what completes its first incomplete record and the
-/// header after it, and up to `ahead` bytes more when the socket has them (the bytes read; 0 at
-/// the end of the stream).
-async fn receive_records(
+/// header after it, and up to `ahead` bytes more when the socket has them. The end of the stream
+/// is an `UnexpectedEof` saying `at_end`.
+async fn receive(
     tcp: &mut TcpStream,
     incoming: &mut BytesMut,
     ahead: usize,
-) -> io::Result<usize> {
+    at_end: &'static str,
+) -> io::Result<()> {
     let want = missing(incoming) + ahead;
     if incoming.capacity() - incoming.len() < want {
         let mut fresh = BytesMut::with_capacity(incoming.len() + want);
         fresh.extend_from_slice(incoming);
         *incoming = fresh;
     }
-    tcp.read_buf(&mut incoming.limit(want)).await
+    if tcp.read_buf(&mut incoming.limit(want)).await? == 0 {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, at_end));
+    }
+    Ok(())
 }
 
 /// Records read beyond the one being completed, when the socket has them.
